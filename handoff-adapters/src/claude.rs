@@ -1,0 +1,508 @@
+//! Claude Code (`claude -p`).
+//!
+//! Isolation: `--safe-mode` (no CLAUDE.md, hooks, plugins, user MCP), a tool allowlist with
+//! `--permission-mode dontAsk`, and Claude's native bash sandbox forced on with
+//! `failIfUnavailable` (so a machine without bubblewrap/socat refuses instead of running
+//! unsandboxed). Output is `stream-json`: the final `result` event is the envelope whose
+//! `structured_output` is the answer (validated by Claude against `--json-schema`).
+
+use async_trait::async_trait;
+use camino::Utf8Path;
+use handoff_core::{
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
+    OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
+    RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret};
+use crate::probe;
+
+/// The Claude Code adapter.
+#[derive(Debug, Default, Clone)]
+pub struct Claude;
+
+/// Static facts about Claude Code.
+pub static SPEC: std::sync::LazyLock<ProviderSpec> = std::sync::LazyLock::new(|| ProviderSpec {
+    id: AgentId::CLAUDE,
+    executable: "claude",
+    extra_dirs: &[
+        "~/.local/bin",
+        "~/.claude/local",
+        "/opt/homebrew/bin",
+        "/usr/local/bin",
+    ],
+    // As listed by `claude --help` (2.1.197).
+    effort: &["low", "medium", "high", "xhigh", "max"],
+    advice_effort: Some("max"),
+    max_turns: Some(TurnDefaults {
+        handoff: 12,
+        advice: 32,
+    }),
+    grants: GrantCapabilities {
+        bash: true,
+        bash_disable: true,
+        web_search: true,
+        mcp: true,
+        write: true,
+        nested_source: true,
+    },
+    native_filesystem_isolation: false,
+    native_bash_sandbox: true,
+    env_passthrough: &[
+        "CLAUDE_CONFIG_DIR",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_CUSTOM_HEADERS",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_DEFAULT_*",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "ANTHROPIC_VERTEX_PROJECT_ID",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "CLOUD_ML_REGION",
+        "AWS_*",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "API_TIMEOUT_MS",
+        "DISABLE_TELEMETRY",
+    ],
+});
+
+/// Flags `claude --help` must mention (`--max-turns` is proven by the behaviour probe, since
+/// the help text omits it).
+pub const REQUIRED_FLAGS: &[&str] = &[
+    "--allowedTools",
+    "--disable-slash-commands",
+    "--json-schema",
+    "--mcp-config",
+    "--no-chrome",
+    "--no-session-persistence",
+    "--output-format",
+    "--permission-mode",
+    "--safe-mode",
+    "--settings",
+    "--strict-mcp-config",
+    "--tools",
+    "--verbose",
+];
+
+/// Claude Code's message when its sandbox can't start.
+const SANDBOX_UNAVAILABLE: &str = "sandbox required but unavailable";
+const EMPTY_MCP: &str = r#"{"mcpServers":{}}"#;
+
+/// The `--settings` JSON: native sandbox on, no fallback to unsandboxed commands, the worktree
+/// the only readable (and, for writing runs, writable) place.
+pub fn settings(cwd: &str, write: bool) -> serde_json::Value {
+    json!({
+        "sandbox": {
+            "enabled": true,
+            "failIfUnavailable": true,
+            "allowUnsandboxedCommands": false,
+            "excludedCommands": [],
+            "filesystem": {
+                "allowRead": [cwd],
+                "allowWrite": if write { vec![cwd] } else { vec![] },
+                "denyRead": [],
+                "denyWrite": if write { vec![] } else { vec![cwd] },
+            },
+            "network": {"allowedDomains": []},
+        }
+    })
+}
+
+/// The tool list for a run (same for `--tools` and `--allowedTools`).
+pub fn tools(request: &Request, mcp_names: &[String]) -> Vec<String> {
+    let g = &request.grants.resolved;
+    let mut t: Vec<String> = if g.write {
+        vec!["Edit", "Glob", "Grep", "Read", "Write"]
+    } else {
+        vec!["Glob", "Grep", "Read"]
+    }
+    .into_iter()
+    .map(String::from)
+    .collect();
+    if g.bash {
+        t.push("Bash".into());
+    }
+    if g.web_search {
+        t.push("WebSearch".into());
+        t.push("WebFetch".into());
+    }
+    t.extend(mcp_names.iter().map(|n| format!("mcp__{n}__*")));
+    t
+}
+
+fn mcp_file(
+    run: &RunDir,
+    secrets: &mut Vec<String>,
+) -> Result<Option<(PrivateFile, Vec<String>)>, InvocationError> {
+    let Some(mcp) = &run.mcp else { return Ok(None) };
+    let mut servers = serde_json::Map::new();
+    let mut names = Vec::new();
+    for server in &mcp.servers {
+        names.push(server.name().to_owned());
+        let entry = match server {
+            McpServer::Stdio(s) => {
+                let mut env = serde_json::Map::new();
+                for (k, r) in &s.env {
+                    let v = mcp_secret(run, &r.from_env)?;
+                    secrets.push(v.clone());
+                    env.insert(k.clone(), json!(v));
+                }
+                json!({"command": s.command, "args": s.args, "env": env})
+            }
+            McpServer::Http(r) | McpServer::Sse(r) => {
+                let mut headers = serde_json::Map::new();
+                for (k, reference) in &r.headers {
+                    let v = mcp_secret(run, &reference.from_env)?;
+                    secrets.push(v.clone());
+                    headers.insert(k.clone(), json!(v));
+                }
+                let kind = if matches!(server, McpServer::Http(_)) {
+                    "http"
+                } else {
+                    "sse"
+                };
+                json!({"type": kind, "url": r.url, "headers": headers})
+            }
+        };
+        servers.insert(server.name().to_owned(), entry);
+    }
+    // Secret values go into a 0600 file inside the private run directory (removed after the
+    // run), never into argv.
+    let file = PrivateFile {
+        path: run.file("claude-mcp.json"),
+        contents: serde_json::to_vec(&json!({"mcpServers": servers})).unwrap_or_default(),
+    };
+    Ok(Some((file, names)))
+}
+
+/// Claude's validator refuses unregistered draft URIs: drop `$schema` and `$id`.
+pub fn claude_schema(schema: &serde_json::Value) -> serde_json::Value {
+    let mut s = schema.clone();
+    if let Some(obj) = s.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("$id");
+    }
+    s
+}
+
+impl Claude {
+    fn plan(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let mut env = agent_env(spec, &run.parent_env);
+        // A run must not update the CLI under itself.
+        env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
+        let mut secrets = Vec::new();
+        let mcp = mcp_file(run, &mut secrets)?;
+        let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
+        let write = request.writes();
+        let tool_list = tools(request, &mcp_names).join(",");
+        let sel = &request.selection.resolved;
+        let turns = sel
+            .max_turns
+            .unwrap_or(SPEC.max_turns.map_or(12, |d| d.handoff));
+        let mut args: Vec<String> = vec![
+            "--safe-mode".into(),
+            "--settings".into(),
+            settings(&request.cwd, write).to_string(),
+            "--strict-mcp-config".into(),
+            "--mcp-config".into(),
+            mcp.as_ref()
+                .map(|(f, _)| f.path.to_string())
+                .unwrap_or_else(|| EMPTY_MCP.into()),
+            "--disable-slash-commands".into(),
+            "--no-session-persistence".into(),
+            "--no-chrome".into(),
+            "--permission-mode".into(),
+            "dontAsk".into(),
+            "--tools".into(),
+            tool_list.clone(),
+            "--allowedTools".into(),
+            tool_list.clone(),
+            "--max-turns".into(),
+            turns.to_string(),
+            "-p".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--json-schema".into(),
+            claude_schema(&run.output_schema).to_string(),
+        ];
+        if sel.model != PROVIDER_DEFAULT_STR {
+            args.extend(["--model".into(), sel.model.clone()]);
+        }
+        if sel.effort != PROVIDER_DEFAULT_STR {
+            args.extend(["--effort".into(), sel.effort.clone()]);
+        }
+        let policy = json!({
+            "enforcement": if write { "native-bash-sandbox-plus-file-tool-permissions" } else { "read-only-tool-allowlist" },
+            "approvals": "never (dontAsk)",
+            "safeMode": true,
+            "nativeFilesystemIsolation": false,
+            "nativeBashSandbox": request.grants.resolved.bash,
+            "sandboxFailIfUnavailable": true,
+            "fileToolConfinement": if write { "worktree writable, everything else by tool permission" } else { "read-only tools only" },
+            "toolAllowlist": tools(request, &mcp_names),
+            "maxTurns": turns,
+            "network": "sandboxed commands have no network; web tools only when granted",
+            "structuredResult": "native JSON Schema (StructuredOutput) in the stream-json result event",
+            "mcpServers": mcp_names,
+            "sessionPersistence": false,
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone().into(),
+            stdin: StdinSource::Prompt,
+            files: mcp.map(|(f, _)| vec![f]).unwrap_or_default(),
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets,
+        })
+    }
+}
+
+/// The final `result` event of Claude's stream (also the whole `--output-format json` output).
+#[derive(Debug, Deserialize)]
+struct ResultEvent {
+    subtype: Option<String>,
+    is_error: Option<bool>,
+    result: Option<String>,
+    errors: Option<Vec<String>>,
+    structured_output: Option<serde_json::Value>,
+    usage: Option<ClaudeUsage>,
+    total_cost_usd: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ClaudeUsage {
+    input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+fn usage_of(ev: &ResultEvent) -> Option<Usage> {
+    let u = ev.usage.as_ref()?;
+    let read = u.cache_read_input_tokens.unwrap_or(0);
+    let write = u.cache_creation_input_tokens.unwrap_or(0);
+    let input = u.input_tokens.map(|i| i + read + write);
+    Some(Usage {
+        source: UsageSource::ProviderEnvelope,
+        input_tokens: input,
+        output_tokens: u.output_tokens,
+        total_tokens: match (input, u.output_tokens) {
+            (Some(i), Some(o)) => Some(i + o),
+            _ => None,
+        },
+        cache_read_tokens: u.cache_read_input_tokens,
+        cache_write_tokens: u.cache_creation_input_tokens,
+        cost_usd: ev.total_cost_usd,
+    })
+}
+
+/// Reads Claude's `stream-json` (or single `json`) output.
+pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
+    let mut result: Option<ResultEvent> = None;
+    for line in raw.stdout.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let value: serde_json::Value =
+            serde_json::from_slice(line).map_err(|_| OutputError::Envelope {
+                reason: "stdout has a line that is not JSON".into(),
+            })?;
+        if value.get("type").and_then(|t| t.as_str()) == Some("result") {
+            result = Some(
+                serde_json::from_value(value).map_err(|e| OutputError::Envelope {
+                    reason: format!("malformed result event: {e}"),
+                })?,
+            );
+        }
+    }
+    let Some(ev) = result else {
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&raw.stderr),
+            String::from_utf8_lossy(&raw.stdout)
+        );
+        if let Some(line) = probe::line_with(&text, SANDBOX_UNAVAILABLE) {
+            return Ok(Observation::Unavailable { message: line });
+        }
+        return Err(OutputError::Envelope {
+            reason: "Claude ended without a result event".into(),
+        });
+    };
+    let usage = usage_of(&ev);
+    if ev.is_error == Some(true) {
+        let detail = ev
+            .errors
+            .as_ref()
+            .map(|e| e.join("; "))
+            .filter(|s| !s.trim().is_empty())
+            .or_else(|| ev.result.clone().filter(|s| !s.trim().is_empty()))
+            .unwrap_or_else(|| "no detail".into());
+        let message = match ev.subtype.as_deref() {
+            Some(s) if s != "success" => format!("{s}: {detail}"),
+            _ => detail,
+        };
+        return Ok(Observation::AgentFailure {
+            message: message.chars().take(1024).collect(),
+            usage,
+        });
+    }
+    let payload = match (ev.structured_output, ev.result) {
+        (Some(v @ serde_json::Value::Object(_)), _) => serde_json::to_vec(&v).unwrap_or_default(),
+        (_, Some(text)) => text.into_bytes(),
+        _ => return Err(OutputError::Missing),
+    };
+    Ok(Observation::Answer { payload, usage })
+}
+
+/// Signs in stderr that the sandbox was not applied although the run went on. Only stderr is
+/// read: stdout carries the model's own words, which may discuss sandboxes freely.
+pub fn runtime_check(raw: &RawOutput) -> Option<String> {
+    static RE: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)sandbox.{0,200}(failed|unable|unavailable|unsupported|continu(e|ing) without|could not be applied|not enforced)",
+        )
+        .ok()
+    });
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    if stderr.contains("refusing to start") {
+        return None; // it did not run at all: reported as not_run by `parse`
+    }
+    let re = RE.as_ref()?;
+    stderr.lines().find(|l| re.is_match(l)).map(|l| {
+        format!(
+            "Claude Code reported that its sandbox was not enforced: {}",
+            l.trim()
+        )
+    })
+}
+
+fn which(name: &str, probe: &ProbeEnv) -> Option<camino::Utf8PathBuf> {
+    probe
+        .env
+        .get("PATH")?
+        .split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| camino::Utf8PathBuf::from(d).join(name))
+        .find(|p| handoff_core::is_executable(p))
+}
+
+#[async_trait]
+impl Provider for Claude {
+    fn spec(&self) -> &ProviderSpec {
+        &SPEC
+    }
+
+    fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
+        self.plan(request, run)
+    }
+
+    fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
+        parse(raw)
+    }
+
+    fn runtime_check(&self, raw: &RawOutput) -> Option<String> {
+        runtime_check(raw)
+    }
+
+    fn preflight_key(&self, probe: &ProbeEnv) -> Option<Vec<String>> {
+        // The sandbox needs bubblewrap and socat from PATH: their presence is part of the outcome.
+        Some(
+            ["bwrap", "socat"]
+                .iter()
+                .map(|t| match which(t, probe) {
+                    Some(p) => file_identity(&p),
+                    None => format!("{t}:missing"),
+                })
+                .collect(),
+        )
+    }
+
+    async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
+        let version = match probe::version(exe, probe).await {
+            Ok(v) => v,
+            Err(e) => {
+                return Preflight {
+                    version: None,
+                    failure: Some(e),
+                };
+            }
+        };
+        let fail = |failure: String| Preflight {
+            version: Some(version.clone()),
+            failure: Some(failure),
+        };
+        match probe::missing_flags(exe, &["--help"], REQUIRED_FLAGS, probe).await {
+            Ok(missing) if missing.is_empty() => {}
+            Ok(missing) => {
+                return fail(format!(
+                    "`claude --help` does not list {}; this Claude Code is too old or too new",
+                    missing.join(", ")
+                ));
+            }
+            Err(e) => return fail(e),
+        }
+        let settings = settings(probe.scratch.as_str(), false).to_string();
+        let args = [
+            "--safe-mode",
+            "--settings",
+            &settings,
+            "--strict-mcp-config",
+            "--mcp-config",
+            EMPTY_MCP,
+            "--disable-slash-commands",
+            "--no-session-persistence",
+            "--permission-mode",
+            "dontAsk",
+            "--tools",
+            "Read",
+            "--allowedTools",
+            "Read",
+            "--max-turns",
+            "1",
+            "-p",
+            "--output-format",
+            "json",
+            "--json-schema",
+            "handoff-invalid-json",
+        ];
+        static SCHEMA_REFUSED: std::sync::LazyLock<Option<regex::Regex>> =
+            std::sync::LazyLock::new(|| {
+                regex::Regex::new(r"(?is)json-schema.{0,200}(invalid|JSON)").ok()
+            });
+        match probe::run(exe, &args, probe, b"").await {
+            Ok(out) => {
+                let text = out.text();
+                if let Some(line) = probe::line_with(&text, SANDBOX_UNAVAILABLE) {
+                    return fail(line);
+                }
+                let refused = SCHEMA_REFUSED.as_ref().is_some_and(|re| re.is_match(&text));
+                if out.code != Some(0) && refused {
+                    Preflight {
+                        version: Some(version),
+                        failure: None,
+                    }
+                } else {
+                    fail(format!(
+                        "the --json-schema/--max-turns probe did not behave as expected (exit {:?}): {}",
+                        out.code,
+                        probe::first_line(&text).unwrap_or_default()
+                    ))
+                }
+            }
+            Err(e) => fail(e),
+        }
+    }
+}

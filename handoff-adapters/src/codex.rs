@@ -1,0 +1,488 @@
+//! OpenAI Codex CLI (`codex exec`).
+//!
+//! Isolation is Codex's own: `--sandbox read-only|workspace-write`, approvals `never`, user
+//! config and exec-policy rules ignored, `--strict-config` so a pinned key the installed version
+//! does not know is an error instead of silently ignored. Events come as JSONL on stdout
+//! (`--json`); the answer is the schema-constrained last message (`--output-last-message`).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use camino::Utf8Path;
+use handoff_core::{
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
+    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Request, RunDir,
+    StdinSource, Usage, UsageSource, agent_env,
+};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret, toml_array, toml_string};
+use crate::probe;
+
+/// The Codex adapter.
+#[derive(Debug, Default, Clone)]
+pub struct Codex;
+
+/// Static facts about Codex.
+pub static SPEC: std::sync::LazyLock<ProviderSpec> = std::sync::LazyLock::new(|| ProviderSpec {
+    id: AgentId::CODEX,
+    executable: "codex",
+    extra_dirs: &["/opt/homebrew/bin", "/usr/local/bin", "~/.codex/bin"],
+    // The values Codex's `model_reasoning_effort` knows. The reference also allowed `max`,
+    // which Codex does not have; advice therefore defaults to `xhigh`, the highest real value.
+    effort: &["minimal", "low", "medium", "high", "xhigh"],
+    advice_effort: Some("xhigh"),
+    max_turns: None,
+    grants: GrantCapabilities {
+        bash: true,
+        bash_disable: true,
+        web_search: false,
+        mcp: true,
+        write: true,
+        nested_source: true,
+    },
+    native_filesystem_isolation: true,
+    native_bash_sandbox: true,
+    env_passthrough: &[
+        "CODEX_HOME",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_ORGANIZATION",
+        "OPENAI_PROJECT",
+        "CODEX_API_KEY",
+        "AZURE_OPENAI_API_KEY",
+    ],
+});
+
+/// Config keys pinned on every run (`--config key=value`), in order.
+pub const PINNED: &[&str] = &[
+    "approval_policy=\"never\"",
+    "project_doc_max_bytes=0",
+    "project_doc_fallback_filenames=[]",
+    "project_root_markers=[\".git\"]",
+    "sandbox_workspace_write.network_access=false",
+    // Without this Codex still offers the model its built-in web search tool.
+    "web_search=\"disabled\"",
+];
+
+/// Flags `codex exec --help` must mention.
+pub const REQUIRED_FLAGS: &[&str] = &[
+    "--config",
+    "--strict-config",
+    "--sandbox",
+    "--cd",
+    "--ephemeral",
+    "--ignore-user-config",
+    "--ignore-rules",
+    "--disable",
+    "--output-schema",
+    "--output-last-message",
+    "--json",
+];
+
+const PROBE_SENTINEL: &str = "handoff_capability_probe_unknown";
+
+/// Codex strict structured outputs: every property required, formerly optional ones nullable,
+/// no additional properties.
+pub fn strict_schema(schema: &serde_json::Value) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Object(props)) = map.get("properties").cloned() {
+                    let required: Vec<String> = map
+                        .get("required")
+                        .and_then(|r| r.as_array())
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|s| s.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let mut new_props = serde_json::Map::new();
+                    for (name, mut prop) in props {
+                        if !required.contains(&name) {
+                            prop = nullable(prop);
+                        }
+                        new_props.insert(name, prop);
+                    }
+                    let names: Vec<serde_json::Value> =
+                        new_props.keys().map(|k| json!(k)).collect();
+                    map.insert("properties".into(), serde_json::Value::Object(new_props));
+                    map.insert("required".into(), serde_json::Value::Array(names));
+                    map.insert("additionalProperties".into(), json!(false));
+                }
+                for (_, child) in map.iter_mut() {
+                    walk(child);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    fn nullable(prop: serde_json::Value) -> serde_json::Value {
+        match prop.get("type").cloned() {
+            Some(serde_json::Value::String(t)) => {
+                let mut p = prop;
+                p["type"] = json!([t, "null"]);
+                p
+            }
+            Some(serde_json::Value::Array(mut ts)) => {
+                let mut p = prop;
+                if !ts.contains(&json!("null")) {
+                    ts.push(json!("null"));
+                }
+                p["type"] = serde_json::Value::Array(ts);
+                p
+            }
+            _ => json!({"anyOf": [prop, {"type": "null"}]}),
+        }
+    }
+    let mut s = schema.clone();
+    walk(&mut s);
+    s
+}
+
+fn mcp_overrides(
+    run: &RunDir,
+    env: &mut BTreeMap<String, String>,
+    secrets: &mut Vec<String>,
+) -> Result<(Vec<String>, Vec<String>), InvocationError> {
+    let mut args = Vec::new();
+    let mut names = Vec::new();
+    let Some(mcp) = &run.mcp else {
+        return Ok((args, names));
+    };
+    for (i, server) in mcp.servers.iter().enumerate() {
+        let key = format!("mcp_servers.{}", toml_key(server.name()));
+        names.push(server.name().to_owned());
+        match server {
+            McpServer::Stdio(s) => {
+                args.push(format!("{key}.command={}", toml_string(&s.command)));
+                args.push(format!("{key}.args={}", toml_array(&s.args)));
+                let mut vars = Vec::new();
+                for (target, reference) in &s.env {
+                    let value = mcp_secret(run, &reference.from_env)?;
+                    if env.contains_key(target) {
+                        return Err(InvocationError::Unsupported(format!(
+                            "MCP server '{}' sets {target}, which Codex's own environment already uses",
+                            s.name
+                        )));
+                    }
+                    env.insert(target.clone(), value.clone());
+                    secrets.push(value);
+                    vars.push(target.clone());
+                }
+                args.push(format!("{key}.env_vars={}", toml_array(&vars)));
+            }
+            McpServer::Http(r) | McpServer::Sse(r) => {
+                args.push(format!("{key}.url={}", toml_string(&r.url)));
+                let mut headers = r.headers.iter();
+                match (headers.next(), headers.next()) {
+                    (None, _) => {}
+                    (Some((name, reference)), None)
+                        if name.eq_ignore_ascii_case("authorization") =>
+                    {
+                        let value = mcp_secret(run, &reference.from_env)?;
+                        // Codex adds "Bearer " itself: pass the bare token.
+                        let token = value
+                            .strip_prefix("Bearer ")
+                            .or_else(|| value.strip_prefix("bearer "))
+                            .unwrap_or(&value)
+                            .to_owned();
+                        let var = format!("HANDOFF_MCP_BEARER_{i}");
+                        args.push(format!("{key}.bearer_token_env_var={}", toml_string(&var)));
+                        env.insert(var, token.clone());
+                        secrets.push(value);
+                        secrets.push(token);
+                    }
+                    _ => {
+                        return Err(InvocationError::Unsupported(format!(
+                            "Codex can only send an Authorization header to MCP server '{}'",
+                            r.name
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok((args, names))
+}
+
+fn toml_key(name: &str) -> String {
+    if name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        name.to_owned()
+    } else {
+        toml_string(name)
+    }
+}
+
+impl Codex {
+    fn plan(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let mut env = agent_env(spec, &run.parent_env);
+        let mut secrets = Vec::new();
+        let (mcp_args, mcp_names) = mcp_overrides(run, &mut env, &mut secrets)?;
+        let schema_path = run.file("provider-output.schema.json");
+        let answer_path = run.file("provider-result.json");
+        let write = request.writes();
+        let mut args: Vec<String> = [
+            "exec",
+            "--json",
+            "--ephemeral",
+            "--ignore-user-config",
+            "--ignore-rules",
+            "--strict-config",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for pin in PINNED {
+            args.push("--config".into());
+            args.push((*pin).into());
+        }
+        for o in mcp_args {
+            args.push("--config".into());
+            args.push(o);
+        }
+        let sandbox = if write {
+            "workspace-write"
+        } else {
+            "read-only"
+        };
+        args.extend([
+            "--sandbox".into(),
+            sandbox.into(),
+            "--cd".into(),
+            request.cwd.clone(),
+            "--output-schema".into(),
+            schema_path.to_string(),
+            "--output-last-message".into(),
+            answer_path.to_string(),
+        ]);
+        let sel = &request.selection.resolved;
+        if sel.model != PROVIDER_DEFAULT_STR {
+            args.extend(["--model".into(), sel.model.clone()]);
+        }
+        if sel.effort != PROVIDER_DEFAULT_STR {
+            args.extend([
+                "--config".into(),
+                format!("model_reasoning_effort={}", toml_string(&sel.effort)),
+            ]);
+        }
+        if !request.grants.resolved.bash {
+            args.extend(["--disable".into(), "shell_tool".into()]);
+        }
+        args.push("-".into());
+
+        let schema = strict_schema(&run.output_schema);
+        let policy = json!({
+            "enforcement": "native-filesystem-sandbox",
+            "filesystem": sandbox,
+            "approvals": "never",
+            "ephemeral": true,
+            "userConfiguration": "ignored",
+            "execPolicyRules": "ignored",
+            "projectDocs": "not loaded (project_doc_max_bytes=0)",
+            "nativeFilesystemIsolation": true,
+            "network": "blocked",
+            "webSearch": "disabled",
+            "bash": if request.grants.resolved.bash { "sandboxed" } else { "disabled (shell_tool)" },
+            "mcpServers": mcp_names,
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone().into(),
+            stdin: StdinSource::Prompt,
+            files: vec![handoff_core::PrivateFile {
+                path: schema_path,
+                contents: serde_json::to_vec_pretty(&schema).unwrap_or_default(),
+            }],
+            answer: AnswerSource::File(answer_path),
+            policy,
+            secrets,
+        })
+    }
+}
+
+/// One line of `codex exec --json`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+enum Event {
+    #[serde(rename = "turn.completed")]
+    TurnCompleted { usage: Option<CodexUsage> },
+    #[serde(rename = "turn.failed")]
+    TurnFailed { error: Option<ErrorBody> },
+    #[serde(rename = "error")]
+    Error { message: Option<String> },
+    #[serde(rename = "item.completed")]
+    ItemCompleted { item: Item },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    message: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Item {
+    #[serde(rename = "type")]
+    kind: String,
+    text: Option<String>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+struct CodexUsage {
+    input_tokens: Option<u64>,
+    cached_input_tokens: Option<u64>,
+    cache_write_input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+/// Reads Codex's event stream and answer file.
+pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
+    let mut usage: Option<Usage> = None;
+    let mut failure: Option<String> = None;
+    let mut last_error: Option<String> = None;
+    let mut last_message: Option<String> = None;
+    let mut completed = false;
+    for line in raw.stdout.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        // Codex prints only JSONL here; anything else is not ours to judge (the answer file is).
+        let Ok(event) = serde_json::from_slice::<Event>(line) else {
+            continue;
+        };
+        match event {
+            Event::TurnCompleted { usage: u } => {
+                completed = true;
+                let u = u.unwrap_or_default();
+                let acc = usage.get_or_insert(Usage {
+                    source: UsageSource::ProviderEnvelope,
+                    input_tokens: Some(0),
+                    output_tokens: Some(0),
+                    total_tokens: Some(0),
+                    cache_read_tokens: Some(0),
+                    cache_write_tokens: Some(0),
+                    cost_usd: None,
+                });
+                let add = |a: &mut Option<u64>, b: Option<u64>| {
+                    *a = Some(a.unwrap_or(0) + b.unwrap_or(0))
+                };
+                add(&mut acc.input_tokens, u.input_tokens);
+                add(&mut acc.output_tokens, u.output_tokens);
+                add(&mut acc.cache_read_tokens, u.cached_input_tokens);
+                add(&mut acc.cache_write_tokens, u.cache_write_input_tokens);
+                acc.total_tokens =
+                    Some(acc.input_tokens.unwrap_or(0) + acc.output_tokens.unwrap_or(0));
+            }
+            Event::TurnFailed { error } => {
+                failure = Some(
+                    error
+                        .and_then(|e| e.message)
+                        .or_else(|| last_error.clone())
+                        .unwrap_or_else(|| "turn failed".into()),
+                );
+            }
+            Event::Error { message } => last_error = message,
+            Event::ItemCompleted { item } if item.kind == "agent_message" => {
+                last_message = item.text;
+            }
+            Event::ItemCompleted { .. } | Event::Other => {}
+        }
+    }
+    if let Some(message) = failure {
+        return Ok(Observation::AgentFailure { message, usage });
+    }
+    if !completed && let Some(message) = last_error {
+        return Ok(Observation::AgentFailure { message, usage });
+    }
+    let payload = match (&raw.answer_file, last_message) {
+        (Some(bytes), _) if !bytes.iter().all(u8::is_ascii_whitespace) => bytes.clone(),
+        (_, Some(text)) => text.into_bytes(),
+        _ => return Err(OutputError::Missing),
+    };
+    Ok(Observation::Answer { payload, usage })
+}
+
+#[async_trait]
+impl Provider for Codex {
+    fn spec(&self) -> &ProviderSpec {
+        &SPEC
+    }
+
+    fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
+        self.plan(request, run)
+    }
+
+    fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
+        parse(raw)
+    }
+
+    async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
+        let version = match probe::version(exe, probe).await {
+            Ok(v) => v,
+            Err(e) => {
+                return Preflight {
+                    version: None,
+                    failure: Some(e),
+                };
+            }
+        };
+        let fail = |failure: String| Preflight {
+            version: Some(version.clone()),
+            failure: Some(failure),
+        };
+        match probe::missing_flags(exe, &["exec", "--help"], REQUIRED_FLAGS, probe).await {
+            Ok(missing) if missing.is_empty() => {}
+            Ok(missing) => {
+                return fail(format!(
+                    "`codex exec --help` does not list {}; this Codex is too old or too new",
+                    missing.join(", ")
+                ));
+            }
+            Err(e) => return fail(e),
+        }
+        // Every pinned key must be accepted and only the sentinel refused: proves the pins
+        // are understood by this version, without auth or network.
+        let sentinel = format!("{PROBE_SENTINEL}=true");
+        let mut args = vec!["exec", "--strict-config", "--ignore-user-config"];
+        for pin in PINNED {
+            args.push("--config");
+            args.push(pin);
+        }
+        args.extend(["--config", &sentinel, "--ephemeral", "-"]);
+        match probe::run(exe, &args, probe, b"").await {
+            Ok(out) if out.code != Some(0) && out.text().contains(PROBE_SENTINEL) => {
+                let text = out.text();
+                let others = PINNED
+                    .iter()
+                    .filter_map(|p| p.split('=').next())
+                    .find(|k| text.contains(&format!("`{k}`")));
+                match others {
+                    Some(k) => fail(format!("Codex refuses the pinned config key `{k}`")),
+                    None => Preflight {
+                        version: Some(version),
+                        failure: None,
+                    },
+                }
+            }
+            Ok(out) => fail(format!(
+                "the strict-config probe did not behave as expected (exit {:?}): {}",
+                out.code,
+                probe::first_line(&out.text()).unwrap_or_default()
+            )),
+            Err(e) => fail(e),
+        }
+    }
+}

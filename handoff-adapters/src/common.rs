@@ -1,0 +1,53 @@
+//! Small helpers shared by the adapters.
+
+use handoff_core::{InvocationError, RunDir};
+
+/// The sentinel for "leave it to the CLI".
+pub const PROVIDER_DEFAULT_STR: &str = handoff_core::PROVIDER_DEFAULT;
+
+/// The value of an MCP secret reference, from handoff's own environment.
+pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
+    run.parent_env
+        .get(name)
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .ok_or_else(|| InvocationError::MissingMcpEnv {
+            name: name.to_owned(),
+        })
+}
+
+/// A TOML basic string.
+pub fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A TOML array of basic strings.
+pub fn toml_array(items: &[String]) -> String {
+    let inner: Vec<String> = items.iter().map(|s| toml_string(s)).collect();
+    format!("[{}]", inner.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_strings_escape() {
+        assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
+        assert_eq!(toml_array(&["x".into(), "y z".into()]), "[\"x\",\"y z\"]");
+    }
+}

@@ -1,0 +1,33 @@
+//! handoff-adapters: one `Provider` per agent CLI.
+//!
+//! Each adapter maps a `Request` to the CLI's exact argv, environment and private files (a pure
+//! function, snapshot-tested), proves the installed CLI supports them without a model call
+//! (preflight), and reads the CLI's own output format back into a candidate answer.
+//! [`default_registry`] registers all six agents.
+#![deny(missing_docs)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+mod claude;
+mod codex;
+mod common;
+mod pending;
+mod probe;
+
+use std::sync::Arc;
+
+pub use claude::{Claude, SPEC as CLAUDE_SPEC};
+pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
+pub use pending::Pending;
+pub use probe::{ProbeOutput, mentions};
+
+/// A registry with all six agents: Codex, Grok, Kiro, Claude Code, OpenCode, Cursor.
+pub fn default_registry() -> handoff_core::Registry {
+    let mut r = handoff_core::Registry::new();
+    r.register(Arc::new(Codex))
+        .register(Arc::new(Pending::grok()))
+        .register(Arc::new(Pending::kiro()))
+        .register(Arc::new(Claude))
+        .register(Arc::new(Pending::opencode()))
+        .register(Arc::new(Pending::cursor()));
+    r
+}

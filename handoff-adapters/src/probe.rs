@@ -1,0 +1,142 @@
+//! Short, auth-free probes of an agent CLI: `--version`, help texts, behaviour probes.
+
+use std::time::Duration;
+
+use camino::Utf8Path;
+use handoff_core::ProbeEnv;
+
+/// How long one probe may take.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What a probe printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeOutput {
+    /// Exit code (None when killed).
+    pub code: Option<i32>,
+    /// stdout, lossily decoded.
+    pub stdout: String,
+    /// stderr, lossily decoded.
+    pub stderr: String,
+}
+
+impl ProbeOutput {
+    /// stdout and stderr together.
+    pub fn text(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// Runs `exe args…` in the probe's scratch directory with the probe environment and `stdin`,
+/// killing it after [`PROBE_TIMEOUT`].
+pub async fn run(
+    exe: &Utf8Path,
+    args: &[&str],
+    probe: &ProbeEnv,
+    stdin: &[u8],
+) -> Result<ProbeOutput, String> {
+    let expr = duct::cmd(exe.as_std_path(), args)
+        .dir(probe.scratch.as_std_path())
+        .full_env(&probe.env)
+        .stdin_bytes(stdin.to_vec())
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked();
+    let shown = format!("{exe} {}", args.join(" "));
+    tokio::task::spawn_blocking(move || {
+        let handle = expr
+            .start()
+            .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+        match handle.wait_timeout(PROBE_TIMEOUT) {
+            Ok(Some(out)) => Ok(ProbeOutput {
+                code: out.status.code(),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }),
+            Ok(None) => {
+                let _ = handle.kill();
+                Err(format!(
+                    "`{shown}` did not finish within {}s",
+                    PROBE_TIMEOUT.as_secs()
+                ))
+            }
+            Err(e) => Err(format!("`{shown}` failed: {e}")),
+        }
+    })
+    .await
+    .map_err(|e| format!("probe task failed: {e}"))?
+}
+
+/// `exe --version`: must exit 0; the first non-blank line of stdout (else stderr), ≤512 chars.
+pub async fn version(exe: &Utf8Path, probe: &ProbeEnv) -> Result<String, String> {
+    let out = run(exe, &["--version"], probe, b"").await?;
+    if out.code != Some(0) {
+        return Err(format!(
+            "`{exe} --version` exited with {}: {}",
+            out.code.map_or("a signal".to_owned(), |c| c.to_string()),
+            first_line(&out.text()).unwrap_or_default()
+        ));
+    }
+    first_line(&out.stdout)
+        .or_else(|| first_line(&out.stderr))
+        .map(|l| l.chars().take(512).collect())
+        .ok_or_else(|| format!("`{exe} --version` printed nothing"))
+}
+
+/// Runs a help command and returns the flags (from `required`) it does not mention.
+pub async fn missing_flags(
+    exe: &Utf8Path,
+    args: &[&str],
+    required: &[&str],
+    probe: &ProbeEnv,
+) -> Result<Vec<String>, String> {
+    let out = run(exe, args, probe, b"").await?;
+    if out.code != Some(0) {
+        return Err(format!(
+            "`{exe} {}` exited with {:?}",
+            args.join(" "),
+            out.code
+        ));
+    }
+    let text = out.text();
+    Ok(required
+        .iter()
+        .filter(|flag| !mentions(&text, flag))
+        .map(|f| f.to_string())
+        .collect())
+}
+
+/// Whether `text` mentions `flag` as a whole word (`--tools` does not count for `--toolsx`).
+pub fn mentions(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(i, _)| {
+        let next = text[i + flag.len()..].chars().next();
+        !matches!(next, Some(c) if c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// First non-blank trimmed line.
+pub fn first_line(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}
+
+/// The line of `text` containing `needle`, trimmed (for quoting a CLI's own message).
+pub fn line_with(text: &str, needle: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .map(|l| l.trim().chars().take(1024).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_mentions_are_whole_words() {
+        assert!(mentions("  --tools <tools...>", "--tools"));
+        assert!(mentions("--tools,", "--tools"));
+        assert!(!mentions("--tools-x", "--tools"));
+        assert!(!mentions("--toolsx", "--tools"));
+    }
+}

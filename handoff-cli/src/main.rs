@@ -1,0 +1,338 @@
+//! The `handoff` command: delegate a bounded coding task, or ask for read-only advice, on another
+//! agent CLI, and get back one normalized result JSON with a documented exit code.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+use handoff_core::{
+    AgentId, Engine, EngineOptions, Instructions, MAX_INSTRUCTIONS_BYTES, RunInput, Verb,
+};
+use tokio::sync::watch;
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0   succeeded
+  2   the agent failed, or said it was blocked
+  3   the agent CLI is unavailable (not installed, failed preflight)
+  5   the request was rejected before anything ran
+  7   the agent's output (or the result file) is not what the contract says
+  8   the per-node timeout expired
+  9   cancelled by SIGINT/SIGTERM
+  10  blocked by policy (a build changed nothing, a read-only run changed the worktree)
+
+Only exit 0 with status \"succeeded\" is success.";
+
+/// Delegate coding work to another agent CLI (Codex, Claude Code, Grok, Kiro, OpenCode, Cursor)
+/// and verify the result with git.
+#[derive(Debug, Parser)]
+#[command(name = "handoff", version, about, after_help = AFTER_HELP, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Hand a bounded task (build, phase, review, verify) to another agent. The worker cannot
+    /// call handoff.
+    Run(DelegateArgs),
+    /// Like `run`, but the worker may ask further agents for read-only advice.
+    RunWithAdvice(DelegateArgs),
+    /// Ask another agent for a read-only opinion.
+    Advice(DelegateArgs),
+    /// Report every agent's capabilities and preflight (no model calls).
+    Capabilities(CapabilitiesArgs),
+}
+
+#[derive(Debug, Args)]
+struct CapabilitiesArgs {
+    /// Print the capabilities as one JSON line (`handoff.capabilities.v1`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+struct DelegateArgs {
+    /// The agent that is asking: codex or claude for run (any agent for advice). Self-asserted
+    /// metadata, recorded in the result.
+    #[arg(long, value_name = "AGENT")]
+    caller_harness: Option<String>,
+    /// The agent that does the work: codex, grok, kiro, claude, opencode or cursor.
+    #[arg(long, value_name = "AGENT")]
+    harness: Option<String>,
+    /// build | phase (must change the worktree) or review | verify (must not). Not for advice.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Absolute path inside a git worktree, without symlinks (use `$(pwd -P)`).
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Absolute path of a private UTF-8 file with the task (≤ 2,000,000 bytes), or `-` for stdin.
+    #[arg(long, value_name = "FILE")]
+    instructions: Option<String>,
+    /// Where to write the result JSON: must not exist; its directory must be yours and not
+    /// writable by others. The same JSON is always printed on stdout.
+    #[arg(long, value_name = "FILE")]
+    result: Option<String>,
+    /// Exact model name passed to the agent CLI.
+    #[arg(long)]
+    model: Option<String>,
+    /// Reasoning effort; accepted values depend on the agent (see `handoff capabilities`).
+    #[arg(long)]
+    effort: Option<String>,
+    /// Turn limit, 1-100 (Claude Code and Grok only).
+    #[arg(long, value_name = "N")]
+    max_turns: Option<String>,
+    /// Allow shell commands: true (default) or false.
+    #[arg(long, value_name = "BOOL")]
+    bash: Option<String>,
+    /// Allow web search: true or false (default).
+    #[arg(long, value_name = "BOOL")]
+    web_search: Option<String>,
+    /// Absolute path of an MCP descriptor (`handoff.mcp.v1` or `handoff.mcp.v0.3`); secrets are
+    /// references to environment variables, never literals.
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<String>,
+    /// Deepest advice nesting, 0-32 (default 3).
+    #[arg(long, value_name = "N")]
+    max_depth: Option<String>,
+    /// Most nodes in the DAG, 1-256 (default 16).
+    #[arg(long, value_name = "N")]
+    max_nodes: Option<String>,
+    /// Most advice nodes, 0-256 (default 12).
+    #[arg(long, value_name = "N")]
+    max_advice_nodes: Option<String>,
+    /// Most handoff nodes, 0-256 (default 4).
+    #[arg(long, value_name = "N")]
+    max_handoff_nodes: Option<String>,
+    /// Most nodes running at once, 1-32 (default 4).
+    #[arg(long, value_name = "N")]
+    max_concurrency: Option<String>,
+    /// Wall-clock limit of the whole DAG in ms, 100-86400000 (default 1800000).
+    #[arg(long, value_name = "MS")]
+    root_timeout_ms: Option<String>,
+    /// Wall-clock limit of the agent process in ms, 100-3600000 (default 600000).
+    #[arg(long, value_name = "MS")]
+    timeout_ms: Option<String>,
+    /// A typed link to an earlier DAG node (`requires:<id>`, `advises:<id>`, `verifies:<id>`);
+    /// nested requests only. Repeatable.
+    #[arg(long, value_name = "TYPE:ID")]
+    dependency: Vec<String>,
+}
+
+fn engine() -> Engine {
+    Engine::new(
+        handoff_adapters::default_registry(),
+        Arc::new(handoff_git::GitWorkspace::new()),
+        EngineOptions::from_process(),
+    )
+}
+
+fn verb_of(command: &Command) -> Option<Verb> {
+    match command {
+        Command::Run(_) => Some(Verb::Run),
+        Command::RunWithAdvice(_) => Some(Verb::RunWithAdvice),
+        Command::Advice(_) => Some(Verb::Advice),
+        Command::Capabilities(_) => None,
+    }
+}
+
+fn read_stdin() -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_INSTRUCTIONS_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read instructions from stdin: {e}"))?;
+    Ok(buf)
+}
+
+fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, String)>> {
+    let nested = std::env::var_os("HANDOFF_SUPERVISOR_CONTEXT").is_some_and(|v| !v.is_empty());
+    let mut input = RunInput::new(verb);
+    input.caller_harness = a.caller_harness;
+    input.harness = a.harness;
+    input.mode = a.mode;
+    input.cwd = a.cwd;
+    input.result = a.result;
+    input.model = a.model;
+    input.effort = a.effort;
+    input.max_turns = a.max_turns;
+    input.bash = a.bash;
+    input.web_search = a.web_search;
+    input.mcp_config = a.mcp_config;
+    input.max_depth = a.max_depth;
+    input.max_nodes = a.max_nodes;
+    input.max_advice_nodes = a.max_advice_nodes;
+    input.max_handoff_nodes = a.max_handoff_nodes;
+    input.max_concurrency = a.max_concurrency;
+    input.root_timeout_ms = a.root_timeout_ms;
+    input.timeout_ms = a.timeout_ms;
+    input.dependencies = a.dependency;
+    input.nested = nested;
+    input.instructions = match a.instructions.as_deref() {
+        None => None,
+        Some("-") => match read_stdin() {
+            Ok(bytes) => Some(Instructions::Stdin(bytes)),
+            Err(e) => return Err(Box::new((input, e))),
+        },
+        Some(p) => Some(Instructions::File(p.to_owned())),
+    };
+    Ok(input)
+}
+
+/// When clap refuses the command line, keep what can still be read from it (the verb and any
+/// well-formed agent names and mode) so the rejected result echoes them instead of guessing.
+fn salvage(args: &[String]) -> Option<RunInput> {
+    let verb = match args.get(1).map(String::as_str) {
+        Some("run") => Verb::Run,
+        Some("run-with-advice") => Verb::RunWithAdvice,
+        Some("advice") => Verb::Advice,
+        _ => return None,
+    };
+    let mut input = RunInput::new(verb);
+    let value = |flag: &str| {
+        let eq = format!("{flag}=");
+        args.iter().enumerate().find_map(|(i, a)| {
+            if a == flag {
+                args.get(i + 1).cloned()
+            } else {
+                a.strip_prefix(&eq).map(str::to_owned)
+            }
+        })
+    };
+    input.caller_harness = value("--caller-harness").filter(|v| AgentId::parse(v).is_some());
+    input.harness = value("--harness").filter(|v| AgentId::parse(v).is_some());
+    input.mode = value("--mode");
+    Some(input)
+}
+
+fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+    let mut err = std::io::stderr().lock();
+    if let Some(m) = message {
+        let _ = writeln!(err, "handoff: {m}");
+    }
+    if !stderr_tail.trim().is_empty() {
+        let _ = writeln!(err, "{}", stderr_tail.trim_end());
+    }
+}
+
+async fn run_delegation(input: RunInput) -> u8 {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let _ = tx.send(true);
+        // Keep the sender alive so the engine sees the cancellation.
+        std::future::pending::<()>().await;
+    });
+    let outcome = engine().run(input, rx).await;
+    emit(
+        &outcome.line,
+        outcome.result.diagnostics.message.as_deref(),
+        &outcome.result.diagnostics.provider_stderr,
+    );
+    outcome.exit_code
+}
+
+async fn rejected_early(input: RunInput, message: String) -> u8 {
+    // Reuse the engine's rendering so an early rejection has the same shape as any result.
+    let mut input = input;
+    input.result = None;
+    input.instructions = None;
+    let outcome = engine().reject(input, message).await;
+    emit(
+        &outcome.line,
+        outcome.result.diagnostics.message.as_deref(),
+        "",
+    );
+    outcome.exit_code
+}
+
+async fn capabilities(json: bool) -> u8 {
+    let caps = engine().capabilities().await;
+    let mut out = std::io::stdout().lock();
+    if json {
+        let _ = writeln!(out, "{}", serde_json::to_string(&caps).unwrap_or_default());
+    } else {
+        let _ = writeln!(out, "handoff {}", caps.driver_version);
+        for p in &caps.providers {
+            let state = match (&p.preflight.ok, &p.preflight.reason) {
+                (true, _) => format!("ok ({})", p.preflight.version.clone().unwrap_or_default()),
+                (false, Some(r)) => format!("not available: {r}"),
+                (false, None) => "not available".into(),
+            };
+            let _ = writeln!(out, "  {:<9} {state}", p.id.as_str());
+        }
+    }
+    0
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "handoff: cannot start: {e}");
+            return ExitCode::from(handoff_core::exit::USAGE);
+        }
+    };
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let first = e
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ")
+                .to_owned();
+            return match salvage(&args) {
+                Some(input) => ExitCode::from(runtime.block_on(rejected_early(input, first))),
+                None => {
+                    let _ = e.print();
+                    ExitCode::from(handoff_core::exit::USAGE)
+                }
+            };
+        }
+    };
+    let code = runtime.block_on(async {
+        match (verb_of(&cli.command), cli.command) {
+            (_, Command::Capabilities(c)) => capabilities(c.json).await,
+            (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
+                match input_of(verb, a) {
+                    Ok(input) => run_delegation(input).await,
+                    Err(failed) => {
+                        let (input, message) = *failed;
+                        rejected_early(input, message).await
+                    }
+                }
+            }
+            (None, _) => handoff_core::exit::USAGE,
+        }
+    });
+    ExitCode::from(code)
+}

@@ -1,0 +1,802 @@
+//! The delegation engine: contract → plan → launch → observe → verdict, for one run.
+//!
+//! Decision order (first match wins, then the two git overrides):
+//! 1. the result location is invalid → `rejected` 5 (stdout only);
+//! 2. any input or capability problem → `rejected` 5, no process started;
+//! 3. `--cwd` is not in a git worktree → `rejected` 5;
+//! 4. the invocation can't be planned (e.g. an MCP secret variable is unset) → `rejected` 5;
+//! 5. the executable is missing or fails preflight → `not_run` 3;
+//! 6. a signal arrived before launch → `cancelled` 9;
+//! 7. after launch: timeout → `timed_out` 8; signal → `cancelled` 9; more than 1 MiB of output →
+//!    `failed` 7; could not start → `not_run` 3;
+//! 8. the adapter's runtime check finds isolation was not enforced → `blocked` 10;
+//! 9. the CLI refused to start for an environmental reason → `not_run` 3; the agent reported its
+//!    own failure → `failed` 2; its answer breaks the contract → `failed` 7; non-zero exit or
+//!    answer status `failed` → `failed` 2; answer status `blocked` → `blocked` 2; else
+//!    `succeeded` 0;
+//! 10. a writing run that would succeed but left no git-visible change → `blocked` 10;
+//! 11. a read-only run that changed the worktree → `blocked` 10, whatever happened before;
+//! 12. the result file can't be written → `failed` 7 (or stays `blocked` 10 after a mutation).
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use tokio::sync::watch;
+
+use crate::env::{agent_env, credential_values};
+use crate::input::{RunInput, Validated, request_hash};
+use crate::names::{AgentId, Mode, Operation, Status, Verdict};
+use crate::output::{MAX_PROVIDER_OUTPUT_BYTES, ProviderOutput};
+use crate::preflight::{PreflightCache, locate};
+use crate::process::{Ending, supervise};
+use crate::prompt::build_prompt;
+use crate::provider::{AnswerSource, Observation, ProbeEnv, Provider, RawOutput, Registry, RunDir};
+use crate::redact::{redact, truncate_tail};
+use crate::request::{BudgetLimits, Caller, CallerProvenance, Request};
+use crate::result::*;
+use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
+
+/// How an engine is set up.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// handoff's own environment (the source of the allowlist and MCP secret references).
+    pub env: BTreeMap<String, String>,
+    /// Directory of the preflight cache; `None` disables caching.
+    pub preflight_cache: Option<Utf8PathBuf>,
+    /// Where per-run private directories are created (default: `$TMPDIR` or `/tmp`).
+    pub tmp_dir: Option<Utf8PathBuf>,
+}
+
+impl EngineOptions {
+    /// Options from the current process: its environment and the default cache location
+    /// (`$XDG_CACHE_HOME/handoff/preflight`, else `~/.cache/handoff/preflight`).
+    pub fn from_process() -> EngineOptions {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let cache = env
+            .get("XDG_CACHE_HOME")
+            .filter(|v| v.starts_with('/'))
+            .map(|d| Utf8PathBuf::from(d).join("handoff/preflight"))
+            .or_else(|| {
+                env.get("HOME")
+                    .filter(|v| v.starts_with('/'))
+                    .map(|h| Utf8PathBuf::from(h).join(".cache/handoff/preflight"))
+            });
+        let tmp = env
+            .get("TMPDIR")
+            .filter(|v| v.starts_with('/'))
+            .map(Utf8PathBuf::from);
+        EngineOptions {
+            env,
+            preflight_cache: cache,
+            tmp_dir: tmp,
+        }
+    }
+}
+
+/// The delegation engine: a registry of providers, a workspace implementation, and options.
+#[derive(Clone)]
+pub struct Engine {
+    registry: Registry,
+    workspace: Arc<dyn Workspace>,
+    options: EngineOptions,
+    cache: PreflightCache,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The result.
+    pub result: HandoffResult,
+    /// The exact bytes printed on stdout and written to the result file (JSON + `\n`).
+    pub line: String,
+    /// The process exit code.
+    pub exit_code: u8,
+}
+
+struct Stop {
+    verdict: Verdict,
+    message: String,
+}
+
+impl Stop {
+    fn new(verdict: Verdict, message: impl Into<String>) -> Stop {
+        Stop {
+            verdict,
+            message: message.into(),
+        }
+    }
+}
+
+/// The result being built during a run.
+struct Draft {
+    result: HandoffResult,
+    started: Instant,
+    secrets: Vec<String>,
+    request: Option<Request>,
+    writes: Option<bool>,
+    before: Option<Fingerprint>,
+    cwd: Option<Utf8PathBuf>,
+}
+
+/// ISO-8601 UTC with milliseconds.
+pub fn now_iso() -> String {
+    let t = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
+    )
+}
+
+impl Draft {
+    fn new(input: &RunInput, registry: &Registry) -> Draft {
+        // Echo what parsed, never invent: a field that is missing or invalid stays null.
+        let op = input.verb.operation();
+        let harness = |v: &Option<String>| {
+            v.as_deref()
+                .and_then(AgentId::parse)
+                .filter(|id| registry.get(id).is_some())
+        };
+        let mode = match op {
+            Operation::Handoff => input.mode.as_deref().and_then(Mode::parse),
+            Operation::Advice => None,
+        };
+        let started_at = now_iso();
+        Draft {
+            result: HandoffResult {
+                schema_version: RESULT_SCHEMA.into(),
+                driver_version: DRIVER_VERSION.into(),
+                operation: Some(op),
+                caller: harness(&input.caller_harness).map(|h| Caller {
+                    harness: h,
+                    provenance: CallerProvenance::RootAsserted,
+                }),
+                target: TargetInfo {
+                    harness: harness(&input.harness),
+                    version: None,
+                },
+                mode,
+                request_hash: None,
+                intent_hash: None,
+                selection: None,
+                grants: None,
+                delegation: None,
+                lineage: None,
+                status: Status::Rejected,
+                exit: ExitInfo {
+                    driver: 0,
+                    provider: None,
+                    signal: None,
+                    timed_out: false,
+                    cancelled: false,
+                },
+                output: OutputInfo::default(),
+                git: None,
+                timing: Timing {
+                    started_at: started_at.clone(),
+                    finished_at: started_at,
+                    duration_ms: 0,
+                },
+                usage: Usage::not_observed(),
+                policy: serde_json::json!({"enforcement": "not-established"}),
+                dag: None,
+                diagnostics: Diagnostics::default(),
+            },
+            started: Instant::now(),
+            secrets: Vec::new(),
+            request: None,
+            writes: None,
+            before: None,
+            cwd: None,
+        }
+    }
+
+    fn set_request(&mut self, r: &Request) {
+        let res = &mut self.result;
+        res.operation = Some(r.operation);
+        res.caller = Some(r.caller.clone());
+        res.target.harness = Some(r.target.harness.clone());
+        res.mode = r.mode;
+        res.request_hash = Some(request_hash(r));
+        res.intent_hash = Some(r.intent_hash.clone());
+        res.selection = Some(r.selection.clone());
+        res.grants = Some(r.grants.clone());
+        res.delegation = Some(r.delegation.clone());
+        res.lineage = Some(r.lineage.clone());
+        res.dag = Some(root_dag(r, &res.timing.started_at));
+        self.writes = Some(r.writes());
+        self.cwd = Some(Utf8PathBuf::from(&r.cwd));
+        self.request = Some(r.clone());
+    }
+}
+
+fn root_dag(r: &Request, started_at: &str) -> Dag {
+    Dag {
+        schema_version: DAG_SCHEMA.into(),
+        root_run_id: r.lineage.root_run_id.clone(),
+        revision: 1,
+        status: DagStatus::Running,
+        limits: r.budgets.limits,
+        remaining: r.budgets.remaining,
+        active_count: 1,
+        nodes: vec![DagNode {
+            run_id: r.lineage.run_id.clone(),
+            parent_run_id: None,
+            depth: 0,
+            operation: r.operation,
+            caller_harness: r.caller.harness.clone(),
+            target_harness: r.target.harness.clone(),
+            mode: r.mode,
+            delegation: r.delegation.mode,
+            intent_hash: r.intent_hash.clone(),
+            dependencies: Vec::new(),
+            state: NodeState::Running,
+            request_hash: None,
+            result_hash: None,
+            started_at: Some(started_at.to_owned()),
+            finished_at: None,
+        }],
+    }
+}
+
+fn cancelled(cancel: &watch::Receiver<bool>) -> Result<(), Stop> {
+    if *cancel.borrow() {
+        Err(Stop::new(
+            Verdict::CANCELLED,
+            "cancelled by a signal before the agent started",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The JSON Schema of the answer every agent must give.
+pub fn provider_output_schema() -> serde_json::Value {
+    schemars::schema_for!(ProviderOutput).to_value()
+}
+
+async fn fingerprint(
+    ws: &Arc<dyn Workspace>,
+    cwd: &Utf8Path,
+) -> Result<Fingerprint, WorkspaceError> {
+    let ws = Arc::clone(ws);
+    let cwd = cwd.to_owned();
+    tokio::task::spawn_blocking(move || ws.fingerprint(&cwd))
+        .await
+        .unwrap_or_else(|e| {
+            Err(WorkspaceError::Git {
+                message: format!("fingerprint task failed: {e}"),
+            })
+        })
+}
+
+fn read_answer_file(path: &Utf8Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut buf = Vec::new();
+    file.take(MAX_PROVIDER_OUTPUT_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    Some(buf)
+}
+
+fn write_private(path: &Utf8Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(contents)
+}
+
+impl Engine {
+    /// An engine over `registry` and `workspace`.
+    pub fn new(
+        registry: Registry,
+        workspace: Arc<dyn Workspace>,
+        options: EngineOptions,
+    ) -> Engine {
+        let cache = PreflightCache::new(options.preflight_cache.clone());
+        Engine {
+            registry,
+            workspace,
+            options,
+            cache,
+        }
+    }
+
+    /// The registered providers.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn probe_env(&self, provider: &dyn Provider, scratch: &Utf8Path) -> ProbeEnv {
+        let mut env = agent_env(provider.spec(), &self.options.env);
+        env.insert("NO_COLOR".into(), "1".into());
+        env.insert("TERM".into(), "dumb".into());
+        ProbeEnv {
+            env,
+            scratch: scratch.to_owned(),
+        }
+    }
+
+    fn scratch_dir(&self) -> std::io::Result<tempfile::TempDir> {
+        let base = self
+            .options
+            .tmp_dir
+            .clone()
+            .unwrap_or_else(|| Utf8PathBuf::from("/tmp"));
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-run-")
+            .tempdir_in(base.as_std_path())?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        Ok(dir)
+    }
+
+    /// Reports every registered provider's capabilities and preflight.
+    pub async fn capabilities(&self) -> Capabilities {
+        let mut providers = Vec::new();
+        for p in self.registry.iter() {
+            let spec = p.spec();
+            let exe = locate(spec, &self.options.env);
+            let preflight = match (&exe, self.scratch_dir()) {
+                (None, _) => PreflightReport {
+                    installed: false,
+                    ok: false,
+                    path: None,
+                    version: None,
+                    reason: Some(format!("{} was not found on PATH", spec.executable)),
+                    cached: false,
+                },
+                (Some(exe), Ok(scratch)) => {
+                    let scratch_path = Utf8Path::from_path(scratch.path())
+                        .map(Utf8Path::to_owned)
+                        .unwrap_or_else(|| Utf8PathBuf::from("/tmp"));
+                    let probe = self.probe_env(p.as_ref(), &scratch_path);
+                    let (pf, cached) = self.cache.preflight(p.as_ref(), exe, &probe).await;
+                    PreflightReport {
+                        installed: true,
+                        ok: pf.failure.is_none(),
+                        path: Some(exe.to_string()),
+                        version: pf.version,
+                        reason: pf.failure,
+                        cached,
+                    }
+                }
+                (Some(exe), Err(e)) => PreflightReport {
+                    installed: true,
+                    ok: false,
+                    path: Some(exe.to_string()),
+                    version: None,
+                    reason: Some(format!("cannot create a scratch directory: {e}")),
+                    cached: false,
+                },
+            };
+            providers.push(ProviderCapabilities {
+                id: spec.id.clone(),
+                executable: spec.executable.into(),
+                preflight,
+                selection: spec.selection_capabilities(),
+                grants: spec.grants,
+                isolation: spec.isolation_capabilities(),
+            });
+        }
+        Capabilities {
+            schema_version: CAPABILITIES_SCHEMA.into(),
+            driver_version: DRIVER_VERSION.into(),
+            operations: vec![Operation::Advice, Operation::Handoff],
+            modes: Mode::ALL.to_vec(),
+            defaults: BudgetLimits::default(),
+            providers,
+        }
+    }
+
+    /// A `rejected` result for inputs refused before the engine could read them (e.g. a command
+    /// line that does not parse). Echoes what `input` holds; nothing runs, nothing is written.
+    pub async fn reject(&self, input: RunInput, message: String) -> RunOutcome {
+        let draft = Draft::new(&input, &self.registry);
+        self.finish(draft, None, Stop::new(Verdict::REJECTED, message))
+            .await
+    }
+
+    /// Runs one delegation to completion. Never panics; every outcome is a result.
+    pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
+        let mut draft = Draft::new(&input, &self.registry);
+        let reserved = match input
+            .result
+            .as_deref()
+            .map(crate::paths::ResultFile::reserve)
+        {
+            Some(Err(message)) => {
+                return self
+                    .finish(draft, None, Stop::new(Verdict::REJECTED, message))
+                    .await;
+            }
+            Some(Ok(f)) => Some(f),
+            None => None,
+        };
+        let stop = match self.execute(&input, &mut draft, cancel).await {
+            Ok(verdict) => Stop::new(verdict, String::new()),
+            Err(stop) => stop,
+        };
+        self.finish(draft, reserved, stop).await
+    }
+
+    async fn execute(
+        &self,
+        input: &RunInput,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Verdict, Stop> {
+        let Validated { request, mcp } = input
+            .validate(&self.registry)
+            .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
+        draft.set_request(&request);
+        let provider = self
+            .registry
+            .get(&request.target.harness)
+            .cloned()
+            .ok_or_else(|| Stop::new(Verdict::REJECTED, "unknown target"))?;
+        let spec = provider.spec();
+        cancelled(&cancel)?;
+
+        let cwd = Utf8PathBuf::from(&request.cwd);
+        let before = fingerprint(&self.workspace, &cwd)
+            .await
+            .map_err(|e| match e {
+                WorkspaceError::NotAWorktree { .. } => Stop::new(
+                    Verdict::REJECTED,
+                    format!("--cwd {cwd} is not inside a git worktree"),
+                ),
+                e => Stop::new(Verdict::REJECTED, format!("cannot read git state: {e}")),
+            })?;
+        draft.before = Some(before.clone());
+        draft.result.git = Some(GitEvidence::partial(Some(before)));
+
+        let run_dir = self.scratch_dir().map_err(|e| {
+            Stop::new(
+                Verdict::NOT_RUN,
+                format!("cannot create a run directory: {e}"),
+            )
+        })?;
+        let run_path = Utf8Path::from_path(run_dir.path())
+            .map(Utf8Path::to_owned)
+            .ok_or_else(|| Stop::new(Verdict::NOT_RUN, "the temporary directory is not UTF-8"))?;
+        let exe = locate(spec, &self.options.env);
+        let schema = provider_output_schema();
+        let prompt = build_prompt(&request, &schema, None);
+        let plan = RunDir {
+            path: run_path.clone(),
+            executable: exe
+                .clone()
+                .unwrap_or_else(|| Utf8PathBuf::from(spec.executable)),
+            prompt: prompt.clone(),
+            output_schema: schema,
+            mcp,
+            parent_env: self.options.env.clone(),
+        };
+        let invocation = provider
+            .invocation(&request, &plan)
+            .map_err(|e| Stop::new(Verdict::REJECTED, e.to_string()))?;
+        draft.result.policy = invocation.policy.clone();
+        draft.secrets.extend(invocation.secrets.iter().cloned());
+        draft.secrets.extend(credential_values(&invocation.env));
+
+        let Some(exe) = exe else {
+            return Err(Stop::new(
+                Verdict::NOT_RUN,
+                format!("{} was not found on PATH", spec.executable),
+            ));
+        };
+        let probe = self.probe_env(provider.as_ref(), &run_path);
+        let (pf, _cached) = self.cache.preflight(provider.as_ref(), &exe, &probe).await;
+        draft.result.target.version = pf.version.clone();
+        if let Some(reason) = pf.failure {
+            return Err(Stop::new(
+                Verdict::NOT_RUN,
+                format!("{} preflight failed: {reason}", spec.id),
+            ));
+        }
+        cancelled(&cancel)?;
+
+        for f in &invocation.files {
+            write_private(&f.path, &f.contents).map_err(|e| {
+                Stop::new(Verdict::NOT_RUN, format!("cannot write {}: {e}", f.path))
+            })?;
+        }
+        let timeout = Duration::from_millis(request.budgets.limits.timeout_ms);
+        let report = supervise(&invocation, prompt.as_bytes(), timeout, cancel).await;
+        draft.result.exit.provider = report.exit_code;
+        draft.result.exit.signal = report.signal.clone();
+        let answer_file = match &invocation.answer {
+            AnswerSource::File(p) => read_answer_file(p),
+            AnswerSource::Stdout => None,
+        };
+        let stderr = String::from_utf8_lossy(&report.stderr).into_owned();
+        draft.result.diagnostics.provider_stderr = stderr;
+        if matches!(invocation.answer, AnswerSource::File(_)) {
+            draft.result.diagnostics.provider_stdout =
+                String::from_utf8_lossy(&report.stdout).into_owned();
+        }
+        drop(run_dir);
+
+        let raw = RawOutput {
+            stdout: report.stdout,
+            stderr: report.stderr,
+            exit_code: report.exit_code,
+            answer_file,
+        };
+        match report.ending {
+            Ending::TimedOut => {
+                draft.result.exit.timed_out = true;
+                return Err(Stop::new(
+                    Verdict::TIMED_OUT,
+                    format!(
+                        "the agent exceeded the per-node timeout of {} ms and was killed",
+                        request.budgets.limits.timeout_ms
+                    ),
+                ));
+            }
+            Ending::Cancelled => {
+                draft.result.exit.cancelled = true;
+                return Err(Stop::new(
+                    Verdict::CANCELLED,
+                    "cancelled by a signal; the agent was stopped",
+                ));
+            }
+            Ending::OutputLimit { stream } => {
+                return Err(Stop::new(
+                    Verdict::INVALID_OUTPUT,
+                    format!("the agent wrote more than 1 MiB to {stream} and was stopped"),
+                ));
+            }
+            Ending::SpawnFailed { message } => return Err(Stop::new(Verdict::NOT_RUN, message)),
+            Ending::Exited => {}
+        }
+        if let Some(reason) = provider.runtime_check(&raw) {
+            return Err(Stop::new(Verdict::POLICY_BLOCKED, reason));
+        }
+        let observation = provider
+            .parse(&raw)
+            .map_err(|e| Stop::new(Verdict::INVALID_OUTPUT, e.to_string()))?;
+        match observation {
+            Observation::Unavailable { message } => Err(Stop::new(Verdict::NOT_RUN, message)),
+            Observation::AgentFailure { message, usage } => {
+                if let Some(u) = usage {
+                    draft.result.usage = u;
+                }
+                Err(Stop::new(
+                    Verdict::AGENT_FAILED,
+                    format!("{} reported a failure: {message}", spec.id),
+                ))
+            }
+            Observation::Answer { payload, usage } => {
+                let out = ProviderOutput::parse_strict(&payload)
+                    .map_err(|e| Stop::new(Verdict::INVALID_OUTPUT, e.to_string()))?;
+                draft.result.usage = usage.unwrap_or_else(|| self_reported(&out));
+                draft.result.output = OutputInfo {
+                    response: Some(out.response.clone()),
+                    evidence: out.evidence.clone(),
+                    findings: out.findings.clone(),
+                };
+                if let Some(code) = raw.exit_code.filter(|c| *c != 0) {
+                    return Err(Stop::new(
+                        Verdict::AGENT_FAILED,
+                        format!("{} exited with code {code}", spec.id),
+                    ));
+                }
+                match out.status {
+                    crate::output::ProviderStatus::Completed => Ok(Verdict::SUCCEEDED),
+                    crate::output::ProviderStatus::Blocked => Err(Stop::new(
+                        Verdict::AGENT_BLOCKED,
+                        format!("{} reported that it is blocked", spec.id),
+                    )),
+                    crate::output::ProviderStatus::Failed => Err(Stop::new(
+                        Verdict::AGENT_FAILED,
+                        format!("{} reported that the task failed", spec.id),
+                    )),
+                }
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        mut draft: Draft,
+        reserved: Option<crate::paths::ResultFile>,
+        stop: Stop,
+    ) -> RunOutcome {
+        let mut verdict = stop.verdict;
+        let mut message = (!stop.message.is_empty()).then_some(stop.message);
+
+        // Git evidence after the run, whenever a "before" exists.
+        if let (Some(before), Some(cwd)) = (draft.before.clone(), draft.cwd.clone()) {
+            match fingerprint(&self.workspace, &cwd).await {
+                Ok(after) => {
+                    let evidence = before.compare(&after);
+                    let changed = evidence.changed;
+                    let files = evidence.changed_files.clone();
+                    draft.result.git = Some(evidence);
+                    let writes = draft.writes.unwrap_or(false);
+                    let task = draft
+                        .request
+                        .as_ref()
+                        .map(Request::task_name)
+                        .unwrap_or("run");
+                    if writes && verdict == Verdict::SUCCEEDED && !changed {
+                        verdict = Verdict::POLICY_BLOCKED;
+                        message = Some(format!("{task} completed without a git-visible change"));
+                    }
+                    if !writes && changed {
+                        let prior = message
+                            .take()
+                            .map(|m| format!("; before that: {m}"))
+                            .unwrap_or_default();
+                        verdict = Verdict::POLICY_BLOCKED;
+                        message = Some(format!(
+                            "read-only {task} changed the worktree ({}){prior}",
+                            summarize(&files)
+                        ));
+                    }
+                }
+                Err(e) => {
+                    let note = format!("cannot fingerprint the worktree after the run: {e}");
+                    message = Some(match message {
+                        Some(m) => format!("{m}; {note}"),
+                        None => note,
+                    });
+                    if verdict == Verdict::SUCCEEDED {
+                        verdict = Verdict::INVALID_OUTPUT;
+                    }
+                }
+            }
+        }
+
+        draft.result.timing.finished_at = now_iso();
+        draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
+        let mut outcome = self.render(&mut draft, verdict, message.clone());
+        if let Some(file) = reserved
+            && let Err(e) = file.write(outcome.line.as_bytes())
+        {
+            {
+                // The file can't hold this result; stdout still does, with a consistent pair.
+                let v = if verdict == Verdict::POLICY_BLOCKED {
+                    verdict
+                } else {
+                    Verdict::INVALID_OUTPUT
+                };
+                let m = match message {
+                    Some(m) => format!("{m}; {e}"),
+                    None => e,
+                };
+                outcome = self.render(&mut draft, v, Some(m));
+            }
+        }
+        outcome
+    }
+
+    fn render(&self, draft: &mut Draft, verdict: Verdict, message: Option<String>) -> RunOutcome {
+        let mut result = draft.result.clone();
+        result.status = verdict.status();
+        result.exit.driver = verdict.code();
+        if let Some(dag) = result.dag.as_mut() {
+            dag.status = DagStatus::closing(verdict.status());
+            dag.active_count = 0;
+            dag.revision += 1;
+            if let Some(root) = dag.nodes.first_mut() {
+                root.state = NodeState::from(verdict.status());
+                root.finished_at = Some(result.timing.finished_at.clone());
+            }
+        }
+        if verdict != Verdict::SUCCEEDED && result.output.response.is_none() {
+            result.output = OutputInfo::default();
+        }
+
+        // Diagnostics: known secrets and credential patterns masked, then the tail kept.
+        let mut count = 0;
+        let mut clean = |text: &str| {
+            let (t, n) = redact(text, &draft.secrets);
+            count += n;
+            let (t, cut) = truncate_tail(&t);
+            (t, cut)
+        };
+        let (msg, cut_m) = clean(message.as_deref().unwrap_or(""));
+        let (err, cut_e) = clean(&result.diagnostics.provider_stderr);
+        let (out, cut_o) = clean(&result.diagnostics.provider_stdout);
+        // The answer itself: only exact known secrets are masked (patterns could hit code).
+        let mut mask = |s: &mut String| {
+            let (t, n) = redact_known(s, &draft.secrets);
+            count += n;
+            *s = t;
+        };
+        if let Some(r) = result.output.response.as_mut() {
+            mask(r);
+        }
+        for e in &mut result.output.evidence {
+            mask(&mut e.summary);
+        }
+        for f in &mut result.output.findings {
+            mask(&mut f.summary);
+        }
+        result.diagnostics = Diagnostics {
+            message: (!msg.is_empty()).then_some(msg),
+            provider_stderr: err,
+            provider_stdout: out,
+            truncated: cut_m || cut_e || cut_o,
+            redaction_count: count,
+        };
+        let mut line = serde_json::to_string(&result).unwrap_or_else(|e| {
+            format!(
+                "{{\"schemaVersion\":\"{RESULT_SCHEMA}\",\"status\":\"failed\",\"error\":\"{e}\"}}"
+            )
+        });
+        line.push('\n');
+        RunOutcome {
+            exit_code: verdict.code(),
+            result,
+            line,
+        }
+    }
+}
+
+fn redact_known(text: &str, known: &[String]) -> (String, u64) {
+    let mut out = text.to_owned();
+    let mut n = 0;
+    for s in known.iter().filter(|s| s.len() >= 4) {
+        let c = out.matches(s.as_str()).count() as u64;
+        if c > 0 {
+            out = out.replace(s.as_str(), "[REDACTED]");
+            n += c;
+        }
+    }
+    (out, n)
+}
+
+fn self_reported(out: &ProviderOutput) -> Usage {
+    let u = &out.usage;
+    let any = u.input_tokens.is_some() || u.output_tokens.is_some() || u.total_tokens.is_some();
+    Usage {
+        source: if any {
+            UsageSource::ProviderOutput
+        } else {
+            UsageSource::NotReported
+        },
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        total_tokens: u.total_tokens,
+        cache_read_tokens: None,
+        cache_write_tokens: None,
+        cost_usd: None,
+    }
+}
+
+fn summarize(files: &[String]) -> String {
+    const SHOWN: usize = 5;
+    if files.is_empty() {
+        return "git state changed".into();
+    }
+    let mut s = files
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if files.len() > SHOWN {
+        s.push_str(&format!(" and {} more", files.len() - SHOWN));
+    }
+    s
+}

@@ -1,0 +1,568 @@
+//! From raw inputs (flags, or a library call) to a validated [`Request`]. Validation is total:
+//! every rule is checked here, against the target's static capabilities, before anything runs.
+
+use sha2::{Digest, Sha256};
+
+use crate::mcp::McpDescriptor;
+use crate::names::{AgentId, Mode, Operation};
+use crate::paths;
+use crate::provider::{ProviderSpec, Registry};
+use crate::request::*;
+
+/// The root verbs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    /// `handoff run`: a bounded task; the worker cannot call handoff.
+    Run,
+    /// `handoff run-with-advice`: a bounded task whose worker may ask for read-only advice.
+    RunWithAdvice,
+    /// `handoff advice`: a read-only opinion.
+    Advice,
+}
+
+impl Verb {
+    /// The verb as typed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Run => "run",
+            Verb::RunWithAdvice => "run-with-advice",
+            Verb::Advice => "advice",
+        }
+    }
+
+    /// The operation the verb performs.
+    pub fn operation(self) -> Operation {
+        match self {
+            Verb::Run | Verb::RunWithAdvice => Operation::Handoff,
+            Verb::Advice => Operation::Advice,
+        }
+    }
+}
+
+/// Where the instructions come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Instructions {
+    /// An absolute path to a private file.
+    File(String),
+    /// Bytes already read from stdin (`--instructions -`).
+    Stdin(Vec<u8>),
+}
+
+/// Raw inputs of one run, as strings exactly as given. Every field is validated by
+/// [`RunInput::validate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInput {
+    /// The verb.
+    pub verb: Verb,
+    /// `--caller-harness`.
+    pub caller_harness: Option<String>,
+    /// `--harness`.
+    pub harness: Option<String>,
+    /// `--mode`.
+    pub mode: Option<String>,
+    /// `--cwd`.
+    pub cwd: Option<String>,
+    /// `--instructions`.
+    pub instructions: Option<Instructions>,
+    /// `--result`.
+    pub result: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--effort`.
+    pub effort: Option<String>,
+    /// `--max-turns`.
+    pub max_turns: Option<String>,
+    /// `--bash`.
+    pub bash: Option<String>,
+    /// `--web-search`.
+    pub web_search: Option<String>,
+    /// `--mcp-config`.
+    pub mcp_config: Option<String>,
+    /// `--max-depth`.
+    pub max_depth: Option<String>,
+    /// `--max-nodes`.
+    pub max_nodes: Option<String>,
+    /// `--max-advice-nodes`.
+    pub max_advice_nodes: Option<String>,
+    /// `--max-handoff-nodes`.
+    pub max_handoff_nodes: Option<String>,
+    /// `--max-concurrency`.
+    pub max_concurrency: Option<String>,
+    /// `--root-timeout-ms`.
+    pub root_timeout_ms: Option<String>,
+    /// `--timeout-ms`.
+    pub timeout_ms: Option<String>,
+    /// `--dependency` (repeatable).
+    pub dependencies: Vec<String>,
+    /// Whether handoff runs inside a worker (`HANDOFF_SUPERVISOR_CONTEXT` is set).
+    pub nested: bool,
+}
+
+impl RunInput {
+    /// An input with only the verb set.
+    pub fn new(verb: Verb) -> RunInput {
+        RunInput {
+            verb,
+            caller_harness: None,
+            harness: None,
+            mode: None,
+            cwd: None,
+            instructions: None,
+            result: None,
+            model: None,
+            effort: None,
+            max_turns: None,
+            bash: None,
+            web_search: None,
+            mcp_config: None,
+            max_depth: None,
+            max_nodes: None,
+            max_advice_nodes: None,
+            max_handoff_nodes: None,
+            max_concurrency: None,
+            root_timeout_ms: None,
+            timeout_ms: None,
+            dependencies: Vec::new(),
+            nested: false,
+        }
+    }
+}
+
+/// A validated request plus the inputs that are not part of the contract.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    /// The request.
+    pub request: Request,
+    /// The parsed MCP descriptor, if `--mcp-config` was given.
+    pub mcp: Option<McpDescriptor>,
+}
+
+fn parse_int<T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy>(
+    flag: &str,
+    value: &Option<String>,
+    min: T,
+    max: T,
+    default: T,
+) -> Result<T, String> {
+    let Some(v) = value else { return Ok(default) };
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{flag} must be a whole number, got {v:?}"));
+    }
+    let n: T = v
+        .parse()
+        .map_err(|_| format!("{flag} must be between {min} and {max}, got {v}"))?;
+    if n < min || n > max {
+        return Err(format!("{flag} must be between {min} and {max}, got {v}"));
+    }
+    Ok(n)
+}
+
+fn parse_bool(flag: &str, value: &Option<String>) -> Result<Option<bool>, String> {
+    match value.as_deref() {
+        None => Ok(None),
+        Some("true") => Ok(Some(true)),
+        Some("false") => Ok(Some(false)),
+        Some(v) => Err(format!("{flag} must be 'true' or 'false', got {v:?}")),
+    }
+}
+
+/// Checks a `--model` value: 1–256 bytes, no surrounding whitespace, no control characters,
+/// not starting with `-` (it would read as a flag).
+pub fn check_model(m: &str) -> Result<(), String> {
+    if m.is_empty() || m.len() > 256 {
+        return Err("--model must be 1-256 bytes".into());
+    }
+    if m.trim() != m {
+        return Err("--model must not start or end with whitespace".into());
+    }
+    if m.chars().any(char::is_control) {
+        return Err("--model must not contain control characters".into());
+    }
+    if m.starts_with('-') {
+        return Err("--model must not start with '-'".into());
+    }
+    Ok(())
+}
+
+fn sha256_tagged(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Parses an agent id that must be registered.
+pub fn registered(registry: &Registry, flag: &str, value: &str) -> Result<AgentId, String> {
+    AgentId::parse(value)
+        .filter(|id| registry.get(id).is_some())
+        .ok_or_else(|| {
+            let known: Vec<String> = registry.ids().iter().map(|i| i.to_string()).collect();
+            format!(
+                "{flag} {value:?} is not a known agent; expected one of: {}",
+                known.join(", ")
+            )
+        })
+}
+
+impl RunInput {
+    /// Validates every input and builds the request. The first problem found is returned as a
+    /// one-line message; nothing has been started.
+    pub fn validate(&self, registry: &Registry) -> Result<Validated, String> {
+        let op = self.verb.operation();
+        if self.nested {
+            return Err(format!(
+                "nested handoff calls need the advice supervisor, which this build of handoff \
+                 does not include; '{}' was refused",
+                self.verb.as_str()
+            ));
+        }
+        if self.verb == Verb::RunWithAdvice {
+            return Err(
+                "run-with-advice needs the advice supervisor, which this build of handoff does \
+                 not include; use 'run' (the worker then has no nested capability)"
+                    .into(),
+            );
+        }
+
+        let mut missing = Vec::new();
+        if self.caller_harness.is_none() {
+            missing.push("--caller-harness");
+        }
+        if self.harness.is_none() {
+            missing.push("--harness");
+        }
+        if op == Operation::Handoff && self.mode.is_none() {
+            missing.push("--mode");
+        }
+        if self.cwd.is_none() {
+            missing.push("--cwd");
+        }
+        if self.instructions.is_none() {
+            missing.push("--instructions");
+        }
+        if !missing.is_empty() {
+            return Err(format!("missing argument(s): {}", missing.join(", ")));
+        }
+        let (Some(caller), Some(target), Some(cwd), Some(instructions)) = (
+            &self.caller_harness,
+            &self.harness,
+            &self.cwd,
+            &self.instructions,
+        ) else {
+            return Err("missing arguments".into());
+        };
+
+        let caller = registered(registry, "--caller-harness", caller)?;
+        if op == Operation::Handoff && caller != AgentId::CODEX && caller != AgentId::CLAUDE {
+            return Err(format!(
+                "root {} requires --caller-harness codex or claude, got {caller}",
+                self.verb.as_str()
+            ));
+        }
+        let target = registered(registry, "--harness", target)?;
+        let spec = registry
+            .get(&target)
+            .map(|p| p.spec().clone())
+            .ok_or("unknown target")?;
+
+        let mode = match (op, &self.mode) {
+            (Operation::Advice, Some(_)) => return Err("advice does not accept --mode".into()),
+            (Operation::Advice, None) => None,
+            (Operation::Handoff, Some(m)) => Some(Mode::parse(m).ok_or_else(|| {
+                format!("--mode must be one of build, phase, review, verify; got {m:?}")
+            })?),
+            (Operation::Handoff, None) => return Err("missing argument(s): --mode".into()),
+        };
+        let write = mode.is_some_and(Mode::writes);
+        if write && !spec.grants.write {
+            return Err(format!(
+                "{} cannot write the worktree; use review or verify",
+                spec.id
+            ));
+        }
+
+        let cwd = paths::check_cwd(cwd)?;
+
+        let selection = self.selection(&spec, op)?;
+        let (grants, mcp) = self.grants(&spec, write)?;
+        let budgets = self.budgets(op)?;
+        if !self.dependencies.is_empty() {
+            return Err(
+                "--dependency is for nested requests; root requests cannot depend on a \
+                 pre-existing supervisor node"
+                    .into(),
+            );
+        }
+
+        let bytes = match instructions {
+            Instructions::File(p) => {
+                paths::read_input_file("--instructions", p, paths::MAX_INSTRUCTIONS_BYTES + 1)?
+            }
+            Instructions::Stdin(b) => b.clone(),
+        };
+        let instructions = paths::check_instructions(bytes)?;
+
+        let delegation = Delegation {
+            mode: DelegationMode::None,
+            provenance: DelegationSource::VerbDerived,
+        };
+        let run_id = format!("run-{}", uuid::Uuid::new_v4());
+        let mut request = Request {
+            schema_version: REQUEST_SCHEMA.into(),
+            operation: op,
+            caller: Caller {
+                harness: caller,
+                provenance: CallerProvenance::RootAsserted,
+            },
+            target: Target { harness: target },
+            mode,
+            cwd: cwd.to_string(),
+            instructions,
+            selection,
+            grants,
+            delegation,
+            lineage: Lineage {
+                root_run_id: run_id.clone(),
+                run_id,
+                parent_run_id: None,
+                depth: 0,
+                dependencies: Vec::new(),
+            },
+            budgets,
+            intent_hash: String::new(),
+        };
+        request.intent_hash = intent_hash(&request);
+        Ok(Validated { request, mcp })
+    }
+
+    fn selection(&self, spec: &ProviderSpec, op: Operation) -> Result<Selection, String> {
+        if let Some(m) = &self.model {
+            check_model(m)?;
+        }
+        if let Some(e) = &self.effort {
+            if spec.effort.is_empty() {
+                return Err(format!("--effort is unsupported for {}", spec.id));
+            }
+            if !spec.effort.contains(&e.as_str()) {
+                return Err(format!(
+                    "--effort {e:?} is unsupported for {}; expected one of: {}",
+                    spec.id,
+                    spec.effort.join(", ")
+                ));
+            }
+        }
+        let max_turns = match &self.max_turns {
+            Some(_) if spec.max_turns.is_none() => {
+                return Err(format!("--max-turns is unsupported for {}", spec.id));
+            }
+            Some(_) => Some(parse_int("--max-turns", &self.max_turns, 1u32, 100, 1)?),
+            None => None,
+        };
+        let (effort, effort_src) = match (&self.effort, op, spec.advice_effort) {
+            (Some(e), _, _) => (e.clone(), SelectionSource::Explicit),
+            (None, Operation::Advice, Some(d)) => (d.to_owned(), SelectionSource::OperationDefault),
+            (None, _, _) => (
+                PROVIDER_DEFAULT.to_owned(),
+                SelectionSource::ProviderDefault,
+            ),
+        };
+        let (turns, turns_src) = match (max_turns, spec.max_turns) {
+            (Some(n), _) => (Some(n), SelectionSource::Explicit),
+            (None, Some(d)) => (
+                Some(if op == Operation::Advice {
+                    d.advice
+                } else {
+                    d.handoff
+                }),
+                SelectionSource::OperationDefault,
+            ),
+            (None, None) => (None, SelectionSource::ProviderDefault),
+        };
+        Ok(Selection {
+            requested: SelectionRequested {
+                model: self.model.clone(),
+                effort: self.effort.clone(),
+                max_turns,
+            },
+            resolved: SelectionResolved {
+                model: self
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| PROVIDER_DEFAULT.to_owned()),
+                effort,
+                max_turns: turns,
+            },
+            provenance: SelectionProvenance {
+                model: if self.model.is_some() {
+                    SelectionSource::Explicit
+                } else {
+                    SelectionSource::ProviderDefault
+                },
+                effort: effort_src,
+                max_turns: turns_src,
+            },
+        })
+    }
+
+    fn grants(
+        &self,
+        spec: &ProviderSpec,
+        write: bool,
+    ) -> Result<(Grants, Option<McpDescriptor>), String> {
+        let bash = parse_bool("--bash", &self.bash)?;
+        let web = parse_bool("--web-search", &self.web_search)?;
+        if bash == Some(false) && !spec.grants.bash_disable {
+            return Err(format!("bash=false is unsupported for {}", spec.id));
+        }
+        if bash != Some(false) && !spec.grants.bash {
+            return Err(format!(
+                "{} has no bash control; pass --bash false",
+                spec.id
+            ));
+        }
+        if web == Some(true) && !spec.grants.web_search {
+            return Err(format!("webSearch is unsupported for {}", spec.id));
+        }
+        let mcp = match &self.mcp_config {
+            Some(_) if !spec.grants.mcp => {
+                return Err(format!("--mcp-config is unsupported for {}", spec.id));
+            }
+            Some(p) => {
+                let bytes = paths::read_input_file("--mcp-config", p, crate::mcp::MAX_MCP_BYTES)?;
+                let d = McpDescriptor::parse(&bytes)?;
+                Some((sha256_tagged(&bytes), d))
+            }
+            None => None,
+        };
+        let has_mcp = mcp.as_ref().is_some_and(|(_, d)| !d.servers.is_empty());
+        let src = |given: bool| {
+            if given {
+                GrantSource::Explicit
+            } else {
+                GrantSource::OperationDefault
+            }
+        };
+        let grants = Grants {
+            requested: GrantsRequested {
+                bash: bash.unwrap_or(true),
+                web_search: web.unwrap_or(false),
+                mcp: has_mcp,
+            },
+            resolved: GrantsResolved {
+                bash: bash.unwrap_or(true),
+                web_search: web.unwrap_or(false),
+                mcp: has_mcp,
+                write,
+            },
+            provenance: GrantsProvenance {
+                bash: src(bash.is_some()),
+                web_search: src(web.is_some()),
+                mcp: src(self.mcp_config.is_some()),
+                write: GrantSource::ModeDerived,
+            },
+            mcp: McpGrant {
+                digest: mcp.as_ref().filter(|_| has_mcp).map(|(d, _)| d.clone()),
+                servers: mcp.as_ref().map(|(_, d)| d.names()).unwrap_or_default(),
+            },
+        };
+        Ok((
+            grants,
+            mcp.map(|(_, d)| d).filter(|d| !d.servers.is_empty()),
+        ))
+    }
+
+    fn budgets(&self, op: Operation) -> Result<Budgets, String> {
+        let d = BudgetLimits::default();
+        let limits = BudgetLimits {
+            max_depth: parse_int("--max-depth", &self.max_depth, 0, 32, d.max_depth)?,
+            max_nodes: parse_int("--max-nodes", &self.max_nodes, 1, 256, d.max_nodes)?,
+            max_advice_nodes: parse_int(
+                "--max-advice-nodes",
+                &self.max_advice_nodes,
+                0,
+                256,
+                d.max_advice_nodes,
+            )?,
+            max_handoff_nodes: parse_int(
+                "--max-handoff-nodes",
+                &self.max_handoff_nodes,
+                0,
+                256,
+                d.max_handoff_nodes,
+            )?,
+            max_concurrency: parse_int(
+                "--max-concurrency",
+                &self.max_concurrency,
+                1,
+                32,
+                d.max_concurrency,
+            )?,
+            root_timeout_ms: parse_int(
+                "--root-timeout-ms",
+                &self.root_timeout_ms,
+                100,
+                86_400_000,
+                d.root_timeout_ms,
+            )?,
+            timeout_ms: parse_int(
+                "--timeout-ms",
+                &self.timeout_ms,
+                100,
+                3_600_000,
+                d.timeout_ms,
+            )?,
+        };
+        if limits.max_advice_nodes + limits.max_handoff_nodes < limits.max_nodes {
+            return Err(
+                "--max-advice-nodes plus --max-handoff-nodes must be at least --max-nodes".into(),
+            );
+        }
+        if limits.timeout_ms > limits.root_timeout_ms {
+            return Err("--timeout-ms must not exceed --root-timeout-ms".into());
+        }
+        let (advice, handoff) = match op {
+            Operation::Advice => (1, 0),
+            Operation::Handoff => (0, 1),
+        };
+        if limits.max_advice_nodes < advice {
+            return Err("--max-advice-nodes 0 leaves no node for this advice request".into());
+        }
+        if limits.max_handoff_nodes < handoff {
+            return Err("--max-handoff-nodes 0 leaves no node for this handoff".into());
+        }
+        Ok(Budgets {
+            limits,
+            remaining: BudgetRemaining {
+                nodes: limits.max_nodes - 1,
+                advice_nodes: limits.max_advice_nodes - advice,
+                handoff_nodes: limits.max_handoff_nodes - handoff,
+            },
+        })
+    }
+}
+
+/// The intent hash: what is asked, of whom, with which controls — independent of lineage,
+/// budgets and caller. Canonical JSON (sorted keys, no whitespace) under `handoff.intent.v1`.
+pub fn intent_hash(r: &Request) -> String {
+    let v = serde_json::json!({
+        "schemaVersion": "handoff.intent.v1",
+        "operation": r.operation,
+        "targetHarness": r.target.harness,
+        "mode": r.mode,
+        "cwd": r.cwd,
+        "instructions": r.instructions,
+        "selection": r.selection.resolved,
+        "grants": {
+            "resolved": r.grants.resolved,
+            "mcpDigest": r.grants.mcp.digest,
+            "mcpServers": r.grants.mcp.servers,
+        },
+        "delegation": r.delegation.mode,
+    });
+    // serde_json's map is ordered by key, so this serialization is canonical.
+    sha256_tagged(v.to_string().as_bytes())
+}
+
+/// `sha256:<hex>` of a request's serialized bytes (`JSON + "\n"`).
+pub fn request_hash(r: &Request) -> String {
+    let mut bytes = serde_json::to_vec(r).unwrap_or_default();
+    bytes.push(b'\n');
+    sha256_tagged(&bytes)
+}

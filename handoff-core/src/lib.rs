@@ -1,0 +1,55 @@
+//! handoff-core: the contracts, the `Provider` trait, the delegation engine and the process
+//! supervisor of handoff.
+//!
+//! The engine turns a [`RunInput`] (flags or a library call) into a validated [`Request`],
+//! plans the agent process through a [`Provider`] (pure [`Provider::invocation`]), runs it under
+//! the process supervisor, reads its output (pure [`Provider::parse`]), compares git
+//! [`Fingerprint`]s taken through a [`Workspace`], and returns one [`HandoffResult`] with a
+//! documented exit code. Core knows no agent CLI, no git library and no database: adapters and
+//! workspaces are plugged in by the program that embeds it.
+#![deny(missing_docs)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+mod engine;
+mod env;
+mod input;
+mod mcp;
+mod names;
+mod output;
+mod paths;
+mod preflight;
+mod process;
+mod prompt;
+mod provider;
+mod redact;
+mod request;
+mod result;
+mod workspace;
+
+pub use engine::{Engine, EngineOptions, RunOutcome, now_iso, provider_output_schema};
+pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
+pub use input::{Instructions, RunInput, Validated, Verb, check_model, intent_hash, request_hash};
+pub use mcp::{
+    MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,
+    StdioServer, valid_env_name,
+};
+pub use names::{AgentId, Mode, Operation, Status, Verdict, exit};
+pub use output::{
+    Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,
+    ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
+};
+pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical};
+pub use preflight::{PreflightCache, file_identity, is_executable, locate};
+pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise};
+pub use prompt::build_prompt;
+pub use provider::{
+    AnswerSource, Invocation, InvocationError, Observation, Preflight, PrivateFile, ProbeEnv,
+    Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
+};
+pub use redact::{DIAGNOSTIC_LIMIT, redact, truncate_tail};
+pub use request::*;
+pub use result::*;
+pub use workspace::{
+    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, StatusChange, Workspace,
+    WorkspaceError,
+};

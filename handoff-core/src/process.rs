@@ -1,0 +1,332 @@
+//! The process supervisor: one agent process in its own process group, stdin fed, stdout and
+//! stderr drained concurrently and bounded, killed as a group on timeout, cancel or overflow.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::provider::{Invocation, StdinSource};
+
+/// Largest stdout or stderr kept from an agent; more is a contract failure.
+pub const OUTPUT_LIMIT: usize = 1024 * 1024;
+/// How long a process group gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_millis(1500);
+/// How long pipe readers may outlive the process (an escaped grandchild may hold them).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// How the process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited by itself.
+    Exited,
+    /// The timeout expired and the group was killed.
+    TimedOut,
+    /// Cancellation was requested and the group was killed.
+    Cancelled,
+    /// stdout or stderr went over [`OUTPUT_LIMIT`] and the group was killed.
+    OutputLimit {
+        /// `stdout` or `stderr`.
+        stream: &'static str,
+    },
+    /// The process could not be started.
+    SpawnFailed {
+        /// Why.
+        message: String,
+    },
+}
+
+/// What the supervisor observed.
+#[derive(Debug, Clone)]
+pub struct ProcessReport {
+    /// How it ended.
+    pub ending: Ending,
+    /// Captured stdout (at most [`OUTPUT_LIMIT`] bytes).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (at most [`OUTPUT_LIMIT`] bytes).
+    pub stderr: Vec<u8>,
+    /// Exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// Name of the signal that ended it, if any.
+    pub signal: Option<String>,
+    /// The process id (and process group id), when it started.
+    pub pid: Option<u32>,
+}
+
+async fn drain<R: AsyncRead + Unpin>(
+    mut reader: R,
+    limit: usize,
+    overflow: watch::Sender<bool>,
+) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if buf.len() + n > limit {
+                    let room = limit - buf.len();
+                    buf.extend_from_slice(&chunk[..room]);
+                    let _ = overflow.send(true);
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+    }
+    buf
+}
+
+fn signal_group(pid: u32, signal: Signal) {
+    // ESRCH (group already gone) is the normal case after a clean exit.
+    let _ = killpg(Pid::from_raw(pid as i32), signal);
+}
+
+/// Runs `invocation` to completion under the supervisor.
+pub async fn supervise(
+    invocation: &Invocation,
+    prompt: &[u8],
+    timeout: Duration,
+    mut cancel: watch::Receiver<bool>,
+) -> ProcessReport {
+    let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
+    cmd.args(&invocation.args)
+        .env_clear()
+        .envs(&invocation.env)
+        .current_dir(invocation.cwd.as_std_path())
+        .stdin(match invocation.stdin {
+            StdinSource::Prompt => Stdio::piped(),
+            StdinSource::Null => Stdio::null(),
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return ProcessReport {
+                ending: Ending::SpawnFailed {
+                    message: format!("cannot start {}: {e}", invocation.program),
+                },
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+                exit_code: None,
+                signal: None,
+                pid: None,
+            };
+        }
+    };
+    let pid = child.id();
+
+    if let Some(mut stdin) = child.stdin.take() {
+        let prompt = prompt.to_vec();
+        tokio::spawn(async move {
+            // An agent that exits without reading its prompt closes the pipe: not our error.
+            let _ = stdin.write_all(&prompt).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let (overflow_tx, mut overflow_rx) = watch::channel(false);
+    let out_task = child
+        .stdout
+        .take()
+        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, overflow_tx.clone())));
+    let (err_overflow_tx, mut err_overflow_rx) = watch::channel(false);
+    let err_task = child
+        .stderr
+        .take()
+        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, err_overflow_tx)));
+    drop(overflow_tx);
+
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+
+    let mut ending = Ending::Exited;
+    let mut cancel_live = true;
+    if *cancel.borrow() {
+        ending = Ending::Cancelled;
+    }
+    let status = loop {
+        if ending != Ending::Exited {
+            break None;
+        }
+        tokio::select! {
+            status = child.wait() => break status.ok(),
+            () = &mut deadline => { ending = Ending::TimedOut; break None; }
+            res = cancel.changed(), if cancel_live => {
+                match res {
+                    Ok(()) if *cancel.borrow() => { ending = Ending::Cancelled; break None; }
+                    Ok(()) => {}
+                    // The sender is gone: cancellation can no longer be requested.
+                    Err(_) => cancel_live = false,
+                }
+            }
+            res = overflow_rx.changed(), if res_ok(&overflow_rx) => {
+                if res.is_ok() && *overflow_rx.borrow() { ending = Ending::OutputLimit { stream: "stdout" }; break None; }
+            }
+            res = err_overflow_rx.changed(), if res_ok(&err_overflow_rx) => {
+                if res.is_ok() && *err_overflow_rx.borrow() { ending = Ending::OutputLimit { stream: "stderr" }; break None; }
+            }
+        }
+    };
+    let status = match status {
+        Some(s) => Some(s),
+        None => {
+            if let Some(pid) = pid {
+                signal_group(pid, Signal::SIGTERM);
+            }
+            match tokio::time::timeout(GRACE, child.wait()).await {
+                Ok(s) => s.ok(),
+                Err(_) => {
+                    if let Some(pid) = pid {
+                        signal_group(pid, Signal::SIGKILL);
+                    }
+                    child.wait().await.ok()
+                }
+            }
+        }
+    };
+    // Whatever the agent left running in its group dies with it.
+    if let Some(pid) = pid {
+        signal_group(pid, Signal::SIGKILL);
+    }
+
+    let collect = |task: Option<tokio::task::JoinHandle<Vec<u8>>>| async move {
+        match task {
+            Some(t) => match tokio::time::timeout(DRAIN_GRACE, t).await {
+                Ok(Ok(buf)) => buf,
+                _ => Vec::new(),
+            },
+            None => Vec::new(),
+        }
+    };
+    let stdout = collect(out_task).await;
+    let stderr = collect(err_task).await;
+
+    use std::os::unix::process::ExitStatusExt;
+    let exit_code = status.and_then(|s| s.code());
+    let signal = status
+        .and_then(|s| s.signal())
+        .and_then(|n| Signal::try_from(n).ok())
+        .map(|s| s.as_str().to_owned());
+    ProcessReport {
+        ending,
+        stdout,
+        stderr,
+        exit_code,
+        signal,
+        pid,
+    }
+}
+
+fn res_ok(rx: &watch::Receiver<bool>) -> bool {
+    // Stop polling a channel whose sender is gone (the reader finished).
+    rx.has_changed().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use crate::provider::AnswerSource;
+
+    fn sh(script: &str) -> Invocation {
+        let mut env = BTreeMap::new();
+        env.insert("PATH".into(), "/usr/bin:/bin".into());
+        Invocation {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into()],
+            env,
+            cwd: "/".into(),
+            stdin: StdinSource::Prompt,
+            files: vec![],
+            answer: AnswerSource::Stdout,
+            policy: serde_json::Value::Null,
+            secrets: vec![],
+        }
+    }
+
+    fn alive(pid: i32) -> bool {
+        nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok()
+    }
+
+    #[tokio::test]
+    async fn captures_output_and_exit_code() {
+        let (_tx, rx) = watch::channel(false);
+        let r = supervise(
+            &sh("cat; echo err >&2; exit 3"),
+            b"hello",
+            Duration::from_secs(10),
+            rx,
+        )
+        .await;
+        assert_eq!(r.ending, Ending::Exited);
+        assert_eq!(r.stdout, b"hello");
+        assert_eq!(r.stderr, b"err\n");
+        assert_eq!(r.exit_code, Some(3));
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc");
+        let script = format!("sleep 1000 & echo $! > {}; wait", pidfile.display());
+        let (_tx, rx) = watch::channel(false);
+        let r = supervise(&sh(&script), b"", Duration::from_millis(500), rx).await;
+        assert_eq!(r.ending, Ending::TimedOut);
+        let gc: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // The grandchild was in the group: it must be gone (reaped by init or a zombie at most).
+        std::thread::sleep(Duration::from_millis(200));
+        let stat = std::fs::read_to_string(format!("/proc/{gc}/stat")).unwrap_or_default();
+        assert!(
+            !alive(gc) || stat.contains(") Z "),
+            "grandchild {gc} survived: {stat}"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_and_reports() {
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            supervise(&sh("sleep 1000"), b"", Duration::from_secs(60), rx).await
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tx.send(true).unwrap();
+        let r = task.await.unwrap();
+        assert_eq!(r.ending, Ending::Cancelled);
+        assert_eq!(r.signal.as_deref(), Some("SIGTERM"));
+    }
+
+    #[tokio::test]
+    async fn output_over_the_limit_is_cut_and_killed() {
+        let (_tx, rx) = watch::channel(false);
+        let r = supervise(
+            &sh("head -c 3000000 /dev/zero; sleep 100"),
+            b"",
+            Duration::from_secs(30),
+            rx,
+        )
+        .await;
+        assert_eq!(r.ending, Ending::OutputLimit { stream: "stdout" });
+        assert_eq!(r.stdout.len(), OUTPUT_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn spawn_failure_is_reported() {
+        let (_tx, rx) = watch::channel(false);
+        let mut inv = sh("true");
+        inv.program = "/nonexistent/agent".into();
+        let r = supervise(&inv, b"", Duration::from_secs(1), rx).await;
+        assert!(matches!(r.ending, Ending::SpawnFailed { .. }));
+    }
+}

@@ -1,0 +1,287 @@
+//! The `Provider` trait: what an agent CLI adapter implements, and the registry of adapters.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::mcp::McpDescriptor;
+use crate::names::AgentId;
+use crate::output::OutputError;
+use crate::request::Request;
+use crate::result::{GrantCapabilities, IsolationCapabilities, SelectionCapabilities, Usage};
+
+/// Static facts about an agent CLI: what it is called, what it accepts, how it is isolated.
+#[derive(Debug, Clone)]
+pub struct ProviderSpec {
+    /// The agent's id (`--harness` value).
+    pub id: AgentId,
+    /// Executable name looked up on PATH.
+    pub executable: &'static str,
+    /// Extra directories searched after PATH (`~/` is the user's home).
+    pub extra_dirs: &'static [&'static str],
+    /// Accepted `--effort` values; empty when the CLI has no exact effort control.
+    pub effort: &'static [&'static str],
+    /// Default effort for advice (`operation-default`), if any.
+    pub advice_effort: Option<&'static str>,
+    /// Whether `--max-turns` is supported, with the defaults for handoff and advice.
+    pub max_turns: Option<TurnDefaults>,
+    /// Grant controls.
+    pub grants: GrantCapabilities,
+    /// Native isolation.
+    pub native_filesystem_isolation: bool,
+    /// Native shell sandbox.
+    pub native_bash_sandbox: bool,
+    /// Environment variables this CLI needs for its login and endpoint, passed through when set
+    /// (in addition to the common allowlist). A trailing `*` matches a prefix.
+    pub env_passthrough: &'static [&'static str],
+}
+
+/// Default turn limits when `--max-turns` is not given.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnDefaults {
+    /// For handoff runs.
+    pub handoff: u32,
+    /// For advice.
+    pub advice: u32,
+}
+
+impl ProviderSpec {
+    /// The selection part of the capability report.
+    pub fn selection_capabilities(&self) -> SelectionCapabilities {
+        SelectionCapabilities {
+            model: true,
+            effort: self.effort.iter().map(|s| s.to_string()).collect(),
+            max_turns: self.max_turns.is_some(),
+        }
+    }
+
+    /// The isolation part of the capability report.
+    pub fn isolation_capabilities(&self) -> IsolationCapabilities {
+        IsolationCapabilities {
+            native_filesystem_isolation: self.native_filesystem_isolation,
+            native_bash_sandbox: self.native_bash_sandbox,
+            mutation_guarantee: if self.native_filesystem_isolation {
+                "native-and-final-state".into()
+            } else {
+                "final-state-detection-only".into()
+            },
+        }
+    }
+}
+
+/// Everything an adapter may use to plan one run. Built by the engine; read-only for adapters.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// A private (0700) directory that exists for this run only and is removed afterwards.
+    pub path: Utf8PathBuf,
+    /// Absolute path of the agent executable found by preflight.
+    pub executable: Utf8PathBuf,
+    /// The prompt the agent must receive.
+    pub prompt: String,
+    /// The provider-output JSON Schema (before any adapter-specific transform).
+    pub output_schema: serde_json::Value,
+    /// The private MCP servers of this run, if any.
+    pub mcp: Option<McpDescriptor>,
+    /// handoff's own environment, from which the allowlist and MCP secret references are taken.
+    pub parent_env: BTreeMap<String, String>,
+}
+
+impl RunDir {
+    /// A file inside the run directory.
+    pub fn file(&self, name: &str) -> Utf8PathBuf {
+        self.path.join(name)
+    }
+}
+
+/// What the agent's stdin receives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdinSource {
+    /// The prompt, then EOF.
+    Prompt,
+    /// Nothing (closed at once).
+    Null,
+}
+
+/// Where the agent's answer is read from after it exits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AnswerSource {
+    /// Its stdout.
+    Stdout,
+    /// A file it writes.
+    File(Utf8PathBuf),
+}
+
+/// A private file the engine writes (0600, exclusive create) before launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateFile {
+    /// Where (inside the run directory).
+    pub path: Utf8PathBuf,
+    /// Contents.
+    pub contents: Vec<u8>,
+}
+
+/// A planned agent process: built by a pure function, so it can be snapshot-tested.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// Absolute program path.
+    pub program: Utf8PathBuf,
+    /// Arguments (without the program).
+    pub args: Vec<String>,
+    /// The complete environment of the child (never the whole parent environment).
+    pub env: BTreeMap<String, String>,
+    /// Working directory of the child.
+    pub cwd: Utf8PathBuf,
+    /// What stdin receives.
+    pub stdin: StdinSource,
+    /// Files written before launch.
+    pub files: Vec<PrivateFile>,
+    /// Where the answer is.
+    pub answer: AnswerSource,
+    /// The policy receipt: how each grant is enforced for this run.
+    pub policy: serde_json::Value,
+    /// Secret values placed in the child's env or files, to be masked wherever they appear.
+    pub secrets: Vec<String>,
+}
+
+/// Why an invocation could not be planned: always a rejection before launch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvocationError {
+    /// A control this CLI cannot express.
+    #[error("{0}")]
+    Unsupported(String),
+    /// An MCP secret reference names a variable that is not set.
+    #[error("MCP environment reference '{name}' is not set")]
+    MissingMcpEnv {
+        /// The variable.
+        name: String,
+    },
+}
+
+/// What the agent process left behind.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawOutput {
+    /// Captured stdout (bounded).
+    pub stdout: Vec<u8>,
+    /// Captured stderr (bounded).
+    pub stderr: Vec<u8>,
+    /// Exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// Contents of the answer file, when the answer source is a file and it exists.
+    pub answer_file: Option<Vec<u8>>,
+}
+
+/// What the adapter saw in the agent's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// A candidate answer (checked against the provider-output contract by the engine).
+    Answer {
+        /// The answer JSON or text, as the model produced it.
+        payload: Vec<u8>,
+        /// Usage counted by the CLI, if any (source `provider-envelope`).
+        usage: Option<Usage>,
+    },
+    /// The agent ran and reported its own failure (API error, turn limit, …).
+    AgentFailure {
+        /// What the CLI said.
+        message: String,
+        /// Usage counted by the CLI, if any.
+        usage: Option<Usage>,
+    },
+    /// The CLI refused to start for an environmental reason (e.g. its sandbox is unavailable).
+    Unavailable {
+        /// What the CLI said.
+        message: String,
+    },
+}
+
+/// Result of a preflight.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Preflight {
+    /// First line of `--version`.
+    pub version: Option<String>,
+    /// `None` when every probe passed; else why not.
+    pub failure: Option<String>,
+}
+
+/// The environment probes run in.
+#[derive(Debug, Clone)]
+pub struct ProbeEnv {
+    /// The allowlisted environment (plus `NO_COLOR=1`, `TERM=dumb`).
+    pub env: BTreeMap<String, String>,
+    /// A private scratch directory probes may use as cwd.
+    pub scratch: Utf8PathBuf,
+}
+
+/// An agent CLI adapter.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// Static facts.
+    fn spec(&self) -> &ProviderSpec;
+
+    /// Plans the agent process. Pure: same inputs, same invocation.
+    fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError>;
+
+    /// Reads the agent's output. Pure; never panics on any input.
+    fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError>;
+
+    /// Proves, without a model call or credentials, that the installed CLI has what the
+    /// invocation needs.
+    async fn preflight(&self, executable: &Utf8Path, probe: &ProbeEnv) -> Preflight;
+
+    /// Everything besides the executable itself that the preflight outcome depends on
+    /// (e.g. helper programs found on PATH). `None` means the outcome can't be keyed and must
+    /// not be cached.
+    fn preflight_key(&self, _probe: &ProbeEnv) -> Option<Vec<String>> {
+        Some(Vec::new())
+    }
+
+    /// Checks the finished process for signs that isolation was not enforced.
+    /// Returns the reason to block, if any.
+    fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {
+        None
+    }
+}
+
+/// The set of providers a program can run, by id.
+#[derive(Clone, Default)]
+pub struct Registry {
+    providers: Vec<Arc<dyn Provider>>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Adds (or replaces) a provider.
+    pub fn register(&mut self, provider: Arc<dyn Provider>) -> &mut Registry {
+        let id = provider.spec().id.clone();
+        self.providers.retain(|p| p.spec().id != id);
+        self.providers.push(provider);
+        self
+    }
+
+    /// Looks a provider up by id.
+    pub fn get(&self, id: &AgentId) -> Option<&Arc<dyn Provider>> {
+        self.providers.iter().find(|p| &p.spec().id == id)
+    }
+
+    /// All providers, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Provider>> {
+        self.providers.iter()
+    }
+
+    /// Registered ids.
+    pub fn ids(&self) -> Vec<AgentId> {
+        self.providers.iter().map(|p| p.spec().id.clone()).collect()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.ids()).finish()
+    }
+}

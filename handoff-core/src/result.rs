@@ -1,0 +1,407 @@
+//! The `HandoffResult` contract (one normalized JSON per run), the DAG snapshot and capabilities.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::names::{AgentId, Mode, Operation, Status};
+use crate::output::{Evidence, Finding};
+use crate::request::{
+    BudgetLimits, BudgetRemaining, Caller, Delegation, DelegationMode, Dependency, Grants, Lineage,
+    Selection,
+};
+use crate::workspace::GitEvidence;
+
+/// Schema version of [`HandoffResult`].
+pub const RESULT_SCHEMA: &str = "handoff.result.v1";
+/// Schema version of [`Dag`].
+pub const DAG_SCHEMA: &str = "handoff.dag.v1";
+/// Schema version of [`Capabilities`].
+pub const CAPABILITIES_SCHEMA: &str = "handoff.capabilities.v1";
+/// Version of this build of handoff.
+pub const DRIVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The one normalized result of a run. Every key is always present; fields that could not be
+/// known (because the run stopped early) are null, never invented.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandoffResult {
+    /// Always [`RESULT_SCHEMA`].
+    pub schema_version: String,
+    /// The handoff version that produced it.
+    pub driver_version: String,
+    /// `advice` or `handoff`, when known.
+    pub operation: Option<Operation>,
+    /// The caller, when known.
+    pub caller: Option<Caller>,
+    /// The target and its CLI version.
+    pub target: TargetInfo,
+    /// The mode, when known (null for advice).
+    pub mode: Option<Mode>,
+    /// `sha256:<hex>` of the serialized request, when one was built.
+    pub request_hash: Option<String>,
+    /// The request's intent hash, when one was built.
+    pub intent_hash: Option<String>,
+    /// Selection receipt.
+    pub selection: Option<Selection>,
+    /// Grants receipt.
+    pub grants: Option<Grants>,
+    /// Delegation receipt.
+    pub delegation: Option<Delegation>,
+    /// Lineage receipt.
+    pub lineage: Option<Lineage>,
+    /// The outcome.
+    pub status: Status,
+    /// Exit codes and signals.
+    pub exit: ExitInfo,
+    /// The agent's normalized answer.
+    pub output: OutputInfo,
+    /// Git evidence before and after.
+    pub git: Option<GitEvidence>,
+    /// When it ran.
+    pub timing: Timing,
+    /// Tokens and cost.
+    pub usage: Usage,
+    /// The adapter's policy receipt: how each grant was enforced.
+    pub policy: serde_json::Value,
+    /// The DAG this run belongs to, when one was created.
+    pub dag: Option<Dag>,
+    /// Human diagnostics, redacted and bounded.
+    pub diagnostics: Diagnostics,
+}
+
+/// The target of a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetInfo {
+    /// The target agent, when known.
+    pub harness: Option<AgentId>,
+    /// First line of the CLI's `--version`, when preflight ran.
+    pub version: Option<String>,
+}
+
+/// Exit information.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExitInfo {
+    /// handoff's own exit code.
+    pub driver: u8,
+    /// The agent process's exit code, when it exited normally.
+    pub provider: Option<i32>,
+    /// The signal that ended the agent process, when one did.
+    pub signal: Option<String>,
+    /// The per-node timeout expired.
+    pub timed_out: bool,
+    /// handoff was interrupted.
+    pub cancelled: bool,
+}
+
+/// The agent's normalized answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutputInfo {
+    /// The answer's response text (non-blank on success).
+    pub response: Option<String>,
+    /// Supporting evidence.
+    pub evidence: Vec<Evidence>,
+    /// Findings.
+    pub findings: Vec<Finding>,
+}
+
+/// Timing of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timing {
+    /// ISO-8601 UTC with milliseconds.
+    pub started_at: String,
+    /// ISO-8601 UTC with milliseconds.
+    pub finished_at: String,
+    /// Wall-clock milliseconds.
+    pub duration_ms: u64,
+}
+
+/// Where usage numbers came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum UsageSource {
+    /// Counted by the agent CLI itself (envelope or events).
+    ProviderEnvelope,
+    /// Reported by the model inside its answer (can be invented by the model).
+    ProviderOutput,
+    /// The answer carried no usage.
+    NotReported,
+    /// No output was parsed.
+    NotObserved,
+}
+
+/// Tokens and cost of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Usage {
+    /// Where the numbers came from.
+    pub source: UsageSource,
+    /// Input tokens (including cached reads, when reported).
+    pub input_tokens: Option<u64>,
+    /// Output tokens.
+    pub output_tokens: Option<u64>,
+    /// Input + output.
+    pub total_tokens: Option<u64>,
+    /// Input tokens served from the prompt cache.
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache.
+    pub cache_write_tokens: Option<u64>,
+    /// Cost in US dollars as the CLI reports it.
+    pub cost_usd: Option<f64>,
+}
+
+impl Usage {
+    /// Nothing observed.
+    pub fn not_observed() -> Usage {
+        Usage {
+            source: UsageSource::NotObserved,
+            input_tokens: None,
+            output_tokens: None,
+            total_tokens: None,
+            cache_read_tokens: None,
+            cache_write_tokens: None,
+            cost_usd: None,
+        }
+    }
+}
+
+/// Diagnostics: redacted and truncated to 8 KiB each.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Diagnostics {
+    /// One line saying what happened, when anything went wrong.
+    pub message: Option<String>,
+    /// The tail of the agent's stderr.
+    pub provider_stderr: String,
+    /// The agent's stdout when the answer was read elsewhere (diagnostic use).
+    pub provider_stdout: String,
+    /// Whether any text was cut.
+    pub truncated: bool,
+    /// How many secrets were masked.
+    pub redaction_count: u64,
+}
+
+/// A snapshot of the advice DAG a run belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dag {
+    /// Always [`DAG_SCHEMA`].
+    pub schema_version: String,
+    /// The root run.
+    pub root_run_id: String,
+    /// Bumped on every change.
+    pub revision: u64,
+    /// State of the whole DAG.
+    pub status: DagStatus,
+    /// Budget limits.
+    pub limits: BudgetLimits,
+    /// Budgets left.
+    pub remaining: BudgetRemaining,
+    /// Nodes running now.
+    pub active_count: u32,
+    /// The nodes, root first.
+    #[schemars(length(min = 1))]
+    pub nodes: Vec<DagNode>,
+}
+
+/// State of a DAG.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DagStatus {
+    /// Still running.
+    Running,
+    /// The root succeeded.
+    Succeeded,
+    /// The root was blocked.
+    Blocked,
+    /// The root failed.
+    Failed,
+    /// The root timed out.
+    TimedOut,
+    /// The root was cancelled.
+    Cancelled,
+}
+
+/// One node of the DAG.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DagNode {
+    /// This node.
+    pub run_id: String,
+    /// Its parent.
+    pub parent_run_id: Option<String>,
+    /// Its depth.
+    pub depth: u32,
+    /// `advice` or `handoff`.
+    pub operation: Operation,
+    /// Who asked.
+    pub caller_harness: AgentId,
+    /// Who answered.
+    pub target_harness: AgentId,
+    /// The mode.
+    pub mode: Option<Mode>,
+    /// Its delegation.
+    pub delegation: DelegationMode,
+    /// Its intent hash.
+    pub intent_hash: String,
+    /// Its dependencies.
+    pub dependencies: Vec<Dependency>,
+    /// Its state: `running` or a final status.
+    pub state: NodeState,
+    /// Hash of the node's request (null for the root: the root result embeds the DAG).
+    pub request_hash: Option<String>,
+    /// Hash of the node's result (null for the root).
+    pub result_hash: Option<String>,
+    /// When it started.
+    pub started_at: Option<String>,
+    /// When it finished.
+    pub finished_at: Option<String>,
+}
+
+/// State of a DAG node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    /// Running.
+    Running,
+    /// Finished: succeeded.
+    Succeeded,
+    /// Finished: blocked.
+    Blocked,
+    /// Finished: failed.
+    Failed,
+    /// Finished: timed out.
+    TimedOut,
+    /// Finished: cancelled.
+    Cancelled,
+    /// Refused before it ran.
+    Rejected,
+    /// The agent was unavailable.
+    NotRun,
+}
+
+impl From<Status> for NodeState {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::Succeeded => NodeState::Succeeded,
+            Status::Blocked => NodeState::Blocked,
+            Status::Failed => NodeState::Failed,
+            Status::TimedOut => NodeState::TimedOut,
+            Status::Cancelled => NodeState::Cancelled,
+            Status::Rejected => NodeState::Rejected,
+            Status::NotRun => NodeState::NotRun,
+        }
+    }
+}
+
+impl DagStatus {
+    /// The DAG status that closes a root with this status.
+    pub fn closing(status: Status) -> DagStatus {
+        match status {
+            Status::Succeeded => DagStatus::Succeeded,
+            Status::Blocked => DagStatus::Blocked,
+            Status::TimedOut => DagStatus::TimedOut,
+            Status::Cancelled => DagStatus::Cancelled,
+            Status::Failed | Status::Rejected | Status::NotRun => DagStatus::Failed,
+        }
+    }
+}
+
+/// What `handoff capabilities --json` prints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Capabilities {
+    /// Always [`CAPABILITIES_SCHEMA`].
+    pub schema_version: String,
+    /// The handoff version.
+    pub driver_version: String,
+    /// `advice`, `handoff`.
+    pub operations: Vec<Operation>,
+    /// The four modes.
+    pub modes: Vec<Mode>,
+    /// Default budgets.
+    pub defaults: BudgetLimits,
+    /// One entry per registered agent.
+    pub providers: Vec<ProviderCapabilities>,
+}
+
+/// One agent's capabilities and preflight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderCapabilities {
+    /// The agent.
+    pub id: AgentId,
+    /// The executable name looked up on PATH.
+    pub executable: String,
+    /// Preflight outcome.
+    pub preflight: PreflightReport,
+    /// Selection controls.
+    pub selection: SelectionCapabilities,
+    /// Grant controls.
+    pub grants: GrantCapabilities,
+    /// How it isolates the agent.
+    pub isolation: IsolationCapabilities,
+}
+
+/// Outcome of a preflight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreflightReport {
+    /// The executable was found.
+    pub installed: bool,
+    /// Every probe passed.
+    pub ok: bool,
+    /// Absolute path of the executable, when found.
+    pub path: Option<String>,
+    /// First line of `--version`.
+    pub version: Option<String>,
+    /// Why it is not ok.
+    pub reason: Option<String>,
+    /// Whether this report came from the on-disk cache.
+    pub cached: bool,
+}
+
+/// Which selection controls an agent accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectionCapabilities {
+    /// `--model`.
+    pub model: bool,
+    /// Accepted `--effort` values (empty: not supported).
+    pub effort: Vec<String>,
+    /// `--max-turns`.
+    pub max_turns: bool,
+}
+
+/// Which grant controls an agent accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GrantCapabilities {
+    /// Can have bash.
+    pub bash: bool,
+    /// Can run without bash (`--bash false`).
+    pub bash_disable: bool,
+    /// Can search the web.
+    pub web_search: bool,
+    /// Can receive private MCP servers.
+    pub mcp: bool,
+    /// Can write the worktree (build, phase).
+    pub write: bool,
+    /// Can ask for nested advice.
+    pub nested_source: bool,
+}
+
+/// How an agent is isolated.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IsolationCapabilities {
+    /// The CLI confines file access natively.
+    pub native_filesystem_isolation: bool,
+    /// The CLI sandboxes shell commands natively.
+    pub native_bash_sandbox: bool,
+    /// `native-and-final-state` or `final-state-detection-only`.
+    pub mutation_guarantee: String,
+}

@@ -1,0 +1,13 @@
+//! Integration tests for `handoff-git`: temporary repositories built with the `git` CLI,
+//! fingerprinted with `GitWorkspace`.
+
+// Test helpers (outside `#[test]` functions) panic on setup failures by design.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod detection;
+mod discovery;
+mod nested;
+mod prop;
+mod read_only;
+mod status_view;
+mod support;

@@ -1,0 +1,332 @@
+//! OpenCode 1.18.33 (`opencode`): `run --format json` NDJSON events, `debug config`.
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use super::Ctx;
+use super::args::{self, Kind, Opt, ParseError, opt};
+use super::json::{J, obj};
+use super::task::{self, Answer, Task};
+use super::util;
+
+use crate::fixtures::{
+    OPENCODE_HELP as HELP, OPENCODE_RUN_HELP as RUN_HELP, OTHER_VERSION as VERSION,
+};
+
+const TOP_OPTS: &[Opt] = &[
+    opt("help", &["-h", "--help"], Kind::Flag),
+    opt("version", &["-v", "--version"], Kind::Flag),
+    opt("print-logs", &["--print-logs"], Kind::Flag),
+    opt("log-level", &["--log-level"], Kind::Value),
+    opt("pure", &["--pure"], Kind::Flag),
+];
+
+const RUN_OPTS: &[Opt] = &[
+    opt("help", &["-h", "--help"], Kind::Flag),
+    opt("version", &["-v", "--version"], Kind::Flag),
+    opt("print-logs", &["--print-logs"], Kind::Flag),
+    opt("log-level", &["--log-level"], Kind::Value),
+    opt("pure", &["--pure"], Kind::Flag),
+    opt("command", &["--command"], Kind::Value),
+    opt("continue", &["-c", "--continue"], Kind::Flag),
+    opt("session", &["-s", "--session"], Kind::Value),
+    opt("fork", &["--fork"], Kind::Flag),
+    opt("share", &["--share"], Kind::Flag),
+    opt("model", &["-m", "--model"], Kind::Value),
+    opt("agent", &["--agent"], Kind::Value),
+    opt("format", &["--format"], Kind::Value),
+    opt("file", &["-f", "--file"], Kind::Value),
+    opt("title", &["--title"], Kind::OptValue),
+    opt("attach", &["--attach"], Kind::Value),
+    opt("password", &["-p", "--password"], Kind::Value),
+    opt("username", &["-u", "--username"], Kind::Value),
+    opt("dir", &["--dir"], Kind::Value),
+    opt("port", &["--port"], Kind::OptValue),
+    opt("variant", &["--variant"], Kind::Value),
+    opt("thinking", &["--thinking"], Kind::Flag),
+    opt("interactive", &["-i", "--interactive"], Kind::Flag),
+    opt("auto", &["--auto"], Kind::Flag),
+];
+
+fn fail(message: &str) -> ExitCode {
+    util::err_line(message);
+    ExitCode::from(1)
+}
+
+fn parse_error(err: ParseError) -> ExitCode {
+    match err {
+        ParseError::Unknown(a) => fail(&format!("Unknown argument: {}", a.trim_start_matches('-'))),
+        ParseError::MissingValue(n) => fail(&format!(
+            "Not enough arguments following: {}",
+            n.trim_start_matches('-')
+        )),
+    }
+}
+
+/// Runs `opencode ARGS…`.
+pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
+    let top = match args::parse(&ctx.args, TOP_OPTS, true) {
+        Ok(p) => p,
+        Err(e) => return parse_error(e),
+    };
+    let Some(command) = top.rest.first().cloned() else {
+        if top.has("version") {
+            util::out_line(&format!("opencode {}", ctx.version(VERSION)));
+            return ExitCode::SUCCESS;
+        }
+        if top.has("help") {
+            return ctx.print_help(HELP, "--pure");
+        }
+        return fail("fake-agent: the opencode TUI is not imitated; use `opencode run`");
+    };
+    let rest = &top.rest[1..];
+    match command.as_str() {
+        "run" => run_message(ctx, rest),
+        "debug" if rest.first().map(String::as_str) == Some("config") => debug_config(),
+        other => fail(&format!(
+            "fake-agent: `opencode {other}` is not imitated by the fake"
+        )),
+    }
+}
+
+/// `opencode debug config`: the resolved configuration, here `OPENCODE_CONFIG_CONTENT` as is.
+fn debug_config() -> ExitCode {
+    let config = std::env::var("OPENCODE_CONFIG_CONTENT")
+        .ok()
+        .and_then(|c| serde_json::from_str::<Value>(&c).ok())
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()));
+    let text = serde_json::to_string_pretty(&config).unwrap_or_else(|_| "{}".to_owned());
+    util::out_line(&text);
+    ExitCode::SUCCESS
+}
+
+/// Whether the agent may edit: the `edit` permission of the agent, else the global one, else
+/// `OPENCODE_PERMISSION`; default allow (OpenCode's `build` agent edits).
+fn edit_allowed(agent: Option<&str>) -> bool {
+    let config = std::env::var("OPENCODE_CONFIG_CONTENT")
+        .ok()
+        .and_then(|c| serde_json::from_str::<Value>(&c).ok());
+    let from_env = std::env::var("OPENCODE_PERMISSION")
+        .ok()
+        .and_then(|c| serde_json::from_str::<Value>(&c).ok());
+    let edit_of = |perm: Option<&Value>| {
+        perm.and_then(|p| p.get("edit").or_else(|| p.get("*")))
+            .and_then(Value::as_str)
+            .map(|s| s == "allow")
+    };
+    let agent_perm = agent.and_then(|a| {
+        config
+            .as_ref()
+            .and_then(|c| c.get("agent"))
+            .and_then(|ags| ags.get(a))
+            .and_then(|ag| ag.get("permission"))
+    });
+    edit_of(agent_perm)
+        .or_else(|| edit_of(config.as_ref().and_then(|c| c.get("permission"))))
+        .or_else(|| edit_of(from_env.as_ref()))
+        .unwrap_or(true)
+}
+
+fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
+    let parsed = match args::parse(args, RUN_OPTS, false) {
+        Ok(p) => p,
+        Err(e) => return parse_error(e),
+    };
+    if parsed.has("help") {
+        return ctx.print_help(RUN_HELP, "--pure");
+    }
+    if let Some(format) = parsed.value("format")
+        && !matches!(format, "default" | "json")
+    {
+        return fail(&format!(
+            "Invalid values:\n  Argument: format, Given: \"{format}\", Choices: \"default\", \"json\""
+        ));
+    }
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let target = parsed.value("dir").map_or(cwd.clone(), |d| cwd.join(d));
+    if !target.is_dir() {
+        return fail(&format!(
+            "Error: directory does not exist: {}",
+            target.display()
+        ));
+    }
+    let prompt = if parsed.positional.is_empty() {
+        String::from_utf8_lossy(&ctx.read_stdin()).into_owned()
+    } else {
+        parsed.positional.join(" ")
+    };
+    if prompt.trim().is_empty() {
+        return fail("Error: You must provide a message or a command");
+    }
+    let behaviour = match task::behaviour(&ctx.settings) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let task = Task {
+        exe: ctx.exe.name(),
+        mode: task::mode_from_prompt(&prompt),
+        writable: edit_allowed(parsed.value("agent")),
+        target,
+    };
+    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let json = parsed.value("format") == Some("json");
+    let session = format!("ses_{}", &util::short_id("")[..20]);
+    let text = match &outcome.answer {
+        Answer::Json { text, .. } => text.clone(),
+        Answer::Prose(p) => p.clone(),
+        Answer::AgentError(_) | Answer::MaxTurns => {
+            let message = "AI_APICallError: Internal Server Error";
+            if json {
+                let event = obj! {
+                    "type" => "error",
+                    "timestamp" => util::now_millis(),
+                    "sessionID" => &session,
+                    "error" => obj! {
+                        "name" => "APIError",
+                        "data" => obj! {
+                            "message" => message,
+                            "statusCode" => 500,
+                            "isRetryable" => false,
+                        },
+                    },
+                };
+                util::out_line(&event.render());
+            } else {
+                util::err_line(&format!("Error: {message}"));
+            }
+            return ExitCode::from(1);
+        }
+    };
+    if !json {
+        let mut bytes = task::raw_bytes(&text);
+        bytes.push(b'\n');
+        util::out(&bytes);
+        return ExitCode::SUCCESS;
+    }
+
+    let ids = Ids::new(&session);
+    let mut lines: Vec<J> = Vec::new();
+    if let Some(w) = &outcome.wrote {
+        let message = util::short_id("msg_");
+        lines.push(ids.step_start(&message));
+        let path = w.abs.to_string_lossy().into_owned();
+        lines.push(obj! {
+            "type" => "tool_use",
+            "timestamp" => util::now_millis(),
+            "sessionID" => &session,
+            "part" => obj! {
+                "type" => "tool",
+                "tool" => "write",
+                "callID" => util::short_id("call_"),
+                "state" => obj! {
+                    "status" => "completed",
+                    "input" => obj! { "filePath" => &path, "content" => &w.content },
+                    "output" => "Wrote file successfully.",
+                    "metadata" => obj! {
+                        "diagnostics" => obj! {},
+                        "filepath" => &path,
+                        "exists" => false,
+                        "truncated" => false,
+                    },
+                    "title" => &w.rel,
+                    "time" => obj! { "start" => util::now_millis(), "end" => util::now_millis() },
+                },
+                "id" => util::short_id("prt_"),
+                "sessionID" => &session,
+                "messageID" => &message,
+            },
+        });
+        lines.push(ids.step_finish(&message, "tool-calls", 11, 7));
+        let message = util::short_id("msg_");
+        lines.push(ids.step_start(&message));
+        lines.push(ids.text(&message, &text));
+        lines.push(ids.step_finish(&message, "stop", 11, 7));
+    } else {
+        let message = util::short_id("msg_");
+        lines.push(ids.step_start(&message));
+        lines.push(ids.text(&message, &text));
+        lines.push(ids.step_finish(&message, "stop", 22, 14));
+    }
+    let mut stdout = String::new();
+    for line in &lines {
+        stdout.push_str(&line.render());
+        stdout.push('\n');
+    }
+    util::out(&task::raw_bytes(&stdout));
+    ExitCode::SUCCESS
+}
+
+struct Ids {
+    session: String,
+    snapshot: String,
+}
+
+impl Ids {
+    fn new(session: &str) -> Ids {
+        let a = util::short_id("");
+        let b = util::short_id("");
+        Ids {
+            session: session.to_owned(),
+            snapshot: format!("{a}{b}"),
+        }
+    }
+
+    fn step_start(&self, message: &str) -> J {
+        obj! {
+            "type" => "step_start",
+            "timestamp" => util::now_millis(),
+            "sessionID" => &self.session,
+            "part" => obj! {
+                "id" => util::short_id("prt_"),
+                "messageID" => message,
+                "sessionID" => &self.session,
+                "snapshot" => &self.snapshot,
+                "type" => "step-start",
+            },
+        }
+    }
+
+    fn text(&self, message: &str, text: &str) -> J {
+        obj! {
+            "type" => "text",
+            "timestamp" => util::now_millis(),
+            "sessionID" => &self.session,
+            "part" => obj! {
+                "id" => util::short_id("prt_"),
+                "messageID" => message,
+                "sessionID" => &self.session,
+                "type" => "text",
+                "text" => text,
+                "time" => obj! { "start" => util::now_millis(), "end" => util::now_millis() },
+            },
+        }
+    }
+
+    fn step_finish(&self, message: &str, reason: &str, input: u32, output: u32) -> J {
+        obj! {
+            "type" => "step_finish",
+            "timestamp" => util::now_millis(),
+            "sessionID" => &self.session,
+            "part" => obj! {
+                "id" => util::short_id("prt_"),
+                "reason" => reason,
+                "snapshot" => &self.snapshot,
+                "messageID" => message,
+                "sessionID" => &self.session,
+                "type" => "step-finish",
+                "tokens" => obj! {
+                    "total" => input + output,
+                    "input" => input,
+                    "output" => output,
+                    "reasoning" => 0,
+                    "cache" => obj! { "write" => 0, "read" => 0 },
+                },
+                "cost" => 0,
+            },
+        }
+    }
+}

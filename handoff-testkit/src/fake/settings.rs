@@ -1,0 +1,112 @@
+//! Test controls: `HANDOFF_FAKE_*` environment variables, plus the `fake-agent.env` file next to
+//! the executable (handoff scrubs the environment of the agents it launches, so tests put their
+//! switches in the file). Real environment variables win over the file.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+/// The name of the settings file looked up next to the executable.
+pub const ENV_FILE_NAME: &str = "fake-agent.env";
+
+/// Behaviour switch, `success` by default.
+pub const MODE: &str = "HANDOFF_FAKE_MODE";
+/// Where `hang`/`grandchild` write the agent's own pid.
+pub const READY_FILE: &str = "HANDOFF_FAKE_READY_FILE";
+/// Where `grandchild` writes the grandchild's pid.
+pub const GRANDCHILD_PID_FILE: &str = "HANDOFF_FAKE_GRANDCHILD_PID_FILE";
+/// Exit code for `exit` mode (default 23).
+pub const EXIT: &str = "HANDOFF_FAKE_EXIT";
+/// Directory receiving one JSON record per invocation.
+pub const RECORD_DIR: &str = "HANDOFF_FAKE_RECORD_DIR";
+/// `missing`: help output omits one flag the adapter requires.
+pub const HELP: &str = "HANDOFF_FAKE_HELP";
+/// Overrides the version number printed by `--version`.
+pub const VERSION: &str = "HANDOFF_FAKE_VERSION";
+
+/// Settings resolved from the environment and the env file.
+#[derive(Debug, Default)]
+pub(crate) struct Settings {
+    file: BTreeMap<String, String>,
+}
+
+impl Settings {
+    /// Loads the env file located next to `argv0` (or the current executable).
+    pub(crate) fn load(argv0: &OsStr) -> Settings {
+        let file = env_file_location(argv0)
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| parse_env_file(&text))
+            .unwrap_or_default();
+        Settings { file }
+    }
+
+    /// The value of `key`: the real environment first, then the env file. Empty values count as
+    /// unset.
+    pub(crate) fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key)
+            .ok()
+            .or_else(|| self.file.get(key).cloned())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// Parses `KEY=VALUE` lines (key and value trimmed); blank lines and `#` comments are skipped; a
+/// later line wins.
+pub(crate) fn parse_env_file(text: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        if let Some((k, v)) = trimmed.split_once('=') {
+            let k = k.trim();
+            if !k.is_empty() {
+                out.insert(k.to_owned(), v.trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// The directory the fake considers "its own": the directory of `argv[0]` when it contains a `/`;
+/// otherwise the first `$PATH` entry holding an executable of that name (this is where a shell or
+/// `Command::new("claude")` found it, and symlinks are not resolved); otherwise the directory of
+/// `current_exe()`.
+pub(crate) fn own_dir(argv0: &OsStr) -> Option<PathBuf> {
+    let argv0_path = Path::new(argv0);
+    if argv0.as_encoded_bytes().contains(&b'/') {
+        let abs = if argv0_path.is_absolute() {
+            argv0_path.to_path_buf()
+        } else {
+            std::env::current_dir().ok()?.join(argv0_path)
+        };
+        return abs.parent().map(Path::to_path_buf);
+    }
+    if !argv0.is_empty()
+        && let Some(found) = super::util::which(argv0)
+    {
+        return found.parent().map(Path::to_path_buf);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+}
+
+fn env_file_location(argv0: &OsStr) -> Option<PathBuf> {
+    own_dir(argv0).map(|d| d.join(ENV_FILE_NAME))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_comments_blank_lines_and_equals_in_values() {
+        let map = parse_env_file("# c\n\nA=1\n  B = x=y\nA=2\nnovalue\n");
+        assert_eq!(map.get("A").map(String::as_str), Some("2"));
+        assert_eq!(map.get("B").map(String::as_str), Some("x=y"));
+        assert_eq!(map.len(), 2);
+    }
+}

@@ -1,0 +1,406 @@
+//! What the fake "model" does during a run, shared by every CLI: the `HANDOFF_FAKE_MODE` switch,
+//! the file it writes, and the provider-output answer it gives.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+
+use super::json::{J, arr, obj};
+use super::settings::{self, Settings};
+use super::util;
+
+/// The provider-output schema version the fake answers with.
+pub(crate) const SCHEMA_VERSION: &str = "handoff.provider-output.v1";
+/// The drifted version used by `schema-drift`.
+pub(crate) const DRIFTED_SCHEMA_VERSION: &str = "handoff.provider-output.v0";
+/// Placeholder replaced by raw invalid UTF-8 bytes (or U+FFFD where the channel is JSON).
+pub(crate) const INVALID_UTF8_MARKER: &str = "@@handoff-fake-invalid-utf8@@";
+/// The invalid bytes `invalid-utf8` emits.
+const INVALID_BYTES: &[u8] = b"\xff\xfe\xfd";
+/// Size of the `oversized` padding: comfortably above 1.1 MiB.
+const OVERSIZED_BYTES: usize = 1_200_000;
+/// The prose answer of `prose`.
+pub(crate) const PROSE: &str = "Sure! Here is what I did: I looked at the repository and took care of the task. Let me know if you need anything else.";
+/// Error message of `agent-error`.
+pub(crate) const API_ERROR: &str = "API Error: 500 internal error";
+
+/// `HANDOFF_FAKE_MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behaviour {
+    Success,
+    NoChange,
+    Mutate,
+    Blocked,
+    Failed,
+    Hang,
+    Grandchild,
+    Exit,
+    Prose,
+    Oversized,
+    InvalidUtf8,
+    StderrSecret,
+    AgentError,
+    MaxTurns,
+    SchemaDrift,
+}
+
+impl Behaviour {
+    /// Reads `HANDOFF_FAKE_MODE` (default `success`).
+    pub(crate) fn from_settings(settings: &Settings) -> Result<Behaviour, String> {
+        let mode = settings
+            .get(settings::MODE)
+            .unwrap_or_else(|| "success".to_owned());
+        Ok(match mode.as_str() {
+            "success" => Behaviour::Success,
+            "no-change" => Behaviour::NoChange,
+            "mutate" => Behaviour::Mutate,
+            "blocked" => Behaviour::Blocked,
+            "failed" => Behaviour::Failed,
+            "hang" => Behaviour::Hang,
+            "grandchild" => Behaviour::Grandchild,
+            "exit" => Behaviour::Exit,
+            "prose" => Behaviour::Prose,
+            "oversized" => Behaviour::Oversized,
+            "invalid-utf8" => Behaviour::InvalidUtf8,
+            "stderr-secret" => Behaviour::StderrSecret,
+            "agent-error" => Behaviour::AgentError,
+            "max-turns" => Behaviour::MaxTurns,
+            "schema-drift" => Behaviour::SchemaDrift,
+            other => return Err(other.to_owned()),
+        })
+    }
+
+    /// Modes in which the agent does the work (writes its file when the run is writable).
+    fn does_the_work(self) -> bool {
+        matches!(
+            self,
+            Behaviour::Success
+                | Behaviour::StderrSecret
+                | Behaviour::Prose
+                | Behaviour::Oversized
+                | Behaviour::InvalidUtf8
+                | Behaviour::SchemaDrift
+        )
+    }
+}
+
+/// The run as the CLI understood it.
+#[derive(Debug)]
+pub(crate) struct Task {
+    /// The CLI name used in the answer (`"<exe> finished <mode>"`).
+    pub(crate) exe: &'static str,
+    /// The handoff mode named in the prompt (`build`, `review`, …, or `advice`).
+    pub(crate) mode: String,
+    /// The target directory.
+    pub(crate) target: PathBuf,
+    /// Whether the CLI was allowed to write.
+    pub(crate) writable: bool,
+}
+
+/// A file the fake agent wrote.
+#[derive(Debug, Clone)]
+pub(crate) struct Wrote {
+    /// Path relative to the target directory.
+    pub(crate) rel: String,
+    /// Absolute path.
+    pub(crate) abs: PathBuf,
+    /// What was written.
+    pub(crate) content: String,
+}
+
+/// What the model ends up saying.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// A provider-output object, and its text.
+    Json { value: J, text: String },
+    /// Prose instead of JSON.
+    Prose(String),
+    /// The CLI reports its own failure.
+    AgentError(String),
+    /// The CLI ran out of turns.
+    MaxTurns,
+}
+
+/// The result of the fake model's work.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) wrote: Option<Wrote>,
+    pub(crate) answer: Answer,
+}
+
+impl Outcome {
+    /// The answer text the model produced (JSON or prose); `None` for CLI-level failures.
+    pub(crate) fn text(&self) -> Option<&str> {
+        match &self.answer {
+            Answer::Json { text, .. } => Some(text),
+            Answer::Prose(p) => Some(p),
+            Answer::AgentError(_) | Answer::MaxTurns => None,
+        }
+    }
+}
+
+/// Extracts the handoff mode from the prompt: a `Mode: <mode>` line, `advice` for an
+/// `Operation: advice` prompt (whichever line comes first), the reference's `in mode '<mode>'`,
+/// else `run`.
+pub(crate) fn mode_from_prompt(prompt: &str) -> String {
+    for line in prompt.lines() {
+        let line = line.trim();
+        if let Some(rest) = strip_prefix_ci(line, "mode:") {
+            let mode = rest.trim();
+            if !mode.is_empty() {
+                return sanitize(mode);
+            }
+        }
+        if let Some(rest) = strip_prefix_ci(line, "operation:")
+            && rest.trim().eq_ignore_ascii_case("advice")
+        {
+            return "advice".to_owned();
+        }
+    }
+    if let Some(i) = prompt.find("in mode '") {
+        let rest = &prompt[i + "in mode '".len()..];
+        if let Some(end) = rest.find('\'') {
+            return sanitize(&rest[..end]);
+        }
+    }
+    "run".to_owned()
+}
+
+fn strip_prefix_ci<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = line.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &line[prefix.len()..])
+}
+
+fn sanitize(mode: &str) -> String {
+    let cleaned: String = mode
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if cleaned.is_empty() {
+        "run".to_owned()
+    } else {
+        cleaned
+    }
+}
+
+/// Reads the behaviour switch or reports a bad value (exit 2).
+pub(crate) fn behaviour(settings: &Settings) -> Result<Behaviour, ExitCode> {
+    Behaviour::from_settings(settings).map_err(|bad| {
+        util::err_line(&format!("fake-agent: unknown {}={bad}", settings::MODE));
+        ExitCode::from(2)
+    })
+}
+
+/// Does the run: side effects first (`hang`, `grandchild`, `exit`, stderr noise, file writes),
+/// then builds the answer. `Err` carries the exit code of a run that ends here.
+pub(crate) fn perform(
+    settings: &Settings,
+    behaviour: Behaviour,
+    task: &Task,
+) -> Result<Outcome, ExitCode> {
+    match behaviour {
+        Behaviour::Hang => {
+            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
+            util::sleep_forever();
+        }
+        Behaviour::Grandchild => {
+            let child = spawn_grandchild()?;
+            write_pid_file(settings.get(settings::GRANDCHILD_PID_FILE), child);
+            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
+            util::sleep_forever();
+        }
+        Behaviour::Exit => {
+            let code = settings
+                .get(settings::EXIT)
+                .and_then(|c| c.trim().parse::<u8>().ok())
+                .unwrap_or(23);
+            util::err_line(&format!(
+                "{}: fatal: simulated crash ({}=exit), exiting with status {code}",
+                task.exe,
+                settings::MODE
+            ));
+            return Err(ExitCode::from(code));
+        }
+        Behaviour::StderrSecret => {
+            util::err_line("debug: using api_key=sk-fakesecret0123456789abcdef");
+            util::err_line("debug: request header Authorization: Bearer tok-fakesecret0123456789");
+        }
+        _ => {}
+    }
+
+    let wrote = if behaviour == Behaviour::Mutate {
+        Some(write_file(task, "fake-mutation.txt")?)
+    } else if behaviour.does_the_work() && task.writable {
+        Some(write_file(task, &format!("fake-{}.txt", task.mode))?)
+    } else {
+        None
+    };
+
+    let answer = match behaviour {
+        Behaviour::Prose => Answer::Prose(PROSE.to_owned()),
+        Behaviour::AgentError => Answer::AgentError(API_ERROR.to_owned()),
+        Behaviour::MaxTurns => Answer::MaxTurns,
+        _ => {
+            let value = answer_value(behaviour, task, wrote.as_ref());
+            let text = value.render();
+            Answer::Json { value, text }
+        }
+    };
+    Ok(Outcome { wrote, answer })
+}
+
+/// The provider-output object.
+fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>) -> J {
+    let status = match behaviour {
+        Behaviour::Blocked => "blocked",
+        Behaviour::Failed => "failed",
+        _ => "completed",
+    };
+    let schema_version = if behaviour == Behaviour::SchemaDrift {
+        DRIFTED_SCHEMA_VERSION
+    } else {
+        SCHEMA_VERSION
+    };
+    let mut response = format!("{} finished {}", task.exe, task.mode);
+    match behaviour {
+        Behaviour::InvalidUtf8 => {
+            response.push(' ');
+            response.push_str(INVALID_UTF8_MARKER);
+        }
+        Behaviour::Oversized => {
+            response.push(' ');
+            response.push_str(&"x".repeat(OVERSIZED_BYTES));
+        }
+        _ => {}
+    }
+    let evidence: Vec<J> = wrote
+        .map(|w| {
+            obj! {
+                "kind" => "file",
+                "path" => &w.rel,
+                "summary" => "wrote the file",
+            }
+        })
+        .into_iter()
+        .collect();
+    obj! {
+        "schemaVersion" => schema_version,
+        "status" => status,
+        "response" => response,
+        "evidence" => evidence,
+        "findings" => arr![],
+        "usage" => obj! { "inputTokens" => 22, "outputTokens" => 14, "totalTokens" => 36 },
+    }
+}
+
+fn write_file(task: &Task, rel: &str) -> Result<Wrote, ExitCode> {
+    let abs = task.target.join(rel);
+    let content = format!(
+        "written by fake {} (mode {}) at {} ns\n",
+        task.exe,
+        task.mode,
+        util::now_nanos()
+    );
+    std::fs::write(&abs, &content).map_err(|e| {
+        util::err_line(&format!(
+            "{}: fake-agent: cannot write {}: {e}",
+            task.exe,
+            abs.display()
+        ));
+        ExitCode::from(1)
+    })?;
+    Ok(Wrote {
+        rel: rel.to_owned(),
+        abs,
+        content,
+    })
+}
+
+fn write_pid_file(path: Option<String>, pid: u32) {
+    if let Some(path) = path {
+        let path = Path::new(&path);
+        if let Err(e) = util::write_atomic(path, pid.to_string().as_bytes()) {
+            util::err_line(&format!(
+                "fake-agent: cannot write pid file {}: {e}",
+                path.display()
+            ));
+        }
+    }
+}
+
+/// `sleep 1000` in our process group, left running on purpose.
+fn spawn_grandchild() -> Result<u32, ExitCode> {
+    let sleep = util::which("sleep".as_ref())
+        .or_else(|| {
+            ["/bin/sleep", "/usr/bin/sleep"]
+                .iter()
+                .map(PathBuf::from)
+                .find(|p| p.exists())
+        })
+        .unwrap_or_else(|| PathBuf::from("sleep"));
+    std::process::Command::new(sleep)
+        .arg("1000")
+        .stdin(Stdio::null())
+        .spawn()
+        .map(|child| child.id())
+        .map_err(|e| {
+            util::err_line(&format!("fake-agent: cannot spawn grandchild: {e}"));
+            ExitCode::from(1)
+        })
+}
+
+/// Final bytes for a raw byte channel (stdout, a file): the invalid-UTF-8 marker becomes raw
+/// invalid bytes.
+pub(crate) fn raw_bytes(text: &str) -> Vec<u8> {
+    replace_marker(text, INVALID_BYTES)
+}
+
+/// Final text for a channel that must stay valid UTF-8 (the marker becomes U+FFFD).
+pub(crate) fn lossy_text(text: &str) -> String {
+    text.replace(INVALID_UTF8_MARKER, "\u{fffd}")
+}
+
+fn replace_marker(text: &str, with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(INVALID_UTF8_MARKER) {
+        out.extend_from_slice(&rest.as_bytes()[..i]);
+        out.extend_from_slice(with);
+        rest = &rest[i + INVALID_UTF8_MARKER.len()..];
+    }
+    out.extend_from_slice(rest.as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_lines() {
+        assert_eq!(
+            mode_from_prompt("Operation: handoff\nMode: build\n"),
+            "build"
+        );
+        assert_eq!(mode_from_prompt("Operation: advice\nstuff"), "advice");
+        assert_eq!(
+            mode_from_prompt("execute the handoff in mode 'review' now"),
+            "review"
+        );
+        assert_eq!(mode_from_prompt("hello"), "run");
+        assert_eq!(mode_from_prompt("Mode: a/b"), "a-b");
+    }
+
+    #[test]
+    fn marker_becomes_invalid_bytes() {
+        let bytes = raw_bytes(&format!("a{INVALID_UTF8_MARKER}b"));
+        assert_eq!(bytes, b"a\xff\xfe\xfdb");
+        assert!(std::str::from_utf8(&bytes).is_err());
+    }
+}

@@ -1,0 +1,38 @@
+//! The help texts and versions the fake prints, for adapter tests that parse them directly.
+//!
+//! Claude, Codex and OpenCode texts are the real CLIs' output (see
+//! `shared/reference/cli-help/`); Grok, Kiro and Cursor texts are synthetic and list the flags
+//! handoff's adapters probe.
+
+/// `claude --version` prints `"{CLAUDE_VERSION} (Claude Code)"`.
+pub const CLAUDE_VERSION: &str = "2.1.197";
+/// `claude --help` of Claude Code 2.1.197.
+pub const CLAUDE_HELP: &str = include_str!("../fixtures/claude-2.1.197-help.txt");
+
+/// `codex --version` prints `"codex-cli {CODEX_VERSION}"`.
+pub const CODEX_VERSION: &str = "0.171.0";
+/// `codex --help` of Codex 0.171.0.
+pub const CODEX_HELP: &str = include_str!("../fixtures/codex-0.171.0-help.txt");
+/// `codex exec --help` of Codex 0.171.0.
+pub const CODEX_EXEC_HELP: &str = include_str!("../fixtures/codex-0.171.0-exec-help.txt");
+/// `codex exec resume --help` of Codex 0.171.0.
+pub const CODEX_EXEC_RESUME_HELP: &str =
+    include_str!("../fixtures/codex-0.171.0-exec-resume-help.txt");
+
+/// The version number the four other fakes report (`"<name> 99.0.0-fake"`).
+pub const OTHER_VERSION: &str = "99.0.0-fake";
+/// `grok --help` (synthetic, xAI-style flags).
+pub const GROK_HELP: &str = include_str!("../fixtures/grok-help.txt");
+/// `kiro-cli --help` (synthetic).
+pub const KIRO_HELP: &str = include_str!("../fixtures/kiro-cli-help.txt");
+/// `kiro-cli chat --help` (synthetic).
+pub const KIRO_CHAT_HELP: &str = include_str!("../fixtures/kiro-cli-chat-help.txt");
+/// `opencode --help` of OpenCode 1.18.33.
+pub const OPENCODE_HELP: &str = include_str!("../fixtures/opencode-1.18.33-help.txt");
+/// `opencode run --help` of OpenCode 1.18.33.
+pub const OPENCODE_RUN_HELP: &str = include_str!("../fixtures/opencode-1.18.33-run-help.txt");
+/// `cursor-agent --help` (synthetic).
+pub const CURSOR_HELP: &str = include_str!("../fixtures/cursor-agent-help.txt");
+/// `cursor-agent sandbox run --help` (synthetic).
+pub const CURSOR_SANDBOX_RUN_HELP: &str =
+    include_str!("../fixtures/cursor-agent-sandbox-run-help.txt");

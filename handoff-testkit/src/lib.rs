@@ -1,0 +1,69 @@
+//! Test support for handoff.
+//!
+//! - [`fake_agent_bin`]: the `fake-agent` binary, which imitates every agent CLI handoff drives
+//!   (`claude`, `codex`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`) and dispatches on the
+//!   basename of `argv[0]`.
+//! - [`FakeAgents`]: a `bin/` directory of symlinks to it, plus the `fake-agent.env` switches and
+//!   the invocation records.
+//! - [`ScratchRepo`]: a throwaway Git repository with one commit.
+//! - [`fixtures`]: the help texts and versions the fake prints.
+//!
+//! # Switches
+//!
+//! The fake reads the keys in [`keys`] from its environment and from `fake-agent.env` next to
+//! `argv[0]` (real environment variables win; handoff scrubs the environment of the agents it
+//! launches, so tests normally use the file through [`FakeAgents::set`]).
+//!
+//! `HANDOFF_FAKE_MODE` (default `success`) only changes *runs*; `--version`, `--help` and the
+//! adapters' behavioural probes always answer normally:
+//!
+//! | mode | effect |
+//! |---|---|
+//! | `success` | writes `fake-<mode>.txt` in the target dir if the run is writable; answers `completed` |
+//! | `no-change` | answers `completed`, writes nothing |
+//! | `mutate` | writes `fake-mutation.txt` even in a read-only run; answers `completed` |
+//! | `blocked` / `failed` | answers with that status, writes nothing |
+//! | `hang` | writes its pid to `HANDOFF_FAKE_READY_FILE`, sleeps forever |
+//! | `grandchild` | spawns `sleep 1000`, writes its pid to `HANDOFF_FAKE_GRANDCHILD_PID_FILE`, then as `hang` |
+//! | `exit` | one stderr line, exit `HANDOFF_FAKE_EXIT` (default 23), no output |
+//! | `prose` | the envelope carries prose instead of JSON |
+//! | `oversized` | more than 1.1 MiB on stdout (a 1.2 MB `response`) |
+//! | `invalid-utf8` | the answer contains invalid UTF-8 bytes |
+//! | `stderr-secret` | as `success`, plus an API key and a bearer token on stderr |
+//! | `agent-error` | the CLI reports a failed model call (exit 1) |
+//! | `max-turns` | Claude: `error_max_turns` result, exit 1; other CLIs: as `agent-error` |
+//! | `schema-drift` | the answer's `schemaVersion` is `handoff.provider-output.v0` |
+//!
+//! `prose`, `oversized`, `invalid-utf8` and `schema-drift` write the file like `success` (the
+//! agent did the work; only its answer is bad). `<mode>` is the handoff mode named by the
+//! prompt's `Mode: <mode>` line (`advice` for an `Operation: advice` prompt).
+//!
+//! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
+//! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
+//! OpenCode `--pure`, Cursor `--force` / `--readonly-paths`); `HANDOFF_FAKE_VERSION` replaces the
+//! version number; `HANDOFF_FAKE_RECORD_DIR` makes every invocation (probes included) write
+//! `<dir>/invocation-<pid>-<nanos>.json` = `{"exe", "argv", "env", "cwd", "stdin", "pid"}`,
+//! atomically, at start (`stdin: null`) and again once stdin has been read.
+//!
+//! `fake-agent.env` is looked up in the directory of `argv[0]` when it contains a `/`, else in the
+//! first `$PATH` directory holding that name, else next to `current_exe()`.
+#![deny(missing_docs)]
+
+mod agents;
+mod binary;
+#[doc(hidden)]
+pub mod fake;
+pub mod fixtures;
+mod repo;
+
+pub use agents::FakeAgents;
+pub use binary::fake_agent_bin;
+pub use fake::EXECUTABLES;
+pub use repo::ScratchRepo;
+
+/// The switches the fake reads (environment variables or `fake-agent.env` lines).
+pub mod keys {
+    pub use crate::fake::settings::{
+        ENV_FILE_NAME, EXIT, GRANDCHILD_PID_FILE, HELP, MODE, READY_FILE, RECORD_DIR, VERSION,
+    };
+}

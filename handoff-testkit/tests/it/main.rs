@@ -1,0 +1,13 @@
+//! Integration tests: the `fake-agent` binary driven through `FakeAgents` symlinks.
+
+// Test helpers outside `#[test]` functions panic on purpose.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod claude;
+mod codex;
+mod control;
+mod library;
+mod modes;
+mod others;
+mod probes;
+mod support;

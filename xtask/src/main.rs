@@ -1,0 +1,266 @@
+//! Project tasks, run as `cargo xtask <task>`:
+//!
+//! - `ci`: format check, clippy with `-D warnings`, every hermetic test, the examples.
+//! - `demo`: a build handoff then a review handoff on the bundled fake agent, in a scratch repo.
+//! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use handoff_testkit::{FakeAgents, ScratchRepo};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+fn run(step: &str, cmd: &mut Command) -> Result<()> {
+    eprintln!("==> {step}");
+    let status = cmd.status().with_context(|| format!("cannot run {step}"))?;
+    if !status.success() {
+        bail!("{step} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Where cargo puts the binaries of this (dev) build: next to the xtask binary itself.
+fn bin_dir() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .context("the xtask binary has no parent directory")
+}
+
+fn build_binaries() -> Result<PathBuf> {
+    run(
+        "build handoff and the fake agent",
+        cargo().args([
+            "build",
+            "--quiet",
+            "-p",
+            "handoff-cli",
+            "-p",
+            "handoff-testkit",
+            "--bins",
+        ]),
+    )?;
+    let handoff = bin_dir()?.join("handoff");
+    if !handoff.is_file() {
+        bail!("{} was not built", handoff.display());
+    }
+    Ok(handoff)
+}
+
+fn private_dir(path: &Path) -> Result<()> {
+    std::fs::create_dir_all(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    Ok(())
+}
+
+/// A prepared environment for running `handoff` against the fake agents.
+struct Sandbox {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    agents: FakeAgents,
+}
+
+impl Sandbox {
+    fn new() -> Result<Sandbox> {
+        let tmp = tempfile::Builder::new().prefix("handoff-demo-").tempdir()?;
+        let root = std::fs::canonicalize(tmp.path())?;
+        private_dir(&root)?;
+        let agents = FakeAgents::install(&root).with_sandbox_tools();
+        private_dir(&root.join("private"))?;
+        private_dir(&root.join("home"))?;
+        Ok(Sandbox {
+            _tmp: tmp,
+            root,
+            agents,
+        })
+    }
+
+    fn path_env(&self) -> std::ffi::OsString {
+        let mut p = self.agents.bin_dir.clone().into_os_string();
+        p.push(":");
+        p.push(std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()));
+        p
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env("PATH", self.path_env())
+            .env("HOME", self.root.join("home"))
+            .env("XDG_CACHE_HOME", self.root.join("home/.cache"))
+            .env_remove("HANDOFF_SUPERVISOR_CONTEXT");
+        c
+    }
+}
+
+fn demo() -> Result<()> {
+    let handoff = build_binaries()?;
+    let sb = Sandbox::new()?;
+    let repo = ScratchRepo::new();
+    let cwd = repo.path().to_string_lossy().into_owned();
+    println!("scratch repository: {cwd}");
+    println!("fake agents:        {}", sb.agents.bin_dir.display());
+
+    let steps = [
+        (
+            "build",
+            "claude",
+            "codex",
+            "Add a greeting file for new contributors, then summarize what you changed.",
+        ),
+        (
+            "review",
+            "codex",
+            "claude",
+            "Review the greeting file that was just added. Do not change anything.",
+        ),
+    ];
+    for (i, (mode, caller, target, text)) in steps.iter().enumerate() {
+        let instructions = sb.root.join(format!("private/instructions-{i}.txt"));
+        std::fs::write(&instructions, text)?;
+        let result = sb.root.join(format!("private/result-{i}.json"));
+        println!(
+            "\n$ handoff run --caller-harness {caller} --harness {target} --mode {mode} --cwd {cwd} --instructions {} --result {}",
+            instructions.display(),
+            result.display()
+        );
+        let out = sb
+            .command(&handoff)
+            .args([
+                "run",
+                "--caller-harness",
+                caller,
+                "--harness",
+                target,
+                "--mode",
+                mode,
+            ])
+            .arg("--cwd")
+            .arg(&cwd)
+            .arg("--instructions")
+            .arg(&instructions)
+            .arg("--result")
+            .arg(&result)
+            .output()
+            .context("cannot run handoff")?;
+        let code = out.status.code().unwrap_or(-1);
+        let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "handoff printed no result: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        println!("{}", serde_json::to_string_pretty(&value)?);
+        println!(
+            "--> {mode} on {target}: status {}, exit {code}, changed files {}",
+            value["status"], value["git"]["changedFiles"]
+        );
+        if code != 0 {
+            bail!("the {mode} handoff did not succeed (exit {code})");
+        }
+        if std::fs::read(&result)? != out.stdout {
+            bail!("the result file differs from stdout");
+        }
+    }
+    println!("\nboth handoffs succeeded; the result files and stdout agree.");
+    Ok(())
+}
+
+fn examples() -> Result<()> {
+    build_binaries()?;
+    let sb = Sandbox::new()?;
+    for example in ["embed-default", "custom-provider"] {
+        run(
+            &format!("example {example}"),
+            sb.command(Path::new(
+                &std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+            ))
+            .current_dir(workspace_root())
+            .args([
+                "run",
+                "--quiet",
+                "-p",
+                "handoff-examples",
+                "--example",
+                example,
+            ]),
+        )?;
+    }
+    Ok(())
+}
+
+fn schema(check: bool) -> Result<()> {
+    let dir = workspace_root().join("schemas");
+    if check {
+        let drift = handoff_schema::check(&dir);
+        if !drift.is_empty() {
+            bail!(
+                "schemas/ is out of date ({}); run `{}`",
+                drift.join(", "),
+                handoff_schema::REGENERATE
+            );
+        }
+        eprintln!("schemas/ is up to date");
+    } else {
+        handoff_schema::write(&dir)?;
+        eprintln!("wrote {}", dir.display());
+    }
+    Ok(())
+}
+
+fn ci() -> Result<()> {
+    run(
+        "cargo fmt --check",
+        cargo().args(["fmt", "--all", "--", "--check"]),
+    )?;
+    run(
+        "cargo clippy",
+        cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    schema(true)?;
+    run("cargo test", cargo().args(["test", "--workspace"]))?;
+    examples()?;
+    eprintln!("==> ci passed");
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["ci"] => ci(),
+        ["demo"] => demo(),
+        ["examples"] => examples(),
+        ["schema"] => schema(false),
+        ["schema", "--check"] => schema(true),
+        _ => {
+            eprintln!("usage: cargo xtask <ci | demo | examples | schema [--check]>");
+            std::process::exit(2);
+        }
+    }
+}
