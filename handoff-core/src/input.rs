@@ -566,3 +566,202 @@ pub fn request_hash(r: &Request) -> String {
     bytes.push(b'\n');
     sha256_tagged(&bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::{
+        AnswerSource, Invocation, InvocationError, Observation, Preflight, ProbeEnv, Provider,
+        RawOutput, RunDir, StdinSource,
+    };
+    use crate::result::GrantCapabilities;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    struct Stub(ProviderSpec);
+
+    #[async_trait::async_trait]
+    impl Provider for Stub {
+        fn spec(&self) -> &ProviderSpec {
+            &self.0
+        }
+        fn invocation(&self, r: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
+            Ok(Invocation {
+                program: run.executable.clone(),
+                args: vec![],
+                env: Default::default(),
+                cwd: r.cwd.clone().into(),
+                stdin: StdinSource::Null,
+                files: vec![],
+                answer: AnswerSource::Stdout,
+                policy: serde_json::Value::Null,
+                secrets: vec![],
+            })
+        }
+        fn parse(&self, _: &RawOutput) -> Result<Observation, crate::output::OutputError> {
+            Err(crate::output::OutputError::Missing)
+        }
+        async fn preflight(&self, _: &camino::Utf8Path, _: &ProbeEnv) -> Preflight {
+            Preflight {
+                version: None,
+                failure: None,
+            }
+        }
+    }
+
+    fn registry() -> Registry {
+        let spec = |id: AgentId, effort: &'static [&'static str], turns: bool| ProviderSpec {
+            id,
+            executable: "x",
+            extra_dirs: &[],
+            effort,
+            advice_effort: Some("high"),
+            max_turns: turns.then_some(crate::provider::TurnDefaults {
+                handoff: 12,
+                advice: 32,
+            }),
+            grants: GrantCapabilities {
+                bash: true,
+                bash_disable: true,
+                web_search: false,
+                mcp: false,
+                write: true,
+                nested_source: true,
+            },
+            native_filesystem_isolation: true,
+            native_bash_sandbox: true,
+            env_passthrough: &[],
+        };
+        let mut r = Registry::new();
+        r.register(Arc::new(Stub(spec(
+            AgentId::CODEX,
+            &["low", "high"],
+            false,
+        ))));
+        r.register(Arc::new(Stub(spec(
+            AgentId::CLAUDE,
+            &["low", "high"],
+            true,
+        ))));
+        r
+    }
+
+    fn input(dir: &str) -> RunInput {
+        let mut i = RunInput::new(Verb::Run);
+        i.caller_harness = Some("claude".into());
+        i.harness = Some("codex".into());
+        i.mode = Some("build".into());
+        i.cwd = Some(dir.into());
+        i.instructions = Some(Instructions::Stdin(b"do it".to_vec()));
+        i
+    }
+
+    fn tmp() -> (tempfile::TempDir, String) {
+        let t = tempfile::tempdir().unwrap();
+        let p = std::fs::canonicalize(t.path())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        (t, p)
+    }
+
+    #[test]
+    fn defaults_and_provenance() {
+        let (_t, dir) = tmp();
+        let v = input(&dir).validate(&registry()).unwrap();
+        let r = v.request;
+        assert_eq!(r.selection.resolved.effort, PROVIDER_DEFAULT);
+        assert_eq!(
+            r.selection.provenance.max_turns,
+            SelectionSource::ProviderDefault
+        );
+        assert!(r.grants.resolved.write && r.grants.resolved.bash && !r.grants.resolved.web_search);
+        assert_eq!(r.budgets.remaining.handoff_nodes, 3);
+        assert_eq!(r.budgets.remaining.nodes, 15);
+
+        let mut a = input(&dir);
+        a.verb = Verb::Advice;
+        a.mode = None;
+        a.harness = Some("claude".into());
+        let r = a.validate(&registry()).unwrap().request;
+        assert_eq!(r.selection.resolved.effort, "high");
+        assert_eq!(
+            r.selection.provenance.effort,
+            SelectionSource::OperationDefault
+        );
+        assert_eq!(r.selection.resolved.max_turns, Some(32));
+        assert!(!r.grants.resolved.write);
+    }
+
+    #[test]
+    fn intent_hash_ignores_lineage_and_budgets_but_not_the_model() {
+        let (_t, dir) = tmp();
+        let a = input(&dir).validate(&registry()).unwrap().request;
+        let mut b = input(&dir);
+        b.max_concurrency = Some("8".into());
+        let b = b.validate(&registry()).unwrap().request;
+        assert_ne!(a.lineage.run_id, b.lineage.run_id);
+        assert_eq!(a.intent_hash, b.intent_hash);
+        let mut c = input(&dir);
+        c.model = Some("gpt-x".into());
+        assert_ne!(
+            c.validate(&registry()).unwrap().request.intent_hash,
+            a.intent_hash
+        );
+    }
+
+    #[test]
+    fn refusals() {
+        let (_t, dir) = tmp();
+        let reg = registry();
+        let refuse = |f: &dyn Fn(&mut RunInput)| {
+            let mut i = input(&dir);
+            f(&mut i);
+            i.validate(&reg).unwrap_err()
+        };
+        assert!(refuse(&|i| i.max_turns = Some("5".into())).contains("unsupported for codex"));
+        assert!(refuse(&|i| i.effort = Some("max".into())).contains("expected one of"));
+        assert!(refuse(&|i| i.web_search = Some("true".into())).contains("webSearch"));
+        assert!(refuse(&|i| i.bash = Some("yes".into())).contains("'true' or 'false'"));
+        assert!(refuse(&|i| i.caller_harness = Some("grok".into())).contains("not a known agent"));
+        assert!(refuse(&|i| i.timeout_ms = Some("2000000".into())).contains("--root-timeout-ms"));
+        assert!(
+            refuse(&|i| {
+                i.max_handoff_nodes = Some("0".into());
+                i.max_nodes = Some("4".into());
+            })
+            .contains("no node")
+        );
+        assert!(refuse(&|i| i.max_nodes = Some("300".into())).contains("between"));
+        assert!(refuse(&|i| i.dependencies = vec!["requires:x".into()]).contains("nested"));
+        assert!(refuse(&|i| i.verb = Verb::RunWithAdvice).contains("supervisor"));
+        assert!(refuse(&|i| i.nested = true).contains("nested"));
+        assert!(
+            refuse(&|i| i.instructions = Some(Instructions::Stdin(b" \n".to_vec())))
+                .contains("blank")
+        );
+        let missing = refuse(&|i| {
+            i.harness = None;
+            i.cwd = None;
+        });
+        assert_eq!(missing, "missing argument(s): --harness, --cwd");
+    }
+
+    proptest! {
+        #[test]
+        fn model_names_never_panic_and_dash_is_refused(s in "\\PC{0,300}") {
+            let r = check_model(&s);
+            if s.starts_with('-') { prop_assert!(r.is_err()); }
+            if s.is_empty() || s.len() > 256 { prop_assert!(r.is_err()); }
+        }
+
+        #[test]
+        fn integers_are_strict(s in "[ +-]?[0-9a-z]{0,6}") {
+            let v = parse_int("--max-turns", &Some(s.clone()), 1u32, 100, 1);
+            if let Ok(n) = v {
+                prop_assert!((1..=100).contains(&n));
+                prop_assert!(s.bytes().all(|b| b.is_ascii_digit()));
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Timeouts, cancellation, secrets, preflight cache.

@@ -1,0 +1,1 @@
+//! Every status and exit code, on both adapters.

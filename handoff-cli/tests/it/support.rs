@@ -1,0 +1,164 @@
+//! A private sandbox per test: a scratch repository, fake agents on PATH, private directories
+//! for instructions and results, and an isolated HOME (so the preflight cache is per test).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use handoff_testkit::{FakeAgents, ScratchRepo};
+use serde_json::Value;
+
+pub const HANDOFF: &str = env!("CARGO_BIN_EXE_handoff");
+
+pub struct Sandbox {
+    _tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub repo: ScratchRepo,
+    pub agents: FakeAgents,
+    pub private: PathBuf,
+    pub tmp: PathBuf,
+    counter: std::cell::Cell<u32>,
+}
+
+fn private_dir(p: &Path) {
+    std::fs::create_dir_all(p).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+/// What one `handoff` invocation produced.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub json: Value,
+}
+
+impl Run {
+    pub fn status(&self) -> &str {
+        self.json["status"].as_str().unwrap_or("<none>")
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let tmp = tempfile::Builder::new().prefix("handoff-it-").tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        private_dir(&root);
+        let agents = FakeAgents::install(&root).with_sandbox_tools();
+        let private = root.join("private");
+        private_dir(&private);
+        private_dir(&root.join("home"));
+        let tmpdir = root.join("tmp");
+        private_dir(&tmpdir);
+        Sandbox {
+            _tmp: tmp,
+            root,
+            repo: ScratchRepo::new(),
+            agents,
+            private,
+            tmp: tmpdir,
+            counter: std::cell::Cell::new(0),
+        }
+    }
+
+    pub fn cwd(&self) -> String {
+        self.repo.path().to_string_lossy().into_owned()
+    }
+
+    fn next(&self) -> u32 {
+        let n = self.counter.get() + 1;
+        self.counter.set(n);
+        n
+    }
+
+    /// Writes an instruction file in the private directory and returns its path.
+    pub fn instructions(&self, text: &str) -> String {
+        let p = self.private.join(format!("instructions-{}.txt", self.next()));
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    }
+
+    /// A fresh result path in the private directory (not created).
+    pub fn result_path(&self) -> String {
+        self.private
+            .join(format!("result-{}.json", self.next()))
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// `handoff` with a scrubbed environment: PATH = fake agents + system dirs, private HOME,
+    /// TMPDIR inside the sandbox.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(HANDOFF);
+        c.env_clear()
+            .env("PATH", self.agents.path_env())
+            .env("HOME", self.root.join("home"))
+            .env("TMPDIR", &self.tmp)
+            .env("LANG", "C.UTF-8");
+        c
+    }
+
+    pub fn exec(&self, cmd: &mut Command) -> Run {
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = cmd.output().unwrap();
+        let stdout = String::from_utf8(stdout).unwrap();
+        let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+        Run {
+            code: status.code().unwrap_or(-1),
+            stdout,
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+            json,
+        }
+    }
+
+    /// `handoff <args…>`.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.exec(self.command().args(args))
+    }
+
+    /// `handoff run --caller-harness <caller> --harness <target> --mode <mode> --cwd <repo>
+    /// --instructions <new file> --result <new path> <extra…>`; checks that stdout is exactly
+    /// one line and equals the result file when one was written.
+    pub fn delegate(&self, caller: &str, target: &str, mode: &str, extra: &[&str]) -> Run {
+        let ins = self.instructions("Make the change described here, then report.");
+        let result = self.result_path();
+        let mut args = vec![
+            "run",
+            "--caller-harness",
+            caller,
+            "--harness",
+            target,
+            "--mode",
+            mode,
+            "--cwd",
+        ];
+        let cwd = self.cwd();
+        args.push(&cwd);
+        args.extend(["--instructions", &ins, "--result", &result]);
+        args.extend(extra);
+        let run = self.run(&args);
+        assert_eq!(run.stdout.lines().count(), 1, "stdout must be one line: {}", run.stdout);
+        if let Ok(file) = std::fs::read_to_string(&result) {
+            assert_eq!(file, run.stdout, "result file and stdout differ");
+        }
+        run
+    }
+
+    /// Records every agent invocation from now on.
+    pub fn record(&self) -> PathBuf {
+        self.agents.record_dir()
+    }
+
+    /// Invocations recorded so far that were runs, not probes (`--version`, help, probes).
+    pub fn runs(&self) -> Vec<Value> {
+        self.agents
+            .invocations()
+            .into_iter()
+            .filter(|i| i["stdin"].as_str().is_some_and(|s| s.contains("delegated coding agent")))
+            .collect()
+    }
+}
