@@ -74,6 +74,7 @@ impl Provider for ShellAgent {
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
+            dirs: vec![],
             files: vec![],
             answer: AnswerSource::Stdout,
             policy: serde_json::json!({"enforcement": "none (example)"}),

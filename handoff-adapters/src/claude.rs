@@ -160,7 +160,7 @@ fn mcp_file(
                 let mut headers = serde_json::Map::new();
                 for (k, reference) in &r.headers {
                     let v = mcp_secret(run, &reference.from_env)?;
-                    secrets.push(v.clone());
+                    secrets.extend(crate::common::secret_forms(&v));
                     headers.insert(k.clone(), json!(v));
                 }
                 let kind = if matches!(server, McpServer::Http(_)) {
@@ -262,6 +262,7 @@ impl Claude {
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
+            dirs: vec![],
             files: mcp.map(|(f, _)| vec![f]).unwrap_or_default(),
             answer: AnswerSource::Stdout,
             policy,
@@ -294,13 +295,15 @@ fn usage_of(ev: &ResultEvent) -> Option<Usage> {
     let u = ev.usage.as_ref()?;
     let read = u.cache_read_input_tokens.unwrap_or(0);
     let write = u.cache_creation_input_tokens.unwrap_or(0);
-    let input = u.input_tokens.map(|i| i + read + write);
+    let input = u
+        .input_tokens
+        .map(|i| i.saturating_add(read).saturating_add(write));
     Some(Usage {
         source: UsageSource::ProviderEnvelope,
         input_tokens: input,
         output_tokens: u.output_tokens,
         total_tokens: match (input, u.output_tokens) {
-            (Some(i), Some(o)) => Some(i + o),
+            (Some(i), Some(o)) => Some(i.saturating_add(o)),
             _ => None,
         },
         cache_read_tokens: u.cache_read_input_tokens,
@@ -431,29 +434,15 @@ impl Provider for Claude {
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
-        let version = match probe::version(exe, probe).await {
+        let version = match probe::version_and_flags(exe, probe, &["--help"], REQUIRED_FLAGS).await
+        {
             Ok(v) => v,
-            Err(e) => {
-                return Preflight {
-                    version: None,
-                    failure: Some(e),
-                };
-            }
+            Err(failed) => return failed,
         };
         let fail = |failure: String| Preflight {
             version: Some(version.clone()),
             failure: Some(failure),
         };
-        match probe::missing_flags(exe, &["--help"], REQUIRED_FLAGS, probe).await {
-            Ok(missing) if missing.is_empty() => {}
-            Ok(missing) => {
-                return fail(format!(
-                    "`claude --help` does not list {}; this Claude Code is too old or too new",
-                    missing.join(", ")
-                ));
-            }
-            Err(e) => return fail(e),
-        }
         let settings = settings(probe.scratch.as_str(), false).to_string();
         let args = [
             "--safe-mode",

@@ -84,63 +84,78 @@ pub const REQUIRED_FLAGS: &[&str] = &[
 
 const PROBE_SENTINEL: &str = "handoff_capability_probe_unknown";
 
-/// Codex strict structured outputs: every property required, formerly optional ones nullable,
-/// no additional properties.
+/// Codex strict structured outputs: every object lists all its properties as required (the
+/// formerly optional ones become nullable) and forbids additional properties. Only subschema
+/// positions are walked, so a property that happens to be called `properties` stays a property.
 pub fn strict_schema(schema: &serde_json::Value) -> serde_json::Value {
-    fn walk(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(map) => {
-                if let Some(serde_json::Value::Object(props)) = map.get("properties").cloned() {
-                    let required: Vec<String> = map
-                        .get("required")
-                        .and_then(|r| r.as_array())
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|s| s.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let mut new_props = serde_json::Map::new();
-                    for (name, mut prop) in props {
-                        if !required.contains(&name) {
-                            prop = nullable(prop);
-                        }
-                        new_props.insert(name, prop);
-                    }
-                    let names: Vec<serde_json::Value> =
-                        new_props.keys().map(|k| json!(k)).collect();
-                    map.insert("properties".into(), serde_json::Value::Object(new_props));
-                    map.insert("required".into(), serde_json::Value::Array(names));
-                    map.insert("additionalProperties".into(), json!(false));
-                }
-                for (_, child) in map.iter_mut() {
-                    walk(child);
+    fn node(v: &mut serde_json::Value) {
+        let Some(map) = v.as_object_mut() else { return };
+        let required: Vec<String> = map
+            .get("required")
+            .and_then(|r| r.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(serde_json::Value::Object(props)) = map.get_mut("properties") {
+            for (name, prop) in props.iter_mut() {
+                node(prop);
+                if !required.contains(name) {
+                    *prop = nullable(std::mem::take(prop));
                 }
             }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
-            _ => {}
+            let names: Vec<serde_json::Value> = props.keys().map(|k| json!(k)).collect();
+            map.insert("required".into(), serde_json::Value::Array(names));
+            map.insert("additionalProperties".into(), json!(false));
+        }
+        for key in ["items", "not"] {
+            if let Some(child) = map.get_mut(key) {
+                node(child);
+            }
+        }
+        if let Some(child @ serde_json::Value::Object(_)) = map.get_mut("additionalProperties") {
+            node(child);
+        }
+        for key in ["anyOf", "oneOf", "allOf", "prefixItems"] {
+            if let Some(serde_json::Value::Array(items)) = map.get_mut(key) {
+                items.iter_mut().for_each(node);
+            }
+        }
+        for key in ["$defs", "definitions"] {
+            if let Some(serde_json::Value::Object(defs)) = map.get_mut(key) {
+                defs.values_mut().for_each(node);
+            }
         }
     }
     fn nullable(prop: serde_json::Value) -> serde_json::Value {
-        match prop.get("type").cloned() {
+        let mut p = prop;
+        if let Some(serde_json::Value::Array(values)) = p.get_mut("enum") {
+            if !values.contains(&serde_json::Value::Null) {
+                values.push(serde_json::Value::Null);
+            }
+        } else if p.get("const").is_some() {
+            return json!({"anyOf": [p, {"type": "null"}]});
+        }
+        match p.get("type").cloned() {
             Some(serde_json::Value::String(t)) => {
-                let mut p = prop;
                 p["type"] = json!([t, "null"]);
                 p
             }
             Some(serde_json::Value::Array(mut ts)) => {
-                let mut p = prop;
                 if !ts.contains(&json!("null")) {
                     ts.push(json!("null"));
                 }
                 p["type"] = serde_json::Value::Array(ts);
                 p
             }
-            _ => json!({"anyOf": [prop, {"type": "null"}]}),
+            _ if p.get("enum").is_some() => p,
+            _ => json!({"anyOf": [p, {"type": "null"}]}),
         }
     }
     let mut s = schema.clone();
-    walk(&mut s);
+    node(&mut s);
     s
 }
 
@@ -164,7 +179,7 @@ fn mcp_overrides(
                 let mut vars = Vec::new();
                 for (target, reference) in &s.env {
                     let value = mcp_secret(run, &reference.from_env)?;
-                    if env.contains_key(target) {
+                    if env.contains_key(target) || target.starts_with("HANDOFF_") {
                         return Err(InvocationError::Unsupported(format!(
                             "MCP server '{}' sets {target}, which Codex's own environment already uses",
                             s.name
@@ -192,6 +207,12 @@ fn mcp_overrides(
                             .unwrap_or(&value)
                             .to_owned();
                         let var = format!("HANDOFF_MCP_BEARER_{i}");
+                        if env.contains_key(&var) {
+                            return Err(InvocationError::Unsupported(format!(
+                                "MCP server '{}' needs {var}, which another server already uses",
+                                r.name
+                            )));
+                        }
                         args.push(format!("{key}.bearer_token_env_var={}", toml_string(&var)));
                         env.insert(var, token.clone());
                         secrets.push(value);
@@ -249,6 +270,12 @@ impl Codex {
             args.push("--config".into());
             args.push(o);
         }
+        // The user's own overrides (endpoints, providers); pinned keys were refused when the
+        // configuration was read.
+        for o in &run.agent_config.config {
+            args.push("--config".into());
+            args.push(o.clone());
+        }
         let sandbox = if write {
             "workspace-write"
         } else {
@@ -301,6 +328,7 @@ impl Codex {
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
+            dirs: vec![],
             files: vec![handoff_core::PrivateFile {
                 path: schema_path,
                 contents: serde_json::to_vec_pretty(&schema).unwrap_or_default(),
@@ -377,14 +405,17 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
                     cost_usd: None,
                 });
                 let add = |a: &mut Option<u64>, b: Option<u64>| {
-                    *a = Some(a.unwrap_or(0) + b.unwrap_or(0))
+                    *a = Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0)))
                 };
                 add(&mut acc.input_tokens, u.input_tokens);
                 add(&mut acc.output_tokens, u.output_tokens);
                 add(&mut acc.cache_read_tokens, u.cached_input_tokens);
                 add(&mut acc.cache_write_tokens, u.cache_write_input_tokens);
-                acc.total_tokens =
-                    Some(acc.input_tokens.unwrap_or(0) + acc.output_tokens.unwrap_or(0));
+                acc.total_tokens = Some(
+                    acc.input_tokens
+                        .unwrap_or(0)
+                        .saturating_add(acc.output_tokens.unwrap_or(0)),
+                );
             }
             Event::TurnFailed { error } => {
                 failure = Some(
@@ -430,29 +461,15 @@ impl Provider for Codex {
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
-        let version = match probe::version(exe, probe).await {
-            Ok(v) => v,
-            Err(e) => {
-                return Preflight {
-                    version: None,
-                    failure: Some(e),
-                };
-            }
-        };
+        let version =
+            match probe::version_and_flags(exe, probe, &["exec", "--help"], REQUIRED_FLAGS).await {
+                Ok(v) => v,
+                Err(failed) => return failed,
+            };
         let fail = |failure: String| Preflight {
             version: Some(version.clone()),
             failure: Some(failure),
         };
-        match probe::missing_flags(exe, &["exec", "--help"], REQUIRED_FLAGS, probe).await {
-            Ok(missing) if missing.is_empty() => {}
-            Ok(missing) => {
-                return fail(format!(
-                    "`codex exec --help` does not list {}; this Codex is too old or too new",
-                    missing.join(", ")
-                ));
-            }
-            Err(e) => return fail(e),
-        }
         // Every pinned key must be accepted and only the sentinel refused: proves the pins
         // are understood by this version, without auth or network.
         let sentinel = format!("{PROBE_SENTINEL}=true");

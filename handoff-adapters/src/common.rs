@@ -16,6 +16,19 @@ pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
         })
 }
 
+/// A secret value and, for an HTTP credential like `Bearer <token>`, the bare token too: both
+/// must be masked wherever they appear.
+pub fn secret_forms(value: &str) -> Vec<String> {
+    let mut forms = vec![value.to_owned()];
+    if let Some((scheme, token)) = value.split_once(' ')
+        && matches!(scheme.to_ascii_lowercase().as_str(), "bearer" | "basic" | "token")
+        && !token.trim().is_empty()
+    {
+        forms.push(token.trim().to_owned());
+    }
+    forms
+}
+
 /// A TOML basic string.
 pub fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

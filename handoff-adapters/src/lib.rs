@@ -10,6 +10,7 @@
 mod claude;
 mod codex;
 mod common;
+mod opencode;
 mod pending;
 mod probe;
 
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 pub use claude::{Claude, SPEC as CLAUDE_SPEC};
 pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
+pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
 pub use pending::Pending;
 pub use probe::{ProbeOutput, mentions};
 
@@ -27,7 +29,7 @@ pub fn default_registry() -> handoff_core::Registry {
         .register(Arc::new(Pending::grok()))
         .register(Arc::new(Pending::kiro()))
         .register(Arc::new(Claude))
-        .register(Arc::new(Pending::opencode()))
+        .register(Arc::new(OpenCode))
         .register(Arc::new(Pending::cursor()));
     r
 }

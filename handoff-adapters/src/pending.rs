@@ -1,4 +1,4 @@
-//! Agents whose adapters are not part of this build yet: Grok, Kiro, OpenCode, Cursor.
+//! Agents whose adapters are not part of this build yet: Grok, Kiro, Cursor.
 //!
 //! They are registered with their real capability tables, so `handoff capabilities` and
 //! request validation describe them exactly, but their preflight always fails: a run on them
@@ -79,36 +79,6 @@ impl Pending {
         }
     }
 
-    /// OpenCode (`opencode`).
-    pub fn opencode() -> Pending {
-        Pending {
-            spec: ProviderSpec {
-                id: AgentId::OPENCODE,
-                executable: "opencode",
-                extra_dirs: &[
-                    "~/.opencode/bin",
-                    "~/.local/bin",
-                    "/opt/homebrew/bin",
-                    "/usr/local/bin",
-                ],
-                effort: &["low", "medium", "high", "max"],
-                advice_effort: None,
-                max_turns: None,
-                grants: GrantCapabilities {
-                    bash: true,
-                    bash_disable: true,
-                    web_search: true,
-                    mcp: true,
-                    write: true,
-                    nested_source: true,
-                },
-                native_filesystem_isolation: false,
-                native_bash_sandbox: false,
-                env_passthrough: &[],
-            },
-        }
-    }
-
     /// Cursor (`cursor-agent`).
     pub fn cursor() -> Pending {
         Pending {
@@ -154,6 +124,7 @@ impl Provider for Pending {
             env: Default::default(),
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Null,
+            dirs: vec![],
             files: Vec::new(),
             answer: AnswerSource::Stdout,
             policy: serde_json::json!({"enforcement": "not-established", "reason": self.message()}),

@@ -113,6 +113,36 @@ pub fn mentions(text: &str, flag: &str) -> bool {
     })
 }
 
+/// The probes every adapter starts with: `--version`, then the help text of `help_args` must
+/// list every flag of `required`. Returns the version, or the failed preflight to report.
+pub async fn version_and_flags(
+    exe: &Utf8Path,
+    probe: &ProbeEnv,
+    help_args: &[&str],
+    required: &[&str],
+) -> Result<String, handoff_core::Preflight> {
+    let version = version(exe, probe)
+        .await
+        .map_err(|e| handoff_core::Preflight {
+            version: None,
+            failure: Some(e),
+        })?;
+    let failure = match missing_flags(exe, help_args, required, probe).await {
+        Ok(missing) if missing.is_empty() => return Ok(version),
+        Ok(missing) => format!(
+            "`{} {}` does not list {}; this version is not supported",
+            exe.file_name().unwrap_or(exe.as_str()),
+            help_args.join(" "),
+            missing.join(", ")
+        ),
+        Err(e) => e,
+    };
+    Err(handoff_core::Preflight {
+        version: Some(version),
+        failure: Some(failure),
+    })
+}
+
 /// First non-blank trimmed line.
 pub fn first_line(text: &str) -> Option<String> {
     text.lines()

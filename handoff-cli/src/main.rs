@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
-    AgentId, Engine, EngineOptions, Instructions, MAX_INSTRUCTIONS_BYTES, RunInput, Verb,
+    AgentId, Config, Engine, EngineOptions, Instructions, LoadedConfig, MAX_INSTRUCTIONS_BYTES,
+    RunInput, Verb,
 };
 use tokio::sync::watch;
 
@@ -44,6 +45,24 @@ enum Command {
     Advice(DelegateArgs),
     /// Report every agent's capabilities and preflight (no model calls).
     Capabilities(CapabilitiesArgs),
+    /// Show or check the user configuration (per-agent defaults, environment, endpoints).
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration, credentials masked.
+    Show {
+        /// Print it as one JSON line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a configuration file (default: the one handoff would use).
+    Check {
+        /// The file to check.
+        file: Option<String>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -122,11 +141,38 @@ struct DelegateArgs {
     dependency: Vec<String>,
 }
 
-fn engine() -> Engine {
+/// The user configuration, loaded once per process. An unusable file is an error every verb
+/// reports (as a rejection for runs).
+fn load_config() -> Result<LoadedConfig, String> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let loaded = Config::load(&env).map_err(|e| format!("configuration error: {e}"))?;
+    checked(loaded)
+}
+
+fn checked(loaded: LoadedConfig) -> Result<LoadedConfig, String> {
+    if let Err(e) = loaded
+        .config
+        .check_against(&handoff_adapters::default_registry())
+    {
+        let file = loaded.path.as_ref().map_or("", |p| p.as_str());
+        return Err(format!("configuration error: {file}: {e}"));
+    }
+    for w in &loaded.warnings {
+        let _ = writeln!(std::io::stderr(), "handoff: warning: {w}");
+    }
+    Ok(loaded)
+}
+
+fn engine(config: Option<LoadedConfig>) -> Engine {
+    let mut options = EngineOptions::from_process();
+    if let Some(c) = config {
+        options.config = c.config;
+        options.config_path = c.path;
+    }
     Engine::new(
         handoff_adapters::default_registry(),
         Arc::new(handoff_git::GitWorkspace::new()),
-        EngineOptions::from_process(),
+        options,
     )
 }
 
@@ -135,7 +181,7 @@ fn verb_of(command: &Command) -> Option<Verb> {
         Command::Run(_) => Some(Verb::Run),
         Command::RunWithAdvice(_) => Some(Verb::RunWithAdvice),
         Command::Advice(_) => Some(Verb::Advice),
-        Command::Capabilities(_) => None,
+        Command::Capabilities(_) | Command::Config(_) => None,
     }
 }
 
@@ -240,7 +286,11 @@ async fn run_delegation(input: RunInput) -> u8 {
         // Keep the sender alive so the engine sees the cancellation.
         std::future::pending::<()>().await;
     });
-    let outcome = engine().run(input, rx).await;
+    let config = match load_config() {
+        Ok(c) => c,
+        Err(message) => return rejected_early(input, message).await,
+    };
+    let outcome = engine(Some(config)).run(input, rx).await;
     emit(
         &outcome.line,
         outcome.result.diagnostics.message.as_deref(),
@@ -254,7 +304,7 @@ async fn rejected_early(input: RunInput, message: String) -> u8 {
     let mut input = input;
     input.result = None;
     input.instructions = None;
-    let outcome = engine().reject(input, message).await;
+    let outcome = engine(None).reject(input, message).await;
     emit(
         &outcome.line,
         outcome.result.diagnostics.message.as_deref(),
@@ -263,8 +313,73 @@ async fn rejected_early(input: RunInput, message: String) -> u8 {
     outcome.exit_code
 }
 
+fn config_command(cmd: ConfigCommand) -> u8 {
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        ConfigCommand::Show { json } => match load_config() {
+            Ok(loaded) => {
+                let masked = loaded.config.masked();
+                if json {
+                    let v = serde_json::json!({
+                        "file": loaded.path.as_ref().map(|p| p.to_string()),
+                        "config": masked,
+                    });
+                    let _ = writeln!(out, "{v}");
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "# {}",
+                        loaded
+                            .path
+                            .as_ref()
+                            .map_or("no configuration file: defaults".to_owned(), |p| p
+                                .to_string())
+                    );
+                    let _ = write!(out, "{}", toml::to_string(&masked).unwrap_or_default());
+                }
+                0
+            }
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "handoff: {e}");
+                handoff_core::exit::USAGE
+            }
+        },
+        ConfigCommand::Check { file } => {
+            let result = match file {
+                Some(f) => Config::load_file(camino::Utf8Path::new(&f))
+                    .map_err(|e| format!("configuration error: {e}"))
+                    .and_then(checked),
+                None => load_config(),
+            };
+            match result {
+                Ok(loaded) => {
+                    let _ = writeln!(
+                        out,
+                        "{}: ok",
+                        loaded
+                            .path
+                            .map_or("no configuration file".to_owned(), |p| p.to_string())
+                    );
+                    0
+                }
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "handoff: {e}");
+                    handoff_core::exit::USAGE
+                }
+            }
+        }
+    }
+}
+
 async fn capabilities(json: bool) -> u8 {
-    let caps = engine().capabilities().await;
+    let config = match load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "handoff: {e}");
+            return handoff_core::exit::USAGE;
+        }
+    };
+    let caps = engine(Some(config)).capabilities().await;
     let mut out = std::io::stdout().lock();
     if json {
         let _ = writeln!(out, "{}", serde_json::to_string(&caps).unwrap_or_default());
@@ -322,6 +437,7 @@ fn main() -> ExitCode {
     let code = runtime.block_on(async {
         match (verb_of(&cli.command), cli.command) {
             (_, Command::Capabilities(c)) => capabilities(c.json).await,
+            (_, Command::Config(c)) => config_command(c),
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 match input_of(verb, a) {
                     Ok(input) => run_delegation(input).await,

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use camino::{Utf8Path, Utf8PathBuf};
 use tokio::sync::watch;
 
+use crate::config::{AgentConfig, Config, config_secrets};
 use crate::env::{agent_env, credential_values};
 use crate::input::{RunInput, Validated, request_hash};
 use crate::names::{AgentId, Mode, Operation, Status, Verdict};
@@ -48,6 +49,10 @@ pub struct EngineOptions {
     pub preflight_cache: Option<Utf8PathBuf>,
     /// Where per-run private directories are created (default: `$TMPDIR` or `/tmp`).
     pub tmp_dir: Option<Utf8PathBuf>,
+    /// The user's configuration (per-agent defaults, environment, endpoints).
+    pub config: Config,
+    /// The file the configuration came from, if any (named in policy receipts).
+    pub config_path: Option<Utf8PathBuf>,
 }
 
 impl EngineOptions {
@@ -72,6 +77,8 @@ impl EngineOptions {
             env,
             preflight_cache: cache,
             tmp_dir: tmp,
+            config: Config::default(),
+            config_path: None,
         }
     }
 }
@@ -258,9 +265,47 @@ fn cancelled(cancel: &watch::Receiver<bool>) -> Result<(), Stop> {
     }
 }
 
-/// The JSON Schema of the answer every agent must give.
+/// The JSON Schema of the answer every agent must give: self-contained (no `$ref`), enums as
+/// plain `enum` lists and no non-standard `format`s, so that every CLI's structured-output
+/// feature (including OpenAI's strict mode) accepts it.
 pub fn provider_output_schema() -> serde_json::Value {
-    schemars::schema_for!(ProviderOutput).to_value()
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut schema = generator
+        .into_root_schema_for::<ProviderOutput>()
+        .to_value();
+    plain_schema(&mut schema);
+    schema
+}
+
+fn plain_schema(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(map) => {
+            // `oneOf` of string constants (documented enum variants) → one `enum`.
+            let consts: Option<Vec<serde_json::Value>> = map
+                .get("oneOf")
+                .and_then(|o| o.as_array())
+                .and_then(|items| items.iter().map(|i| i.get("const").cloned()).collect());
+            if let Some(values) = consts
+                && values.iter().all(serde_json::Value::is_string)
+            {
+                map.remove("oneOf");
+                map.insert("type".into(), serde_json::json!("string"));
+                map.insert("enum".into(), serde_json::Value::Array(values));
+            }
+            if map
+                .get("format")
+                .and_then(|f| f.as_str())
+                .is_some_and(|f| f.starts_with("uint") || f.starts_with("int"))
+            {
+                map.remove("format");
+            }
+            map.values_mut().for_each(plain_schema);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(plain_schema),
+        _ => {}
+    }
 }
 
 async fn fingerprint(
@@ -443,7 +488,7 @@ impl Engine {
         cancel: watch::Receiver<bool>,
     ) -> Result<Verdict, Stop> {
         let Validated { request, mcp } = input
-            .validate(&self.registry)
+            .validate_with(&self.registry, &self.options.config)
             .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
         draft.set_request(&request);
         let provider = self
@@ -488,11 +533,27 @@ impl Engine {
             output_schema: schema,
             mcp,
             parent_env: self.options.env.clone(),
+            agent_config: self.options.config.agent(&spec.id),
         };
-        let invocation = provider
+        let mut invocation = provider
             .invocation(&request, &plan)
             .map_err(|e| Stop::new(Verdict::REJECTED, e.to_string()))?;
+        let agent_config = self.options.config.agent(&spec.id);
+        let applied = apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)
+            .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
+        draft.secrets.extend(config_secrets(&agent_config));
         draft.result.policy = invocation.policy.clone();
+        if let Some(obj) = draft.result.policy.as_object_mut() {
+            obj.insert(
+                "configuration".into(),
+                configuration_receipt(
+                    self.options.config_path.as_deref(),
+                    &request,
+                    &agent_config,
+                    applied,
+                ),
+            );
+        }
         draft.secrets.extend(invocation.secrets.iter().cloned());
         draft.secrets.extend(credential_values(&invocation.env));
 
@@ -513,6 +574,11 @@ impl Engine {
         }
         cancelled(&cancel)?;
 
+        for d in &invocation.dirs {
+            std::fs::create_dir_all(d)
+                .and_then(|()| std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)))
+                .map_err(|e| Stop::new(Verdict::NOT_RUN, format!("cannot create {d}: {e}")))?;
+        }
         for f in &invocation.files {
             write_private(&f.path, &f.contents).map_err(|e| {
                 Stop::new(Verdict::NOT_RUN, format!("cannot write {}: {e}", f.path))
@@ -692,6 +758,9 @@ impl Engine {
     fn render(&self, draft: &mut Draft, verdict: Verdict, message: Option<String>) -> RunOutcome {
         let mut result = draft.result.clone();
         result.status = verdict.status();
+        if verdict == Verdict::CANCELLED {
+            result.exit.cancelled = true;
+        }
         result.exit.driver = verdict.code();
         if let Some(dag) = result.dag.as_mut() {
             dag.status = DagStatus::closing(verdict.status());
@@ -751,6 +820,83 @@ impl Engine {
             line,
         }
     }
+}
+
+/// Applies `pass_env` and `env` of the agent's configuration to the planned environment.
+/// A variable the adapter sets itself (for isolation) can't be overridden: that is refused.
+fn apply_config_env(
+    invocation: &mut crate::provider::Invocation,
+    parent: &BTreeMap<String, String>,
+    config: &AgentConfig,
+    spec: &crate::provider::ProviderSpec,
+) -> Result<Vec<String>, String> {
+    let passed = agent_env(spec, parent);
+    let adapter_owned = |env: &BTreeMap<String, String>, k: &str| {
+        env.get(k).is_some_and(|v| passed.get(k) != Some(v))
+    };
+    let mut applied = Vec::new();
+    for name in &config.pass_env {
+        if adapter_owned(&invocation.env, name) {
+            return Err(format!(
+                "config agents.{}.pass_env: {name} is set by handoff for {}'s isolation",
+                spec.id, spec.id
+            ));
+        }
+        if let Some(v) = parent.get(name) {
+            invocation.env.insert(name.clone(), v.clone());
+            applied.push(format!("pass_env.{name}"));
+        }
+    }
+    for (k, v) in &config.env {
+        if adapter_owned(&invocation.env, k) {
+            return Err(format!(
+                "config agents.{}.env.{k}: {k} is set by handoff for {}'s isolation and cannot be overridden",
+                spec.id, spec.id
+            ));
+        }
+        invocation.env.insert(k.clone(), v.clone());
+        applied.push(format!("env.{k}"));
+    }
+    Ok(applied)
+}
+
+fn configuration_receipt(
+    path: Option<&Utf8Path>,
+    request: &Request,
+    config: &AgentConfig,
+    env_applied: Vec<String>,
+) -> serde_json::Value {
+    use crate::request::SelectionSource;
+    let id = &request.target.harness;
+    let p = &request.selection.provenance;
+    let mut applied: Vec<String> = [
+        ("model", p.model),
+        ("effort", p.effort),
+        ("max_turns", p.max_turns),
+    ]
+    .iter()
+    .filter(|(_, src)| *src == SelectionSource::Config)
+    .map(|(k, _)| (*k).to_owned())
+    .collect();
+    applied.extend(env_applied);
+    applied.extend(
+        config
+            .config
+            .iter()
+            .filter_map(|o| o.split_once('='))
+            .map(|(k, _)| format!("config.{}", k.trim())),
+    );
+    if let Some(t) = &config.provider {
+        applied.extend(t.keys().map(|k| format!("provider.{k}")));
+    }
+    let applied: Vec<String> = applied
+        .into_iter()
+        .map(|a| format!("agents.{id}.{a}"))
+        .collect();
+    serde_json::json!({
+        "file": path.map(|p| p.to_string()),
+        "applied": applied,
+    })
 }
 
 fn redact_known(text: &str, known: &[String]) -> (String, u64) {

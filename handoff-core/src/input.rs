@@ -3,6 +3,7 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::config::{AgentConfig, Config};
 use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation};
 use crate::paths;
@@ -202,9 +203,15 @@ pub fn registered(registry: &Registry, flag: &str, value: &str) -> Result<AgentI
 }
 
 impl RunInput {
-    /// Validates every input and builds the request. The first problem found is returned as a
-    /// one-line message; nothing has been started.
+    /// Validates every input and builds the request, with no user configuration.
     pub fn validate(&self, registry: &Registry) -> Result<Validated, String> {
+        self.validate_with(registry, &Config::default())
+    }
+
+    /// Validates every input and builds the request; `config` supplies per-agent defaults
+    /// (flags win over it). The first problem found is returned as a one-line message; nothing
+    /// has been started.
+    pub fn validate_with(&self, registry: &Registry, config: &Config) -> Result<Validated, String> {
         let op = self.verb.operation();
         if self.nested {
             return Err(format!(
@@ -280,7 +287,8 @@ impl RunInput {
 
         let cwd = paths::check_cwd(cwd)?;
 
-        let selection = self.selection(&spec, op)?;
+        let agent_config = config.agent(&spec.id);
+        let selection = self.selection(&spec, op, &agent_config)?;
         let (grants, mcp) = self.grants(&spec, write)?;
         let budgets = self.budgets(op)?;
         if !self.dependencies.is_empty() {
@@ -332,40 +340,69 @@ impl RunInput {
         Ok(Validated { request, mcp })
     }
 
-    fn selection(&self, spec: &ProviderSpec, op: Operation) -> Result<Selection, String> {
+    fn selection(
+        &self,
+        spec: &ProviderSpec,
+        op: Operation,
+        config: &AgentConfig,
+    ) -> Result<Selection, String> {
+        let id = &spec.id;
         if let Some(m) = &self.model {
             check_model(m)?;
         }
-        if let Some(e) = &self.effort {
+        let check_effort = |e: &str, origin: &str| {
             if spec.effort.is_empty() {
-                return Err(format!("--effort is unsupported for {}", spec.id));
+                return Err(format!("{origin} is unsupported for {id}"));
             }
-            if !spec.effort.contains(&e.as_str()) {
+            if !spec.effort.contains(&e) {
                 return Err(format!(
-                    "--effort {e:?} is unsupported for {}; expected one of: {}",
-                    spec.id,
+                    "{origin} {e:?} is unsupported for {id}; expected one of: {}",
                     spec.effort.join(", ")
                 ));
             }
+            Ok(())
+        };
+        if let Some(e) = &self.effort {
+            check_effort(e, "--effort")?;
+        }
+        if let Some(e) = &config.effort {
+            check_effort(e, &format!("config agents.{id}.effort"))?;
+        }
+        if spec.max_turns.is_none() && config.max_turns.is_some() {
+            return Err(format!(
+                "config agents.{id}.max_turns: turn limits are unsupported for {id}"
+            ));
         }
         let max_turns = match &self.max_turns {
             Some(_) if spec.max_turns.is_none() => {
-                return Err(format!("--max-turns is unsupported for {}", spec.id));
+                return Err(format!("--max-turns is unsupported for {id}"));
             }
             Some(_) => Some(parse_int("--max-turns", &self.max_turns, 1u32, 100, 1)?),
             None => None,
         };
-        let (effort, effort_src) = match (&self.effort, op, spec.advice_effort) {
-            (Some(e), _, _) => (e.clone(), SelectionSource::Explicit),
-            (None, Operation::Advice, Some(d)) => (d.to_owned(), SelectionSource::OperationDefault),
-            (None, _, _) => (
+        let (model, model_src) = match (&self.model, &config.model) {
+            (Some(m), _) => (m.clone(), SelectionSource::Explicit),
+            (None, Some(m)) => (m.clone(), SelectionSource::Config),
+            (None, None) => (
                 PROVIDER_DEFAULT.to_owned(),
                 SelectionSource::ProviderDefault,
             ),
         };
-        let (turns, turns_src) = match (max_turns, spec.max_turns) {
-            (Some(n), _) => (Some(n), SelectionSource::Explicit),
-            (None, Some(d)) => (
+        let (effort, effort_src) = match (&self.effort, &config.effort, op, spec.advice_effort) {
+            (Some(e), _, _, _) => (e.clone(), SelectionSource::Explicit),
+            (None, Some(e), _, _) => (e.clone(), SelectionSource::Config),
+            (None, None, Operation::Advice, Some(d)) => {
+                (d.to_owned(), SelectionSource::OperationDefault)
+            }
+            (None, None, _, _) => (
+                PROVIDER_DEFAULT.to_owned(),
+                SelectionSource::ProviderDefault,
+            ),
+        };
+        let (turns, turns_src) = match (max_turns, config.max_turns, spec.max_turns) {
+            (Some(n), _, _) => (Some(n), SelectionSource::Explicit),
+            (None, Some(n), Some(_)) => (Some(n), SelectionSource::Config),
+            (None, _, Some(d)) => (
                 Some(if op == Operation::Advice {
                     d.advice
                 } else {
@@ -373,7 +410,7 @@ impl RunInput {
                 }),
                 SelectionSource::OperationDefault,
             ),
-            (None, None) => (None, SelectionSource::ProviderDefault),
+            (None, _, None) => (None, SelectionSource::ProviderDefault),
         };
         Ok(Selection {
             requested: SelectionRequested {
@@ -382,19 +419,12 @@ impl RunInput {
                 max_turns,
             },
             resolved: SelectionResolved {
-                model: self
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| PROVIDER_DEFAULT.to_owned()),
+                model,
                 effort,
                 max_turns: turns,
             },
             provenance: SelectionProvenance {
-                model: if self.model.is_some() {
-                    SelectionSource::Explicit
-                } else {
-                    SelectionSource::ProviderDefault
-                },
+                model: model_src,
                 effort: effort_src,
                 max_turns: turns_src,
             },
@@ -592,6 +622,7 @@ mod tests {
                 env: Default::default(),
                 cwd: r.cwd.clone().into(),
                 stdin: StdinSource::Null,
+                dirs: vec![],
                 files: vec![],
                 answer: AnswerSource::Stdout,
                 policy: serde_json::Value::Null,

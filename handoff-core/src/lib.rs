@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod config;
 mod engine;
 mod env;
 mod input;
@@ -26,6 +27,9 @@ mod request;
 mod result;
 mod workspace;
 
+pub use config::{
+    AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override, config_secrets,
+};
 pub use engine::{Engine, EngineOptions, RunOutcome, now_iso, provider_output_schema};
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
 pub use input::{Instructions, RunInput, Validated, Verb, check_model, intent_hash, request_hash};

@@ -17,7 +17,7 @@ const MAX_SUMMARY_BYTES: usize = 8192;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderOutput {
-    /// Always [`PROVIDER_OUTPUT_SCHEMA`].
+    /// Always `handoff.provider-output.v1`.
     #[schemars(schema_with = "provider_output_version")]
     pub schema_version: String,
     /// How the task ended, in the model's words.

@@ -3,7 +3,7 @@
 //! A cached outcome is reused only while everything it depends on is unchanged: the executable
 //! (path, size, mtime, inode), handoff's own version, and whatever the adapter names in
 //! [`Provider::preflight_key`] (e.g. the helper programs its sandbox needs). A probe whose
-//! outcome can't be keyed is never cached.
+//! outcome can't be keyed is never cached, and neither is a failed preflight.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -106,7 +106,9 @@ impl PreflightCache {
             return (p, true);
         }
         let outcome = provider.preflight(executable, probe).await;
-        if let (Some(dir), Some(file)) = (&self.dir, &file) {
+        // Only successes are kept: a failure may be transient (a probe that timed out on a
+        // loaded machine) and re-probing a broken setup costs little.
+        if let (Some(dir), Some(file), None) = (&self.dir, &file, &outcome.failure) {
             // A cache that can't be written only costs speed.
             let _ = store(dir, file, &outcome);
         }

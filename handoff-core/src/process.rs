@@ -245,6 +245,7 @@ mod tests {
             env,
             cwd: "/".into(),
             stdin: StdinSource::Prompt,
+            dirs: vec![],
             files: vec![],
             answer: AnswerSource::Stdout,
             policy: serde_json::Value::Null,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 
+use crate::config::AgentConfig;
 use crate::mcp::McpDescriptor;
 use crate::names::AgentId;
 use crate::output::OutputError;
@@ -86,6 +87,8 @@ pub struct RunDir {
     pub mcp: Option<McpDescriptor>,
     /// handoff's own environment, from which the allowlist and MCP secret references are taken.
     pub parent_env: BTreeMap<String, String>,
+    /// The user's configuration for this agent (`[agents.<id>]`).
+    pub agent_config: AgentConfig,
 }
 
 impl RunDir {
@@ -135,6 +138,8 @@ pub struct Invocation {
     pub cwd: Utf8PathBuf,
     /// What stdin receives.
     pub stdin: StdinSource,
+    /// Private directories (0700) created before launch, e.g. configuration roots.
+    pub dirs: Vec<Utf8PathBuf>,
     /// Files written before launch.
     pub files: Vec<PrivateFile>,
     /// Where the answer is.

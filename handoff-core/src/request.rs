@@ -123,6 +123,8 @@ pub struct SelectionResolved {
 pub enum SelectionSource {
     /// A flag.
     Explicit,
+    /// The user's configuration file (`[agents.<id>]`).
+    Config,
     /// handoff's default for this operation.
     OperationDefault,
     /// Left to the agent CLI.

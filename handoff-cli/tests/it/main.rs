@@ -1,6 +1,12 @@
 //! End-to-end tests through the `handoff` binary, with the fake agent standing in for each CLI.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
 
-mod support;
+mod config;
 mod lifecycle;
 mod statuses;
+mod support;

@@ -42,7 +42,10 @@ impl Run {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
-        let tmp = tempfile::Builder::new().prefix("handoff-it-").tempdir().unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("handoff-it-")
+            .tempdir()
+            .unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
         private_dir(&root);
         let agents = FakeAgents::install(&root).with_sandbox_tools();
@@ -74,7 +77,9 @@ impl Sandbox {
 
     /// Writes an instruction file in the private directory and returns its path.
     pub fn instructions(&self, text: &str) -> String {
-        let p = self.private.join(format!("instructions-{}.txt", self.next()));
+        let p = self
+            .private
+            .join(format!("instructions-{}.txt", self.next()));
         std::fs::write(&p, text).unwrap();
         p.to_string_lossy().into_owned()
     }
@@ -141,7 +146,12 @@ impl Sandbox {
         args.extend(["--instructions", &ins, "--result", &result]);
         args.extend(extra);
         let run = self.run(&args);
-        assert_eq!(run.stdout.lines().count(), 1, "stdout must be one line: {}", run.stdout);
+        assert_eq!(
+            run.stdout.lines().count(),
+            1,
+            "stdout must be one line: {}",
+            run.stdout
+        );
         if let Ok(file) = std::fs::read_to_string(&result) {
             assert_eq!(file, run.stdout, "result file and stdout differ");
         }
@@ -158,7 +168,11 @@ impl Sandbox {
         self.agents
             .invocations()
             .into_iter()
-            .filter(|i| i["stdin"].as_str().is_some_and(|s| s.contains("delegated coding agent")))
+            .filter(|i| {
+                i["stdin"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("delegated coding agent"))
+            })
             .collect()
     }
 }

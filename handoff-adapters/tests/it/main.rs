@@ -1,0 +1,10 @@
+//! Integration tests of the Codex and Claude Code adapters, through the public API only:
+//! invocation snapshots and invariants, parsers on recorded real outputs, garbage-input
+//! robustness, and the Codex strict-schema transform.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod garbage;
+mod invocation;
+mod parse;
+mod schema;
+mod support;
