@@ -21,7 +21,10 @@ pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
 pub fn secret_forms(value: &str) -> Vec<String> {
     let mut forms = vec![value.to_owned()];
     if let Some((scheme, token)) = value.split_once(' ')
-        && matches!(scheme.to_ascii_lowercase().as_str(), "bearer" | "basic" | "token")
+        && matches!(
+            scheme.to_ascii_lowercase().as_str(),
+            "bearer" | "basic" | "token"
+        )
         && !token.trim().is_empty()
     {
         forms.push(token.trim().to_owned());
