@@ -214,3 +214,116 @@ fn config_show_masks_and_check_reports() {
     assert_eq!(run.code, 5);
     assert!(run.stderr.contains("approval_policy"), "{}", run.stderr);
 }
+
+#[test]
+fn codex_overrides_and_opencode_provider_reach_the_agent() {
+    let sb = Sandbox::new();
+    write_config(
+        &sb,
+        r#"
+[agents.codex]
+config = ['model_provider="gw"', 'model_providers.gw.base_url="http://127.0.0.1:9/v1"', 'model_providers.gw.env_key="GW_KEY"']
+pass_env = ["GW_KEY"]
+
+[agents.opencode]
+model = "gw/qwen3-coder"
+
+[agents.opencode.provider.gw]
+npm = "@ai-sdk/openai-compatible"
+options = { baseURL = "http://127.0.0.1:9/v1", apiKey = "sk-opencode-local-123456" }
+"#,
+    );
+    sb.record();
+    let run = delegate_with_env(
+        &sb,
+        "codex",
+        "build",
+        &[],
+        &[("GW_KEY", "gw-key-value-0123")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let inv = run_of(&sb);
+    let argv: Vec<String> = serde_json::from_value(inv["argv"].clone()).unwrap();
+    for o in [
+        "model_provider=\"gw\"",
+        "model_providers.gw.base_url=\"http://127.0.0.1:9/v1\"",
+        "model_providers.gw.env_key=\"GW_KEY\"",
+    ] {
+        let at = argv
+            .iter()
+            .position(|a| a == o)
+            .unwrap_or_else(|| panic!("{o} missing: {argv:?}"));
+        assert_eq!(argv[at - 1], "--config");
+    }
+    assert_eq!(inv["env"]["GW_KEY"], "gw-key-value-0123");
+    assert!(!run.stdout.contains("gw-key-value-0123"));
+
+    let sb2 = Sandbox::new();
+    std::fs::create_dir_all(sb2.root.join("home/.config/handoff")).unwrap();
+    std::fs::copy(
+        sb.root.join("home/.config/handoff/config.toml"),
+        sb2.root.join("home/.config/handoff/config.toml"),
+    )
+    .unwrap();
+    sb2.record();
+    let run = delegate_with_env(&sb2, "opencode", "build", &[], &[]);
+    assert_eq!(run.code, 0, "{} {}", run.stdout, run.stderr);
+    assert_eq!(run.json["selection"]["resolved"]["model"], "gw/qwen3-coder");
+    let inv = run_of(&sb2);
+    let inline: Value =
+        serde_json::from_str(inv["env"]["OPENCODE_CONFIG_CONTENT"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        inline["provider"]["gw"]["options"]["baseURL"],
+        "http://127.0.0.1:9/v1"
+    );
+    assert_eq!(inline["agent"]["handoff_writer"]["mode"], "primary");
+    assert!(sb2.repo.path().join("fake-build.txt").exists());
+    assert!(!run.stdout.contains("sk-opencode-local-123456"));
+    assert_eq!(
+        run.json["policy"]["configuration"]["applied"],
+        serde_json::json!(["agents.opencode.model", "agents.opencode.provider.gw"])
+    );
+}
+
+#[test]
+fn an_opencode_provider_touching_permissions_starts_nothing() {
+    let sb = Sandbox::new();
+    write_config(
+        &sb,
+        "[agents.opencode.provider.gw]\npermission = { edit = \"allow\" }\n",
+    );
+    sb.record();
+    let run = delegate_with_env(&sb, "opencode", "review", &[], &[]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert!(
+        run.json["diagnostics"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("pinned")
+    );
+    assert!(sb.agents.invocations().is_empty());
+}
+
+#[test]
+fn isolation_variables_of_opencode_cannot_be_overridden() {
+    for text in [
+        "[agents.opencode]\nenv = { HOME = \"/tmp/elsewhere\" }\n",
+        "[agents.opencode]\nenv = { OPENCODE_DISABLE_PROJECT_CONFIG = \"0\" }\n",
+        "[agents.opencode]\npass_env = [\"OPENCODE_PERMISSION\"]\n",
+    ] {
+        let sb = Sandbox::new();
+        write_config(&sb, text);
+        sb.record();
+        let run = delegate_with_env(
+            &sb,
+            "opencode",
+            "review",
+            &[],
+            &[("OPENCODE_PERMISSION", "{}")],
+        );
+        assert_eq!(run.code, 5, "{text}: {}", run.stdout);
+        let msg = run.json["diagnostics"]["message"].as_str().unwrap();
+        assert!(msg.contains("isolation"), "{text}: {msg}");
+        assert!(sb.agents.invocations().is_empty(), "{text}");
+    }
+}
