@@ -49,11 +49,12 @@ fn check_canonical(flag: &str, p: &Utf8Path) -> Result<(), String> {
 pub fn check_cwd(p: &str) -> Result<Utf8PathBuf, String> {
     check_lexical("--cwd", p)?;
     let path = Utf8PathBuf::from(p);
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("--cwd {p}: {e}"))?;
-    if !meta.is_dir() {
+    std::fs::symlink_metadata(&path).map_err(|e| format!("--cwd {p}: {e}"))?;
+    // Symlinks first (the last component included), so the message names the real path.
+    check_canonical("--cwd", &path)?;
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
         return Err(format!("--cwd {p} is not a directory"));
     }
-    check_canonical("--cwd", &path)?;
     Ok(path)
 }
 
@@ -142,12 +143,14 @@ impl ResultFile {
         let parent = path
             .parent()
             .ok_or_else(|| format!("--result {p} has no parent directory"))?;
+        std::fs::symlink_metadata(parent)
+            .map_err(|e| format!("--result directory {parent}: {e}"))?;
+        check_canonical("--result directory", parent)?;
         let pmeta = std::fs::symlink_metadata(parent)
             .map_err(|e| format!("--result directory {parent}: {e}"))?;
         if !pmeta.is_dir() {
             return Err(format!("--result directory {parent} is not a directory"));
         }
-        check_canonical("--result directory", parent)?;
         let uid = nix::unistd::geteuid().as_raw();
         if pmeta.uid() != uid {
             return Err(format!(
