@@ -337,7 +337,7 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
             String::from_utf8_lossy(&raw.stderr),
             String::from_utf8_lossy(&raw.stdout)
         );
-        if let Some(line) = probe::line_with(&text, SANDBOX_UNAVAILABLE) {
+        if let Some(line) = probe::line_with_ci(&text, SANDBOX_UNAVAILABLE) {
             return Ok(Observation::Unavailable { message: line });
         }
         return Err(OutputError::Envelope {
@@ -346,6 +346,16 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
     };
     let usage = usage_of(&ev);
     if ev.is_error == Some(true) {
+        // A sandbox that can't start is reported inside the result event when the CLI got far
+        // enough to emit one: that is "not run", not the agent failing.
+        let text = format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&raw.stderr),
+            ev.result.as_deref().unwrap_or_default()
+        );
+        if let Some(line) = probe::line_with_ci(&text, SANDBOX_UNAVAILABLE) {
+            return Ok(Observation::Unavailable { message: line });
+        }
         let detail = ev
             .errors
             .as_ref()

@@ -10,26 +10,30 @@
 mod claude;
 mod codex;
 mod common;
+mod cursor;
+mod grok;
+mod kiro;
 mod opencode;
-mod pending;
 mod probe;
 
 use std::sync::Arc;
 
 pub use claude::{Claude, SPEC as CLAUDE_SPEC};
 pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
+pub use cursor::{Cursor, SPEC as CURSOR_SPEC};
+pub use grok::{Grok, SPEC as GROK_SPEC, is_community_grok};
+pub use kiro::{Kiro, SPEC as KIRO_SPEC};
 pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
-pub use pending::Pending;
 pub use probe::{ProbeOutput, mentions};
 
 /// A registry with all six agents: Codex, Grok, Kiro, Claude Code, OpenCode, Cursor.
 pub fn default_registry() -> handoff_core::Registry {
     let mut r = handoff_core::Registry::new();
     r.register(Arc::new(Codex))
-        .register(Arc::new(Pending::grok()))
-        .register(Arc::new(Pending::kiro()))
+        .register(Arc::new(Grok))
+        .register(Arc::new(Kiro))
         .register(Arc::new(Claude))
         .register(Arc::new(OpenCode))
-        .register(Arc::new(Pending::cursor()));
+        .register(Arc::new(Cursor));
     r
 }

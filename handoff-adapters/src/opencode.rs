@@ -100,8 +100,20 @@ pub fn permission(write: bool, bash: bool, web: bool, mcp_servers: &[String]) ->
     p.insert("websearch".into(), json!(allow(web)));
     // The reference left MCP tools under the blanket deny, so granted servers were unusable:
     // each granted server's tools (`<server>_<tool>`) are allowed by name.
+    // OpenCode names those tools after the server name with every character outside
+    // `[A-Za-z0-9_-]` replaced by `_`, so the rule must use the same form.
     for s in mcp_servers {
-        p.insert(format!("{s}_*"), json!("allow"));
+        let prefix: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        p.insert(format!("{prefix}_*"), json!("allow"));
     }
     Value::Object(p)
 }

@@ -151,6 +151,21 @@ pub fn first_line(text: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Like [`line_with`], ignoring ASCII case; prefers a line that starts with `needle` after an
+/// `Error: ` prefix, as CLIs print their own message.
+pub fn line_with_ci(text: &str, needle: &str) -> Option<String> {
+    let needle = needle.to_ascii_lowercase();
+    let mut hits = text
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains(&needle));
+    let first = hits.next()?;
+    let best = std::iter::once(first)
+        .chain(hits)
+        .find(|l| l.trim_start().to_ascii_lowercase().starts_with("error:"))
+        .unwrap_or(first);
+    Some(best.trim().chars().take(1024).collect())
+}
+
 /// The line of `text` containing `needle`, trimmed (for quoting a CLI's own message).
 pub fn line_with(text: &str, needle: &str) -> Option<String> {
     text.lines()

@@ -291,10 +291,22 @@ async fn run_delegation(input: RunInput) -> u8 {
         Err(message) => return rejected_early(input, message).await,
     };
     let outcome = engine(Some(config)).run(input, rx).await;
+    let r = &outcome.result;
+    let summary = match &r.diagnostics.message {
+        Some(m) => m.clone(),
+        None => format!(
+            "{} ({} {}, {} changed file(s), {} ms)",
+            r.status.as_str(),
+            r.target.harness.as_ref().map_or("?", |h| h.as_str()),
+            r.mode.map_or("advice", |m| m.as_str()),
+            r.git.as_ref().map_or(0, |g| g.changed_files.len()),
+            r.timing.duration_ms
+        ),
+    };
     emit(
         &outcome.line,
-        outcome.result.diagnostics.message.as_deref(),
-        &outcome.result.diagnostics.provider_stderr,
+        Some(&summary),
+        &r.diagnostics.provider_stderr,
     );
     outcome.exit_code
 }

@@ -54,11 +54,13 @@ mod binary;
 #[doc(hidden)]
 pub mod fake;
 pub mod fixtures;
+pub mod model_server;
 mod repo;
 
 pub use agents::FakeAgents;
 pub use binary::fake_agent_bin;
 pub use fake::EXECUTABLES;
+pub use model_server::{ModelServer, Script, Step};
 pub use repo::ScratchRepo;
 
 /// The switches the fake reads (environment variables or `fake-agent.env` lines).

@@ -3,13 +3,17 @@
 //! - `ci`: format check, clippy with `-D warnings`, every hermetic test, the examples.
 //! - `demo`: a build handoff then a review handoff on the bundled fake agent, in a scratch repo.
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
+//! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod real;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+
 use handoff_testkit::{FakeAgents, ScratchRepo};
 
 fn workspace_root() -> PathBuf {
@@ -258,8 +262,9 @@ fn main() -> Result<()> {
         ["examples"] => examples(),
         ["schema"] => schema(false),
         ["schema", "--check"] => schema(true),
+        ["e2e-real"] => real::e2e_real(&workspace_root(), cargo),
         _ => {
-            eprintln!("usage: cargo xtask <ci | demo | examples | schema [--check]>");
+            eprintln!("usage: cargo xtask <ci | demo | examples | e2e-real | schema [--check]>");
             std::process::exit(2);
         }
     }

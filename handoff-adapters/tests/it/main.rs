@@ -3,8 +3,12 @@
 //! robustness, and the Codex strict-schema transform.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cursor;
 mod garbage;
+mod grok;
 mod invocation;
+mod kiro;
+mod opencode;
 mod parse;
 mod schema;
 mod support;

@@ -7,6 +7,7 @@ mod claude;
 mod codex;
 mod control;
 mod library;
+mod model_server;
 mod modes;
 mod others;
 mod probes;

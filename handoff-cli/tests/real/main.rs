@@ -1,0 +1,548 @@
+//! The real agent CLIs (Claude Code, Codex, OpenCode), installed from npm by
+//! `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's scripted
+//! model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
+//! runs them with `HANDOFF_REAL_BIN` pointing at the installed CLIs, and a missing variable fails.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use handoff_testkit::ScratchRepo;
+use handoff_testkit::model_server::{ModelServer, Script, Step, provider_output};
+use serde_json::Value;
+
+const HANDOFF: &str = env!("CARGO_BIN_EXE_handoff");
+const MODEL_KEY: &str = "sk-e2e-model-key-0123456789";
+
+fn real_bin() -> PathBuf {
+    let dir = std::env::var_os("HANDOFF_REAL_BIN")
+        .expect("HANDOFF_REAL_BIN is not set: run the real-CLI suite with `cargo xtask e2e-real`");
+    PathBuf::from(dir)
+}
+
+/// One preflight cache for the whole suite (keyed by executable and sandbox tools, so sharing
+/// it is what a user's machine does too).
+fn shared_cache() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("handoff-real-cache-")
+            .tempdir()
+            .unwrap()
+    })
+    .path()
+    .to_path_buf()
+}
+
+fn private_dir(p: &Path) {
+    std::fs::create_dir_all(p).unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
+
+struct Run {
+    code: i32,
+    json: Value,
+    stderr: String,
+}
+
+impl Run {
+    fn changed(&self) -> Vec<String> {
+        serde_json::from_value(self.json["git"]["changedFiles"].clone()).unwrap_or_default()
+    }
+    fn message(&self) -> String {
+        self.json["diagnostics"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    }
+}
+
+/// One real CLI, one scratch repository, one scripted model server.
+struct Rig {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: ScratchRepo,
+    server: ModelServer,
+    cli: &'static str,
+    path: String,
+}
+
+impl Rig {
+    fn new(cli: &'static str, script: Script) -> Rig {
+        let tmp = tempfile::Builder::new()
+            .prefix("handoff-real-")
+            .tempdir()
+            .unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        private_dir(&root);
+        for d in ["private", "home", "codex-home", "data", "tmp"] {
+            private_dir(&root.join(d));
+        }
+        let server = ModelServer::start_blocking(script)
+            .with_log_file(root.join(format!("model-{cli}.jsonl")));
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", real_bin().display());
+        let rig = Rig {
+            _tmp: tmp,
+            root,
+            repo: ScratchRepo::new(),
+            server,
+            cli,
+            path,
+        };
+        rig.write_config();
+        rig
+    }
+
+    /// The user configuration that points each CLI at the scripted server (the way a user
+    /// points it at a gateway), with retries, telemetry and updates off.
+    fn write_config(&self) {
+        let v1 = self.server.v1_url();
+        let url = self.server.url();
+        let text = format!(
+            r#"
+[agents.claude]
+env = {{ ANTHROPIC_BASE_URL = "{url}", ANTHROPIC_API_KEY = "{MODEL_KEY}", CLAUDE_CODE_MAX_RETRIES = "0", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC = "1", DISABLE_TELEMETRY = "1" }}
+
+[agents.codex]
+model = "fake-model"
+config = [
+  'model_provider="e2e"',
+  'model_providers.e2e.name="E2E"',
+  'model_providers.e2e.base_url="{v1}"',
+  'model_providers.e2e.wire_api="responses"',
+  'model_providers.e2e.env_key="E2E_MODEL_KEY"',
+  'model_providers.e2e.request_max_retries=0',
+  'model_providers.e2e.stream_max_retries=0',
+]
+env = {{ E2E_MODEL_KEY = "{MODEL_KEY}" }}
+
+[agents.opencode]
+model = "e2e/fake-model"
+env = {{ OPENCODE_DISABLE_MODELS_FETCH = "1" }}
+
+[agents.opencode.provider.e2e]
+npm = "@ai-sdk/openai-compatible"
+name = "E2E"
+options = {{ baseURL = "{v1}", apiKey = "{MODEL_KEY}" }}
+models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
+"#
+        );
+        let p = self.root.join("config.toml");
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(HANDOFF);
+        c.env_clear()
+            .env("PATH", &self.path)
+            .env("HOME", self.root.join("home"))
+            .env("CODEX_HOME", self.root.join("codex-home"))
+            .env("XDG_DATA_HOME", self.root.join("data"))
+            .env("TMPDIR", self.root.join("tmp"))
+            .env("HANDOFF_CONFIG", self.root.join("config.toml"))
+            .env("XDG_CACHE_HOME", shared_cache())
+            .env("LANG", "C.UTF-8");
+        c
+    }
+
+    fn caller(&self) -> &'static str {
+        if self.cli == "codex" {
+            "claude"
+        } else {
+            "codex"
+        }
+    }
+
+    fn run(&self, mode: &str, extra: &[&str]) -> Run {
+        let ins = self.root.join("private/instructions.txt");
+        std::fs::write(&ins, "Do what the scripted model says, then answer.").unwrap();
+        let mut cmd = self.command();
+        if mode == "advice" {
+            cmd.args([
+                "advice",
+                "--caller-harness",
+                self.caller(),
+                "--harness",
+                self.cli,
+            ]);
+        } else {
+            cmd.args([
+                "run",
+                "--caller-harness",
+                self.caller(),
+                "--harness",
+                self.cli,
+                "--mode",
+                mode,
+            ]);
+        }
+        cmd.arg("--cwd")
+            .arg(self.repo.path())
+            .arg("--instructions")
+            .arg(&ins)
+            .args(extra);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let run = Run {
+            code: out.status.code().unwrap_or(-1),
+            json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        eprintln!(
+            "[{} {mode} {extra:?}] exit {} — {}",
+            self.cli,
+            run.code,
+            run.stderr.trim()
+        );
+        run
+    }
+
+    fn file(&self, name: &str) -> String {
+        self.repo.path().join(name).to_string_lossy().into_owned()
+    }
+
+    /// Tools offered in the model calls that carried tools (side calls offer none).
+    fn offered(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.server.offered_tools().into_iter().flatten().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    fn assert_no_process_left(&self) {
+        let needle = self.repo.path().to_string_lossy().into_owned();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if pid == std::process::id() {
+                continue;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&needle) && !stat.contains(") Z ") {
+                panic!(
+                    "process {pid} of the run is still alive: {}",
+                    String::from_utf8_lossy(&cmdline)
+                );
+            }
+        }
+    }
+}
+
+fn clis() -> Vec<&'static str> {
+    let all = ["claude", "codex", "opencode"];
+    match std::env::var("HANDOFF_REAL_ONLY") {
+        Ok(only) => all
+            .into_iter()
+            .filter(|c| only.split(',').any(|o| o == *c))
+            .collect(),
+        Err(_) => all.to_vec(),
+    }
+}
+
+/// Write tools each CLI must not offer in read-only modes.
+fn write_tools(cli: &str) -> &'static [&'static str] {
+    match cli {
+        "claude" => &["Write", "Edit", "NotebookEdit"],
+        "opencode" => &["write", "edit", "patch"],
+        _ => &[],
+    }
+}
+
+fn shell_tools(cli: &str) -> &'static [&'static str] {
+    match cli {
+        "claude" => &["Bash"],
+        "codex" => &["exec_command", "shell", "write_stdin"],
+        _ => &["bash"],
+    }
+}
+
+fn web_tools(cli: &str) -> &'static [&'static str] {
+    match cli {
+        "claude" => &["WebSearch", "WebFetch"],
+        "codex" => &["web_search"],
+        _ => &["webfetch", "websearch"],
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn build_writes_with_the_agents_own_tool() {
+    for cli in clis() {
+        let probe = Rig::new(cli, Script::text("unused"));
+        let target = probe.file("hello.txt");
+        probe.server.set_script(Script::new([
+            Step::write_file(&target, "hello from a real agent\n"),
+            Step::Answer(provider_output("wrote hello.txt")),
+        ]));
+        let run = probe.run("build", &[]);
+        assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
+        assert_eq!(run.json["status"], "succeeded");
+        assert!(
+            run.changed().contains(&"hello.txt".to_string()),
+            "{cli}: {:?}",
+            run.changed()
+        );
+        assert!(
+            std::fs::read_to_string(&target)
+                .unwrap()
+                .contains("hello from a real agent")
+        );
+        assert!(
+            !probe.server.tool_calls().is_empty(),
+            "{cli}: no tool call in the log"
+        );
+        assert_eq!(run.json["output"]["response"], "wrote hello.txt");
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn review_never_succeeds_with_a_change() {
+    for cli in clis() {
+        let rig = Rig::new(cli, Script::text("unused"));
+        let evil = rig.file("evil.txt");
+        rig.server.set_script(Script::new([
+            Step::shell(format!("printf planted > {evil}")),
+            Step::Answer(provider_output("reviewed")),
+        ]));
+        let run = rig.run("review", &[]);
+        let changed = !run.changed().is_empty() || Path::new(&evil).exists();
+        assert!(
+            !(run.code == 0 && changed),
+            "{cli}: a read-only run succeeded with a change: {}",
+            run.json
+        );
+        if changed {
+            assert_eq!(run.code, 10, "{cli}: a change must block: {}", run.json);
+        }
+        let offered = rig.offered();
+        for t in write_tools(cli) {
+            assert!(
+                !offered.iter().any(|o| o == t),
+                "{cli} offered {t} in review: {offered:?}"
+            );
+        }
+        for t in web_tools(cli) {
+            assert!(
+                !offered.iter().any(|o| o == t),
+                "{cli} offered {t} without --web-search: {offered:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn bash_false_withholds_the_shell_and_web_search_true_offers_the_web() {
+    for cli in clis() {
+        let rig = Rig::new(cli, Script::answer(provider_output("ok")));
+        let run = rig.run("review", &["--bash", "false"]);
+        assert_eq!(run.code, 0, "{cli}: {}", run.json);
+        let offered = rig.offered();
+        for t in shell_tools(cli) {
+            assert!(
+                !offered.iter().any(|o| o == t),
+                "{cli} offered {t} with --bash false: {offered:?}"
+            );
+        }
+        if cli != "codex" {
+            let rig = Rig::new(cli, Script::answer(provider_output("ok")));
+            let run = rig.run("review", &["--web-search", "true"]);
+            assert_eq!(run.code, 0, "{cli}: {}", run.json);
+            let offered = rig.offered();
+            assert!(
+                web_tools(cli)
+                    .iter()
+                    .any(|t| offered.iter().any(|o| o == t)),
+                "{cli} offered no web tool with --web-search true: {offered:?}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn selection_reaches_the_cli() {
+    for cli in clis() {
+        let rig = Rig::new(cli, Script::answer(provider_output("ok")));
+        let model = match cli {
+            "opencode" => "e2e/fake-model",
+            "codex" => "gpt-5.5",
+            _ => "claude-e2e-model",
+        };
+        let run = rig.run("review", &["--model", model, "--effort", "high"]);
+        assert_eq!(run.code, 0, "{cli}: {}", run.json);
+        let models = rig.server.models_requested();
+        let wire_model = model.trim_start_matches("e2e/");
+        assert!(models.iter().any(|m| m == wire_model), "{cli}: {models:?}");
+        if cli == "codex" {
+            let effort = rig
+                .server
+                .model_calls()
+                .iter()
+                .filter_map(|r| {
+                    r.body
+                        .pointer("/reasoning/effort")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
+                .collect::<Vec<_>>();
+            assert!(
+                effort.iter().any(|e| e == "high"),
+                "codex reasoning effort: {effort:?}"
+            );
+        }
+    }
+    // Claude sends effort for its default model.
+    let rig = Rig::new("claude", Script::answer(provider_output("ok")));
+    let run = rig.run("review", &["--effort", "high"]);
+    assert_eq!(run.code, 0, "{}", run.json);
+    let efforts: Vec<String> = rig
+        .server
+        .model_calls()
+        .iter()
+        .filter_map(|r| {
+            r.body
+                .pointer("/output_config/effort")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(
+        efforts.iter().any(|e| e == "high"),
+        "claude output_config.effort: {efforts:?}"
+    );
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn claude_turn_limit_is_enforced_by_the_cli() {
+    let rig = Rig::new("claude", Script::text("unused"));
+    let target = rig.file("one.txt");
+    rig.server.set_script(Script::new([
+        Step::write_file(&target, "1"),
+        Step::write_file(rig.file("two.txt"), "2"),
+        Step::Answer(provider_output("done")),
+    ]));
+    let run = rig.run("build", &["--max-turns", "1"]);
+    assert_eq!(run.code, 2, "{}", run.json);
+    assert_eq!(run.json["status"], "failed");
+    assert!(run.message().contains("max_turns"), "{}", run.message());
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn prose_instead_of_json_is_invalid_output() {
+    for cli in clis() {
+        let rig = Rig::new(
+            cli,
+            Script::text("Sure! I reviewed it and everything looks fine."),
+        );
+        let run = rig.run("review", &[]);
+        assert_eq!(run.code, 7, "{cli}: {}", run.json);
+        assert_eq!(run.json["status"], "failed");
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn a_hanging_model_times_out_and_leaves_no_process() {
+    for cli in clis() {
+        let rig = Rig::new(cli, Script::new([Step::Hang]));
+        let run = rig.run("review", &["--timeout-ms", "8000"]);
+        assert_eq!(run.code, 8, "{cli}: {}", run.json);
+        assert_eq!(run.json["exit"]["timedOut"], true);
+        rig.assert_no_process_left();
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn claude_without_bubblewrap_is_not_run_even_after_a_cached_preflight() {
+    let mut rig = Rig::new("claude", Script::answer(provider_output("ok")));
+    let run = rig.run("review", &[]);
+    assert_eq!(run.code, 0, "{}", run.json);
+    // The same machine without bwrap: a PATH of every system tool but bwrap.
+    let tools = rig.root.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    for dir in ["/usr/local/bin", "/usr/bin", "/bin"] {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = e.file_name();
+            if name == "bwrap" || tools.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), tools.join(&name));
+        }
+    }
+    rig.path = format!("{}:{}", real_bin().display(), tools.display());
+    let run = rig.run("review", &[]);
+    assert_eq!(run.code, 3, "{}", run.json);
+    assert_eq!(run.json["status"], "not_run");
+    assert!(
+        run.message().contains("sandbox required but unavailable"),
+        "{}",
+        run.message()
+    );
+}
+
+/// Codex offers `apply_patch` to models it knows even under `--sandbox read-only`: the log must
+/// show its sandbox refusing the call, and nothing is written.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_read_only_sandbox_refuses_apply_patch() {
+    if !clis().contains(&"codex") {
+        return;
+    }
+    let rig = Rig::new("codex", Script::text("unused"));
+    let evil = rig.file("patched.txt");
+    rig.server.set_script(Script::new([
+        Step::write_file(&evil, "patched\n"),
+        Step::Answer(provider_output("reviewed")),
+    ]));
+    let run = rig.run("review", &["--model", "gpt-5.5"]);
+    assert!(
+        !Path::new(&evil).exists(),
+        "codex wrote through apply_patch in review"
+    );
+    assert!(run.changed().is_empty(), "{}", run.json);
+    assert_eq!(
+        rig.server.tool_calls().first().map(String::as_str),
+        Some("apply_patch")
+    );
+    // The call's output, sent back to the model, carries the sandbox's refusal.
+    let outputs: Vec<String> = rig
+        .server
+        .model_calls()
+        .iter()
+        .flat_map(|r| {
+            r.body["input"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|i| {
+                    i["type"]
+                        .as_str()
+                        .is_some_and(|t| t.ends_with("_call_output"))
+                })
+                .map(|i| i["output"].to_string())
+        })
+        .collect();
+    assert!(
+        outputs
+            .iter()
+            .any(|o| o.contains("read-only") || o.contains("rejected")),
+        "no refusal in the tool outputs: {outputs:?}"
+    );
+    assert_eq!(run.code, 0, "{}", run.json);
+}

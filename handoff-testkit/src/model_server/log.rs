@@ -1,0 +1,180 @@
+//! The request log: one [`LoggedRequest`] per request received.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which endpoint a request reached (any path prefix before these suffixes is accepted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// `…/messages` (Anthropic Messages; Claude adds `?beta=true`).
+    Messages,
+    /// `…/messages/count_tokens`.
+    CountTokens,
+    /// `…/responses` (OpenAI Responses; Codex).
+    Responses,
+    /// `…/chat/completions` (OpenAI Chat Completions; OpenCode, Grok).
+    ChatCompletions,
+    /// `…/models`.
+    Models,
+    /// Anything else.
+    Other,
+}
+
+impl Endpoint {
+    /// Classifies a request path.
+    pub fn from_path(path: &str) -> Endpoint {
+        let path = path.trim_end_matches('/');
+        if path.ends_with("/messages/count_tokens") {
+            Endpoint::CountTokens
+        } else if path.ends_with("/messages") {
+            Endpoint::Messages
+        } else if path.ends_with("/responses") {
+            Endpoint::Responses
+        } else if path.ends_with("/chat/completions") {
+            Endpoint::ChatCompletions
+        } else if path.ends_with("/models") {
+            Endpoint::Models
+        } else {
+            Endpoint::Other
+        }
+    }
+
+    /// Whether this endpoint asks the model for a turn.
+    pub fn is_model_call(self) -> bool {
+        matches!(
+            self,
+            Endpoint::Messages | Endpoint::Responses | Endpoint::ChatCompletions
+        )
+    }
+}
+
+/// What the server answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    /// The side text, to a model request offering no tools.
+    SideText {
+        /// The text.
+        text: String,
+    },
+    /// A final text message (a [`Step::Text`](super::Step::Text), or an
+    /// [`Step::Answer`](super::Step::Answer) sent as text).
+    Text {
+        /// The step played.
+        step: usize,
+        /// The text.
+        text: String,
+    },
+    /// A tool call.
+    ToolCall {
+        /// The step played.
+        step: usize,
+        /// The tool's name.
+        tool: String,
+        /// The call id sent (`toolu_…` / `call_…`).
+        call_id: String,
+        /// Its input: the JSON arguments, or a string for a freeform tool.
+        input: Value,
+    },
+    /// The step needed a tool the client did not offer; the text
+    /// [`NO_SUITABLE_TOOL`](super::NO_SUITABLE_TOOL) was sent.
+    NoSuitableTool {
+        /// The step played.
+        step: usize,
+        /// The tool names the step could use.
+        wanted: Vec<String>,
+        /// The tool names the client offered.
+        offered: Vec<String>,
+    },
+    /// No answer (until shutdown).
+    Hang {
+        /// The step played.
+        step: usize,
+    },
+    /// A scripted HTTP error.
+    Status {
+        /// The step played.
+        step: usize,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// A non-model endpoint (`HEAD`, models list, token count), an unknown path (404), a
+    /// wrong method (405/426) or an unreadable model request (400).
+    Http {
+        /// The HTTP status.
+        status: u16,
+    },
+}
+
+/// One request the server received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedRequest {
+    /// 0-based arrival order.
+    pub seq: usize,
+    /// `GET`, `POST`, `HEAD`, …
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The query string, if any (`beta=true`).
+    pub query: Option<String>,
+    /// Headers in arrival order; names lower-case, values lossily decoded.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON; `null` when empty, a string when not JSON.
+    pub body: Value,
+    /// Which endpoint.
+    pub endpoint: Endpoint,
+    /// What was answered.
+    pub reply: Reply,
+}
+
+impl LoggedRequest {
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether this request asked the model for a turn (a POST to a model endpoint).
+    pub fn is_model_call(&self) -> bool {
+        self.method == "POST" && self.endpoint.is_model_call()
+    }
+
+    /// The `model` the body names.
+    pub fn model(&self) -> Option<&str> {
+        self.body.get("model").and_then(Value::as_str)
+    }
+
+    /// Whether the body asked for a stream (`"stream": true`).
+    pub fn is_stream(&self) -> bool {
+        self.body.get("stream").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The names of the tools offered, in order (Chat `function.name`; a Responses tool
+    /// without a name, such as `web_search`, by its `type`).
+    pub fn offered_tools(&self) -> Vec<String> {
+        let Some(tools) = self.body.get("tools").and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        tools
+            .iter()
+            .filter_map(|t| {
+                t.get("name")
+                    .or_else(|| t.get("function").and_then(|f| f.get("name")))
+                    .or_else(|| t.get("type"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+
+    /// The tool this request was answered with a call of, if any.
+    pub fn tool_called(&self) -> Option<&str> {
+        match &self.reply {
+            Reply::ToolCall { tool, .. } => Some(tool),
+            _ => None,
+        }
+    }
+}
