@@ -725,6 +725,55 @@ mod tests {
     }
 
     #[test]
+    fn precedence_is_flag_then_config_then_operation_default_then_provider_default() {
+        let (_t, dir) = tmp();
+        let config =
+            Config::parse("[agents.claude]\nmodel = \"cfg\"\neffort = \"low\"\nmax_turns = 7\n")
+                .unwrap();
+        let mut a = input(&dir);
+        a.verb = Verb::Advice;
+        a.mode = None;
+        a.harness = Some("claude".into());
+        let r = a.validate_with(&registry(), &config).unwrap().request;
+        assert_eq!(r.selection.resolved.model, "cfg");
+        assert_eq!(r.selection.resolved.effort, "low");
+        assert_eq!(r.selection.resolved.max_turns, Some(7));
+        assert_eq!(r.selection.provenance.effort, SelectionSource::Config);
+        a.effort = Some("high".into());
+        a.max_turns = Some("3".into());
+        let r = a.validate_with(&registry(), &config).unwrap().request;
+        assert_eq!(r.selection.resolved.effort, "high");
+        assert_eq!(r.selection.provenance.effort, SelectionSource::Explicit);
+        assert_eq!(r.selection.resolved.max_turns, Some(3));
+        assert_eq!(r.selection.provenance.model, SelectionSource::Config);
+        let r = a
+            .validate_with(&registry(), &Config::default())
+            .unwrap()
+            .request;
+        assert_eq!(
+            r.selection.provenance.model,
+            SelectionSource::ProviderDefault
+        );
+        a.effort = None;
+        let r = a
+            .validate_with(&registry(), &Config::default())
+            .unwrap()
+            .request;
+        assert_eq!(
+            r.selection.provenance.effort,
+            SelectionSource::OperationDefault
+        );
+        // A config value the agent cannot take is refused like a flag would be.
+        let bad = Config::parse("[agents.codex]\nmax_turns = 4\n").unwrap();
+        assert!(
+            input(&dir)
+                .validate_with(&registry(), &bad)
+                .unwrap_err()
+                .contains("max_turns")
+        );
+    }
+
+    #[test]
     fn intent_hash_ignores_lineage_and_budgets_but_not_the_model() {
         let (_t, dir) = tmp();
         let a = input(&dir).validate(&registry()).unwrap().request;
