@@ -28,7 +28,7 @@ Only exit 0 with status \"succeeded\" is success.";
 /// Delegate coding work to another agent CLI (Codex, Claude Code, Grok, Kiro, OpenCode, Cursor)
 /// and verify the result with git.
 #[derive(Debug, Parser)]
-#[command(name = "handoff", version, about, after_help = AFTER_HELP, propagate_version = true)]
+#[command(name = "handoff", version, after_help = AFTER_HELP, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -15,7 +15,10 @@ pub const PINNED: &[(&str, &str, &str)] = &[
 ];
 
 fn installed_version(prefix: &Path, package: &str) -> Option<String> {
-    let manifest = prefix.join("node_modules").join(package).join("package.json");
+    let manifest = prefix
+        .join("node_modules")
+        .join(package)
+        .join("package.json");
     let text = std::fs::read_to_string(manifest).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v["version"].as_str().map(str::to_owned)
@@ -38,7 +41,13 @@ pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
             )?;
         }
         let out = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--no-save", "--prefix"])
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--prefix",
+            ])
             .arg(prefix)
             .args(&missing)
             .output()
@@ -55,17 +64,24 @@ pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
     let bin = prefix.join("node_modules/.bin");
     for (pkg, version, exe) in PINNED {
         if installed_version(prefix, pkg).as_deref() != Some(*version) {
-            bail!("{pkg}@{version} is not installed under {}", prefix.display());
+            bail!(
+                "{pkg}@{version} is not installed under {}",
+                prefix.display()
+            );
         }
         if !bin.join(exe).exists() {
-            bail!("{} is missing after installing {pkg}", bin.join(exe).display());
+            bail!(
+                "{} is missing after installing {pkg}",
+                bin.join(exe).display()
+            );
         }
     }
     Ok(bin)
 }
 
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
 /// Claude Code's sandbox needs Debian's bubblewrap and socat.
@@ -81,7 +97,10 @@ pub fn install_sandbox_tools() -> Result<()> {
     eprintln!("==> apt-get install {}", missing.join(" "));
     let update = Command::new("apt-get").args(["update", "-qq"]).status();
     if !update.is_ok_and(|s| s.success()) {
-        bail!("apt-get update failed; install {} by hand", missing.join(" "));
+        bail!(
+            "apt-get update failed; install {} by hand",
+            missing.join(" ")
+        );
     }
     let status = Command::new("apt-get")
         .args(["install", "-y", "-qq"])

@@ -1,0 +1,352 @@
+//! `cargo xtask bench`: the cost of `handoff fingerprint` next to `git status`.
+//!
+//! Generates repositories of 10,000 and 100,000 files (deterministic content, nested three levels
+//! deep, committed), and prints, for a clean tree and with 1% of the files modified, the median
+//! wall time of:
+//!
+//! - `handoff fingerprint --cwd DIR` (stat cache trusted, like git),
+//! - `git status --porcelain=v2 -uall`,
+//! - a full-content hash of every file (`handoff fingerprint --full-hash`: the same walk, every
+//!   tracked file read and hashed in parallel, which is what a fingerprint without the stat cache
+//!   costs),
+//!
+//! each after one warm-up run, interleaved run by run, plus each one's peak RSS (through
+//! `/usr/bin/time`, when it is there).
+//!
+//! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
+//! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
+//! `handoff` binary; default: `cargo build --release -p handoff-cli`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// One measured command.
+struct Tool {
+    name: &'static str,
+    program: PathBuf,
+    args: Vec<String>,
+}
+
+/// Median wall time and peak RSS (KiB) of one tool in one state.
+struct Measure {
+    median: Duration,
+    peak_rss_kib: Option<u64>,
+}
+
+/// Entry point: `cargo xtask bench [--sizes A,B] [--runs N] [--dir DIR] [--handoff PATH]`.
+pub fn bench(args: &[String]) -> Result<()> {
+    let mut sizes = vec![10_000usize, 100_000];
+    let mut runs = 5usize;
+    let mut dir: Option<PathBuf> = None;
+    let mut handoff: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--sizes" => {
+                sizes = value()?
+                    .split(',')
+                    .map(|s| s.trim().parse::<usize>())
+                    .collect::<Result<_, _>>()
+                    .context("--sizes takes numbers separated by commas")?;
+            }
+            "--runs" => runs = value()?.parse().context("--runs takes a number")?,
+            "--dir" => dir = Some(PathBuf::from(value()?)),
+            "--handoff" => handoff = Some(PathBuf::from(value()?)),
+            other => bail!(
+                "unknown argument {other:?}; usage: cargo xtask bench [--sizes 10000,100000] \
+                 [--runs N] [--dir DIR] [--handoff PATH]"
+            ),
+        }
+    }
+    let runs = runs.max(1);
+    let handoff = match handoff {
+        Some(path) => path,
+        None => build_handoff()?,
+    };
+    let time_v = Path::new("/usr/bin/time").is_file();
+    if !time_v {
+        eprintln!("note: /usr/bin/time not found; peak RSS is not measured");
+    }
+    let tmp;
+    let base = match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(&dir)?;
+            dir
+        }
+        None => {
+            tmp = tempfile::Builder::new()
+                .prefix("handoff-bench-")
+                .tempdir()?;
+            tmp.path().to_owned()
+        }
+    };
+
+    println!(
+        "{:>8}  {:<9} {:>12} {:>12} {:>12} {:>9}   peak RSS MiB (handoff / git / full)",
+        "files", "state", "handoff", "git status", "full hash", "vs git"
+    );
+    for &files in &sizes {
+        let repo = base.join(format!("repo-{files}"));
+        eprintln!("==> generating {files} files in {}", repo.display());
+        generate(&repo, files)?;
+        let tools = [
+            Tool {
+                name: "handoff fingerprint",
+                program: handoff.clone(),
+                args: vec!["fingerprint".into(), "--cwd".into(), path_arg(&repo)?],
+            },
+            Tool {
+                name: "git status",
+                program: PathBuf::from("git"),
+                args: vec!["status".into(), "--porcelain=v2".into(), "-uall".into()],
+            },
+            Tool {
+                name: "full hash",
+                program: handoff.clone(),
+                args: vec![
+                    "fingerprint".into(),
+                    "--full-hash".into(),
+                    "--cwd".into(),
+                    path_arg(&repo)?,
+                ],
+            },
+        ];
+        for state in ["clean", "1% modified"] {
+            if state != "clean" {
+                modify(&repo, files)?;
+            }
+            let measures = measure_all(&tools, &repo, runs, time_v)?;
+            let mib = |m: &Measure| {
+                m.peak_rss_kib
+                    .map_or_else(|| "-".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0))
+            };
+            println!(
+                "{:>8}  {:<9} {:>10.3} s {:>10.3} s {:>10.3} s {:>8.2}x   {} / {} / {}",
+                files,
+                state,
+                measures[0].median.as_secs_f64(),
+                measures[1].median.as_secs_f64(),
+                measures[2].median.as_secs_f64(),
+                measures[0].median.as_secs_f64() / measures[1].median.as_secs_f64().max(1e-9),
+                mib(&measures[0]),
+                mib(&measures[1]),
+                mib(&measures[2]),
+            );
+        }
+    }
+    println!(
+        "(median of {runs} interleaved runs after one warm-up each; `vs git` is handoff / git status)"
+    );
+    Ok(())
+}
+
+/// Builds `handoff` in release mode and returns the binary's path.
+fn build_handoff() -> Result<PathBuf> {
+    eprintln!("==> cargo build --release -p handoff-cli");
+    let out = crate::cargo()
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "handoff-cli",
+            "--message-format=json",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo build")?;
+    if !out.status.success() {
+        bail!(
+            "cargo build --release -p handoff-cli failed ({})",
+            out.status
+        );
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if msg["reason"] == "compiler-artifact"
+            && msg["target"]["name"] == "handoff"
+            && let Some(exe) = msg["executable"].as_str()
+        {
+            return Ok(PathBuf::from(exe));
+        }
+    }
+    bail!("cargo did not report the handoff binary")
+}
+
+fn path_arg(path: &Path) -> Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .with_context(|| format!("{} is not valid UTF-8", path.display()))
+}
+
+/// The repository-relative path of file `i`: three levels of directories, ten wide each.
+fn file_path(i: usize) -> String {
+    format!(
+        "d{}/e{}/f{}/file{i}.txt",
+        (i / 1000) % 10,
+        (i / 100) % 10,
+        (i / 10) % 10
+    )
+}
+
+/// Deterministic content of file `i`: 200 to 4,199 bytes of text.
+fn content(i: usize) -> Vec<u8> {
+    let size = 200 + (i * 7919) % 4000;
+    let line = format!("line of file {i} ").repeat(4) + "\n";
+    line.as_bytes().iter().copied().cycle().take(size).collect()
+}
+
+/// Creates `repo` with `files` files, committed (kept if it is already there).
+fn generate(repo: &Path, files: usize) -> Result<()> {
+    let marker = repo.join(".git/bench-generated");
+    if marker.is_file() {
+        // Undo the modifications of an earlier run.
+        git(repo, &["checkout", "-q", "--", "."])?;
+        return Ok(());
+    }
+    if repo.exists() {
+        std::fs::remove_dir_all(repo)?;
+    }
+    std::fs::create_dir_all(repo)?;
+    git(repo, &["init", "-q", "-b", "main"])?;
+    for i in 0..files {
+        let path = repo.join(file_path(i));
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, content(i))?;
+    }
+    // Past the second the files were written in, so that no index entry is racily clean.
+    std::thread::sleep(Duration::from_millis(1100));
+    git(repo, &["add", "-A"])?;
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=bench",
+            "-c",
+            "user.email=bench@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "-m",
+            "bench",
+        ],
+    )?;
+    std::fs::write(marker, "")?;
+    Ok(())
+}
+
+/// Modifies every hundredth file (1%).
+fn modify(repo: &Path, files: usize) -> Result<()> {
+    for i in (0..files).step_by(100) {
+        let path = repo.join(file_path(i));
+        let mut bytes = std::fs::read(&path)?;
+        bytes.extend_from_slice(b"modified by the benchmark\n");
+        std::fs::write(&path, bytes)?;
+    }
+    Ok(())
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<()> {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdout(Stdio::null())
+        .status()
+        .with_context(|| format!("cannot run git {args:?}"))?;
+    if !status.success() {
+        bail!("git {args:?} failed ({status})");
+    }
+    Ok(())
+}
+
+/// One warm-up run of each tool, then `runs` rounds of one run each.
+fn measure_all(tools: &[Tool], repo: &Path, runs: usize, time_v: bool) -> Result<Vec<Measure>> {
+    for tool in tools {
+        run_once(tool, repo, time_v)?;
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); tools.len()];
+    let mut rss: Vec<Option<u64>> = vec![None; tools.len()];
+    for _ in 0..runs {
+        for (n, tool) in tools.iter().enumerate() {
+            let (elapsed, peak) = run_once(tool, repo, time_v)?;
+            times[n].push(elapsed);
+            rss[n] = rss[n].max(peak);
+        }
+    }
+    Ok(times
+        .into_iter()
+        .zip(rss)
+        .map(|(mut t, peak_rss_kib)| {
+            t.sort();
+            Measure {
+                median: t[t.len() / 2],
+                peak_rss_kib,
+            }
+        })
+        .collect())
+}
+
+/// Runs `tool` in `repo`: wall time, and peak RSS in KiB where `/usr/bin/time` reports it.
+fn run_once(tool: &Tool, repo: &Path, time_v: bool) -> Result<(Duration, Option<u64>)> {
+    let mut command = if time_v {
+        let mut c = Command::new("/usr/bin/time");
+        c.args(["-f", "%M"]).arg(&tool.program);
+        c
+    } else {
+        Command::new(&tool.program)
+    };
+    command
+        .args(&tool.args)
+        .current_dir(repo)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let out = command
+        .output()
+        .with_context(|| format!("cannot run {}", tool.name))?;
+    let elapsed = start.elapsed();
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {}",
+            tool.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let peak = time_v
+        .then(|| {
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .and_then(|l| l.trim().parse::<u64>().ok())
+        })
+        .flatten();
+    Ok((elapsed, peak))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_and_content_are_deterministic() {
+        assert_eq!(file_path(0), "d0/e0/f0/file0.txt");
+        assert_eq!(file_path(12345), "d2/e3/f4/file12345.txt");
+        assert_eq!(content(7), content(7));
+        assert_eq!(content(0).len(), 200);
+        assert!(content(1).len() > 200);
+    }
+}
