@@ -9,14 +9,14 @@
 use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
     OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
     RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
 use crate::probe;
 
 /// The Claude Code adapter.
@@ -141,38 +141,19 @@ fn mcp_file(
     run: &RunDir,
     secrets: &mut Vec<String>,
 ) -> Result<Option<(PrivateFile, Vec<String>)>, InvocationError> {
-    let Some(mcp) = &run.mcp else { return Ok(None) };
-    let mut servers = serde_json::Map::new();
-    let mut names = Vec::new();
-    for server in &mcp.servers {
-        names.push(server.name().to_owned());
-        let entry = match server {
-            McpServer::Stdio(s) => {
-                let mut env = serde_json::Map::new();
-                for (k, r) in &s.env {
-                    let v = mcp_secret(run, &r.from_env)?;
-                    secrets.push(v.clone());
-                    env.insert(k.clone(), json!(v));
-                }
-                json!({"command": s.command, "args": s.args, "env": env})
-            }
-            McpServer::Http(r) | McpServer::Sse(r) => {
-                let mut headers = serde_json::Map::new();
-                for (k, reference) in &r.headers {
-                    let v = mcp_secret(run, &reference.from_env)?;
-                    secrets.extend(crate::common::secret_forms(&v));
-                    headers.insert(k.clone(), json!(v));
-                }
-                let kind = if matches!(server, McpServer::Http(_)) {
-                    "http"
-                } else {
-                    "sse"
-                };
-                json!({"type": kind, "url": r.url, "headers": headers})
-            }
-        };
-        servers.insert(server.name().to_owned(), entry);
+    if run.mcp.is_none() {
+        return Ok(None);
     }
+    let (servers, names) = render_mcp(run, secrets, |server| match server {
+        ResolvedMcp::Stdio { command, args, env } => {
+            json!({"command": command, "args": args, "env": env})
+        }
+        ResolvedMcp::Remote {
+            transport,
+            url,
+            headers,
+        } => json!({"type": transport, "url": url, "headers": headers}),
+    })?;
     // Secret values go into a 0600 file inside the private run directory (removed after the
     // run), never into argv.
     let file = PrivateFile {

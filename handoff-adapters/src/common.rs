@@ -16,6 +16,78 @@ pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
         })
 }
 
+/// One MCP server of the run, with its secret references resolved.
+pub enum ResolvedMcp<'a> {
+    /// A local process.
+    Stdio {
+        /// Absolute program path.
+        command: &'a str,
+        /// Its arguments.
+        args: &'a [String],
+        /// Its environment, values resolved.
+        env: serde_json::Map<String, serde_json::Value>,
+    },
+    /// A remote server.
+    Remote {
+        /// `http` or `sse`.
+        transport: &'static str,
+        /// Its URL.
+        url: &'a str,
+        /// Its headers, values resolved.
+        headers: serde_json::Map<String, serde_json::Value>,
+    },
+}
+
+/// Renders every MCP server of the run with `render`, after resolving its secret references
+/// from handoff's environment (each value, and the bare token of an HTTP credential, is added
+/// to `secrets`). Returns the rendered servers by name, and the names in descriptor order.
+pub fn render_mcp(
+    run: &RunDir,
+    secrets: &mut Vec<String>,
+    render: impl Fn(ResolvedMcp<'_>) -> serde_json::Value,
+) -> Result<(serde_json::Map<String, serde_json::Value>, Vec<String>), InvocationError> {
+    use handoff_core::McpServer;
+    let mut servers = serde_json::Map::new();
+    let mut names = Vec::new();
+    for server in run.mcp.iter().flat_map(|m| &m.servers) {
+        let resolved = match server {
+            McpServer::Stdio(s) => {
+                let mut env = serde_json::Map::new();
+                for (k, r) in &s.env {
+                    let v = mcp_secret(run, &r.from_env)?;
+                    secrets.push(v.clone());
+                    env.insert(k.clone(), serde_json::Value::String(v));
+                }
+                ResolvedMcp::Stdio {
+                    command: &s.command,
+                    args: &s.args,
+                    env,
+                }
+            }
+            McpServer::Http(r) | McpServer::Sse(r) => {
+                let mut headers = serde_json::Map::new();
+                for (k, reference) in &r.headers {
+                    let v = mcp_secret(run, &reference.from_env)?;
+                    secrets.extend(secret_forms(&v));
+                    headers.insert(k.clone(), serde_json::Value::String(v));
+                }
+                ResolvedMcp::Remote {
+                    transport: if matches!(server, McpServer::Http(_)) {
+                        "http"
+                    } else {
+                        "sse"
+                    },
+                    url: &r.url,
+                    headers,
+                }
+            }
+        };
+        names.push(server.name().to_owned());
+        servers.insert(server.name().to_owned(), render(resolved));
+    }
+    Ok((servers, names))
+}
+
 /// A secret value and, for an HTTP credential like `Bearer <token>`, the bare token too: both
 /// must be masked wherever they appear.
 pub fn secret_forms(value: &str) -> Vec<String> {

@@ -14,13 +14,13 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
     OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
     RunDir, StdinSource, agent_env,
 };
 use serde_json::{Value, json};
 
-use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret, secret_forms};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
 use crate::grok::{no_stdout, sandbox_block};
 use crate::probe;
 
@@ -88,35 +88,15 @@ fn mcp_config(
     run: &RunDir,
     secrets: &mut Vec<String>,
 ) -> Result<Option<(PrivateFile, Vec<String>)>, InvocationError> {
-    let Some(mcp) = run.mcp.as_ref().filter(|m| !m.servers.is_empty()) else {
+    if run.mcp.as_ref().is_none_or(|m| m.servers.is_empty()) {
         return Ok(None);
-    };
-    let mut servers = serde_json::Map::new();
-    let mut names = Vec::new();
-    for server in &mcp.servers {
-        names.push(server.name().to_owned());
-        let entry = match server {
-            McpServer::Stdio(s) => {
-                let mut env = serde_json::Map::new();
-                for (k, r) in &s.env {
-                    let v = mcp_secret(run, &r.from_env)?;
-                    secrets.push(v.clone());
-                    env.insert(k.clone(), json!(v));
-                }
-                json!({"command": s.command, "args": s.args, "env": env})
-            }
-            McpServer::Http(r) | McpServer::Sse(r) => {
-                let mut headers = serde_json::Map::new();
-                for (k, reference) in &r.headers {
-                    let v = mcp_secret(run, &reference.from_env)?;
-                    secrets.extend(secret_forms(&v));
-                    headers.insert(k.clone(), json!(v));
-                }
-                json!({"url": r.url, "headers": headers})
-            }
-        };
-        servers.insert(server.name().to_owned(), entry);
     }
+    let (servers, names) = render_mcp(run, secrets, |server| match server {
+        ResolvedMcp::Stdio { command, args, env } => {
+            json!({"command": command, "args": args, "env": env})
+        }
+        ResolvedMcp::Remote { url, headers, .. } => json!({"url": url, "headers": headers}),
+    })?;
     // Secret values go into a 0600 file inside the private run directory (removed after the
     // run), never into argv or the environment.
     let file = PrivateFile {

@@ -17,14 +17,14 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
     OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Request, RunDir,
     StdinSource, Usage, UsageSource, agent_env,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
 use crate::probe;
 
 /// The OpenCode adapter.
@@ -152,37 +152,16 @@ fn mcp_table(
     run: &RunDir,
     secrets: &mut Vec<String>,
 ) -> Result<(Value, Vec<String>), InvocationError> {
-    let mut servers = serde_json::Map::new();
-    let mut names = Vec::new();
-    let Some(mcp) = &run.mcp else {
-        return Ok((Value::Object(servers), names));
-    };
-    for server in &mcp.servers {
-        names.push(server.name().to_owned());
-        let entry = match server {
-            McpServer::Stdio(s) => {
-                let mut env = serde_json::Map::new();
-                for (k, r) in &s.env {
-                    let v = mcp_secret(run, &r.from_env)?;
-                    secrets.push(v.clone());
-                    env.insert(k.clone(), json!(v));
-                }
-                let mut command = vec![s.command.clone()];
-                command.extend(s.args.iter().cloned());
-                json!({"type": "local", "command": command, "environment": env, "enabled": true})
-            }
-            McpServer::Http(r) | McpServer::Sse(r) => {
-                let mut headers = serde_json::Map::new();
-                for (k, reference) in &r.headers {
-                    let v = mcp_secret(run, &reference.from_env)?;
-                    secrets.extend(crate::common::secret_forms(&v));
-                    headers.insert(k.clone(), json!(v));
-                }
-                json!({"type": "remote", "url": r.url, "headers": headers, "enabled": true})
-            }
-        };
-        servers.insert(server.name().to_owned(), entry);
-    }
+    let (servers, names) = render_mcp(run, secrets, |server| match server {
+        ResolvedMcp::Stdio { command, args, env } => {
+            let mut argv = vec![command.to_owned()];
+            argv.extend(args.iter().cloned());
+            json!({"type": "local", "command": argv, "environment": env, "enabled": true})
+        }
+        ResolvedMcp::Remote { url, headers, .. } => {
+            json!({"type": "remote", "url": url, "headers": headers, "enabled": true})
+        }
+    })?;
     Ok((Value::Object(servers), names))
 }
 
