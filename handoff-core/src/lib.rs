@@ -25,6 +25,7 @@ mod provider;
 mod redact;
 mod request;
 mod result;
+mod supervisor;
 mod workspace;
 
 pub use config::{
@@ -53,6 +54,11 @@ pub use provider::{
 pub use redact::{DIAGNOSTIC_LIMIT, redact, truncate_tail};
 pub use request::*;
 pub use result::*;
+pub use supervisor::{
+    AUDIT_LIMIT, Admission, Capability, Clock, DagError, DagStore, GrantKind, GrantRequest,
+    MAX_DEPENDENCIES, MAX_NONCE_BYTES, NodeRequest, RedeemError, RegisteredNode, TOKEN_PREFIX,
+    Ticket, Token, TokenAudit, TokenBook, TokenError, attenuate, check_dag_invariants,
+};
 pub use workspace::{
     ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, StatusChange, Workspace,
     WorkspaceError,

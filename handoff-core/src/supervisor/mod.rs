@@ -1,0 +1,26 @@
+//! The advice supervisor's pure core: the budgeted DAG of one root run ([`DagStore`]), the
+//! capability tokens that let a worker ask for nested advice ([`TokenBook`]) and grant
+//! attenuation ([`attenuate`]). No process, socket or file: the supervisor that serves nested
+//! requests is built on top of these.
+//!
+//! A nested request is handled as: [`TokenBook::check`] the token and nonce → [`attenuate`]
+//! the grants against the [`Capability`] → [`DagStore::admit`] (or [`DagStore::register`]) the
+//! node → build the request with the admission's lineage, budgets and timeout →
+//! [`DagStore::commit`] → [`TokenBook::commit`] the ticket. A refusal anywhere spends nothing
+//! and changes nothing.
+
+mod clock;
+mod dag;
+mod grants;
+mod token;
+
+pub use clock::Clock;
+pub use dag::{
+    Admission, DagError, DagStore, MAX_DEPENDENCIES, NodeRequest, RegisteredNode,
+    check_dag_invariants,
+};
+pub use grants::{GrantKind, GrantRequest, attenuate};
+pub use token::{
+    AUDIT_LIMIT, Capability, MAX_NONCE_BYTES, RedeemError, TOKEN_PREFIX, Ticket, Token, TokenAudit,
+    TokenBook, TokenError,
+};
