@@ -5,6 +5,8 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod fingerprint;
+
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
     AgentId, Config, Engine, EngineOptions, Instructions, LoadedConfig, MAX_INSTRUCTIONS_BYTES,
@@ -48,6 +50,9 @@ enum Command {
     /// Show or check the user configuration (per-agent defaults, environment, endpoints).
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print the git fingerprint of a worktree (digest, counts, changes), or what changed since
+    /// a saved one.
+    Fingerprint(fingerprint::FingerprintArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,7 +186,7 @@ fn verb_of(command: &Command) -> Option<Verb> {
         Command::Run(_) => Some(Verb::Run),
         Command::RunWithAdvice(_) => Some(Verb::RunWithAdvice),
         Command::Advice(_) => Some(Verb::Advice),
-        Command::Capabilities(_) | Command::Config(_) => None,
+        Command::Capabilities(_) | Command::Config(_) | Command::Fingerprint(_) => None,
     }
 }
 
@@ -450,6 +455,7 @@ fn main() -> ExitCode {
         match (verb_of(&cli.command), cli.command) {
             (_, Command::Capabilities(c)) => capabilities(c.json).await,
             (_, Command::Config(c)) => config_command(c),
+            (_, Command::Fingerprint(f)) => fingerprint::main(f).await,
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 match input_of(verb, a) {
                     Ok(input) => run_delegation(input).await,

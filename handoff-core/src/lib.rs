@@ -60,6 +60,6 @@ pub use supervisor::{
     Ticket, Token, TokenAudit, TokenBook, TokenError, attenuate, check_dag_invariants,
 };
 pub use workspace::{
-    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, StatusChange, Workspace,
+    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, StatusChange, Workspace,
     WorkspaceError,
 };

@@ -3,7 +3,8 @@
 //! Core only defines the shape of a fingerprint and how two fingerprints compare; reading a
 //! repository is the job of an implementation (`handoff-git` on gix).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use schemars::JsonSchema;
@@ -74,7 +75,8 @@ pub struct StatusChange {
     pub deleted: bool,
 }
 
-/// A content-addressed picture of a worktree at one moment.
+/// A content-addressed picture of a worktree, and of the repository state next to it (HEAD,
+/// refs, hooks, config, `info/*`), at one moment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Fingerprint {
@@ -82,24 +84,197 @@ pub struct Fingerprint {
     pub schema_version: String,
     /// Hash algorithm of `digest` (`sha256`).
     pub algorithm: String,
-    /// `sha256:<hex>` over HEAD and every entry's state, in path order.
+    /// `sha256:<hex>` over every entry (key and state) in key order: equal iff the entries are.
     pub digest: String,
     /// The worktree root that was fingerprinted.
     #[schemars(with = "String")]
     pub root: Utf8PathBuf,
     /// The commit HEAD points at, or null on an unborn branch.
     pub head: Option<String>,
-    /// How many paths were fingerprinted.
+    /// How many entries were fingerprinted (worktree paths and `.git/…` entries).
     pub entry_count: u64,
     /// Status entries by kind.
     pub change_counts: ChangeCounts,
     /// What `git status` reports, sorted by path.
     pub changes: Vec<StatusChange>,
-    /// Per-path state (`path` → opaque state string, equal iff the path is unchanged).
-    /// Kept in memory for comparison; not part of the serialized evidence.
+    /// Refs left out of the fingerprint because another linked worktree of the same repository
+    /// has them checked out (its own work moves them), sorted; e.g. `refs/heads/feature`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_refs: Vec<String>,
+    /// Whether ignored files were fingerprinted too (an opt-in).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub includes_ignored: bool,
+    /// Per-path state (entry key → state string, equal iff nothing about the entry changed).
+    ///
+    /// Keys are repository-relative worktree paths and `.git/…` paths (HEAD, refs, hooks,
+    /// config, `info/*`). Kept in memory for comparison and not part of the serialized form, which
+    /// stays small however large the repository is; `handoff fingerprint --json` prints it.
     #[serde(skip)]
     #[schemars(skip)]
-    pub entries: BTreeMap<String, String>,
+    pub entries: Entries,
+}
+
+/// The per-entry states of a [`Fingerprint`]: entry keys, unique and sorted bytewise, each with
+/// a state string.
+///
+/// Stored as one text buffer and a list of offsets, so that a fingerprint of a repository with
+/// 100,000 files costs two allocations rather than 200,000, and compares and clones as fast as
+/// memory can be copied. Looks up like a sorted map: [`get`](Self::get), `entries["path"]`,
+/// [`iter`](Self::iter) in key order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Entries {
+    text: String,
+    /// Per entry, where its key ends and where its state ends in `text`; an entry starts where
+    /// the previous one ends.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Entries {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty table with room for `entries` entries of `text` bytes in all.
+    pub fn with_capacity(entries: usize, text: usize) -> Self {
+        Entries {
+            text: String::with_capacity(text),
+            ends: Vec::with_capacity(entries),
+        }
+    }
+
+    /// Makes room for `entries` more entries of `text` more bytes in all.
+    pub fn reserve(&mut self, entries: usize, text: usize) {
+        self.text.reserve(text);
+        self.ends.reserve(entries);
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The key of the last entry.
+    pub fn last_key(&self) -> Option<&str> {
+        self.len().checked_sub(1).map(|i| self.at(i).0)
+    }
+
+    /// Adds an entry after the last one. A key equal to the last key extends that entry's state
+    /// with `|` and `state` (two paths that share a key). Returns `false`, adding nothing, if
+    /// `key` sorts before the last key.
+    pub fn push(&mut self, key: &str, state: &str) -> bool {
+        match self.last_key().map(|last| key.cmp(last)) {
+            Some(Ordering::Less) => false,
+            Some(Ordering::Equal) => {
+                self.text.push('|');
+                self.text.push_str(state);
+                if let Some(last) = self.ends.last_mut() {
+                    last.1 = self.text.len();
+                }
+                true
+            }
+            _ => {
+                self.text.push_str(key);
+                let key_end = self.text.len();
+                self.text.push_str(state);
+                self.ends.push((key_end, self.text.len()));
+                true
+            }
+        }
+    }
+
+    /// The state of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.position(key).map(|i| self.at(i).1)
+    }
+
+    /// Whether there is an entry for `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_some()
+    }
+
+    /// The entry at position `i` in key order.
+    pub fn get_index(&self, i: usize) -> Option<(&str, &str)> {
+        (i < self.len()).then(|| self.at(i))
+    }
+
+    /// The entries, in key order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        (0..self.len()).map(|i| self.at(i))
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.iter().map(|(key, _)| key)
+    }
+
+    /// The entry at position `i` (which must be in range).
+    fn at(&self, i: usize) -> (&str, &str) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (key_end, end) = self.ends[i];
+        (&self.text[start..key_end], &self.text[key_end..end])
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        let mut lo = 0;
+        let mut hi = self.len();
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.at(mid).0.cmp(key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Some(mid),
+            }
+        }
+        None
+    }
+}
+
+impl std::ops::Index<&str> for Entries {
+    type Output = str;
+
+    /// The state of `key`; panics if there is none, like a map.
+    fn index(&self, key: &str) -> &str {
+        match self.get(key) {
+            Some(state) => state,
+            None => panic!("no entry for {key:?}"),
+        }
+    }
+}
+
+impl<K: Into<String>, V: AsRef<str>> FromIterator<(K, V)> for Entries {
+    /// Sorts the entries by key; equal keys are joined as [`push`](Self::push) does.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut all: Vec<(String, V)> = iter.into_iter().map(|(k, v)| (k.into(), v)).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        let text = all
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().len() + 1)
+            .sum();
+        let mut entries = Entries::with_capacity(all.len(), text);
+        for (key, state) in &all {
+            entries.push(key, state.as_ref());
+        }
+        entries
+    }
+}
+
+impl Serialize for Entries {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = std::collections::BTreeMap::<String, String>::deserialize(deserializer)?;
+        Ok(map.into_iter().collect())
+    }
 }
 
 /// What changed between two fingerprints.
@@ -118,26 +293,77 @@ pub struct GitEvidence {
 
 impl Fingerprint {
     /// Compares this fingerprint (before) with `after`.
+    ///
+    /// `changed` is whether the digests differ and `changed_files` every entry key whose state
+    /// differs. When the two fingerprints left out different refs (another worktree checked out
+    /// another branch meanwhile), the refs left out by either are not compared, and `changed` is
+    /// decided entry by entry.
     pub fn compare(&self, after: &Fingerprint) -> GitEvidence {
-        let changed = self.digest != after.digest;
-        let mut files = BTreeSet::new();
-        if changed {
-            for (path, state) in &self.entries {
-                if after.entries.get(path) != Some(state) {
-                    files.insert(path.clone());
-                }
-            }
-            for path in after.entries.keys() {
-                if !self.entries.contains_key(path) {
-                    files.insert(path.clone());
+        let same_exclusions = self.excluded_refs == after.excluded_refs;
+        let by_entries = !same_exclusions && !self.entries.is_empty() && !after.entries.is_empty();
+        let skipped: BTreeSet<String> = if by_entries {
+            self.excluded_refs
+                .iter()
+                .chain(&after.excluded_refs)
+                .map(|name| format!(".git/{name}"))
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        let mut files = Vec::new();
+        if self.digest != after.digest {
+            let mut before = self.entries.iter().peekable();
+            let mut later = after.entries.iter().peekable();
+            loop {
+                let key = match (before.peek(), later.peek()) {
+                    (None, None) => break,
+                    (Some((b, _)), None) => {
+                        let key = *b;
+                        before.next();
+                        key
+                    }
+                    (None, Some((a, _))) => {
+                        let key = *a;
+                        later.next();
+                        key
+                    }
+                    (Some((b, bs)), Some((a, as_))) => match b.cmp(a) {
+                        Ordering::Less => {
+                            let key = *b;
+                            before.next();
+                            key
+                        }
+                        Ordering::Greater => {
+                            let key = *a;
+                            later.next();
+                            key
+                        }
+                        Ordering::Equal => {
+                            let (key, same) = (*b, bs == as_);
+                            before.next();
+                            later.next();
+                            if same {
+                                continue;
+                            }
+                            key
+                        }
+                    },
+                };
+                if !skipped.contains(key) {
+                    files.push(key.to_owned());
                 }
             }
         }
+        let changed = if by_entries {
+            !files.is_empty()
+        } else {
+            self.digest != after.digest
+        };
         GitEvidence {
             before: Some(self.clone()),
             after: Some(after.clone()),
             changed,
-            changed_files: files.into_iter().collect(),
+            changed_files: files,
         }
     }
 }
@@ -168,6 +394,8 @@ mod tests {
             entry_count: entries.len() as u64,
             change_counts: ChangeCounts::default(),
             changes: vec![],
+            excluded_refs: vec![],
+            includes_ignored: false,
             entries: entries
                 .iter()
                 .map(|(p, s)| (p.to_string(), s.to_string()))
@@ -182,6 +410,64 @@ mod tests {
         let e = a.compare(&b);
         assert!(e.changed);
         assert_eq!(e.changed_files, vec!["b", "c", "d"]);
+    }
+
+    #[test]
+    fn refs_excluded_on_either_side_are_not_compared() {
+        let mut a = fp(
+            "sha256:a",
+            &[(".git/refs/heads/one", "1"), (".git/refs/heads/two", "1")],
+        );
+        a.excluded_refs = vec!["refs/heads/three".into()];
+        // Another worktree switched from `three` to `one`, and moved `one` and `three`.
+        let mut b = fp(
+            "sha256:b",
+            &[(".git/refs/heads/two", "1"), (".git/refs/heads/three", "2")],
+        );
+        b.excluded_refs = vec!["refs/heads/one".into()];
+        let e = a.compare(&b);
+        assert!(!e.changed, "{e:?}");
+        assert!(e.changed_files.is_empty());
+        // A change elsewhere is still seen.
+        b.entries = [(".git/refs/heads/two", "2"), (".git/refs/heads/three", "2")]
+            .into_iter()
+            .collect();
+        let e = a.compare(&b);
+        assert!(e.changed);
+        assert_eq!(e.changed_files, vec![".git/refs/heads/two"]);
+    }
+
+    #[test]
+    fn new_fields_are_left_out_of_the_json_when_empty() {
+        let a = fp("sha256:a", &[("a", "1")]);
+        let json = serde_json::to_value(&a).unwrap();
+        assert!(json.get("excludedRefs").is_none());
+        assert!(json.get("includesIgnored").is_none());
+        assert!(json.get("entries").is_none());
+        let back: Fingerprint = serde_json::from_value(json).unwrap();
+        assert!(back.entries.is_empty());
+        assert!(back.excluded_refs.is_empty());
+    }
+
+    #[test]
+    fn entries_are_a_sorted_table() {
+        let mut e: Entries = [("b", "2"), ("a", "1"), ("c", "3")].into_iter().collect();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e.keys().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(e.get("b"), Some("2"));
+        assert_eq!(&e["c"], "3");
+        assert_eq!(e.get("bb"), None);
+        assert!(!e.contains_key(""));
+        assert!(!e.push("a0", "x"), "out of order");
+        assert!(e.push("c", "4"), "same key");
+        assert_eq!(e.get("c"), Some("3|4"));
+        assert!(e.push("d", ""));
+        assert_eq!(e.get("d"), Some(""));
+        assert_eq!(e.last_key(), Some("d"));
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(json, r#"{"a":"1","b":"2","c":"3|4","d":""}"#);
+        assert_eq!(serde_json::from_str::<Entries>(&json).unwrap(), e);
+        assert!(Entries::new().get("a").is_none());
     }
 
     #[test]

@@ -2,32 +2,58 @@
 //!
 //! [`GitWorkspace`] implements [`handoff_core::Workspace`]: it discovers the repository that
 //! contains a directory and takes a content-addressed [`Fingerprint`](handoff_core::Fingerprint)
-//! of the whole worktree, so that a fingerprint taken before an agent ran and one taken after it
-//! can be compared with [`Fingerprint::compare`](handoff_core::Fingerprint::compare).
+//! of the worktree and of the repository state next to it, so that a fingerprint taken before an
+//! agent ran and one taken after it can be compared with
+//! [`Fingerprint::compare`](handoff_core::Fingerprint::compare).
 //!
 //! # What a fingerprint covers
 //!
-//! One entry per path, keyed by its repository-relative path with `/` separators:
+//! One entry per key, with a state string that is equal iff nothing about the entry changed:
 //!
-//! * every **index entry** — its stage(s), mode, object id and user-visible flags, together with
-//!   the state of the same path in the worktree;
-//! * every **untracked, not ignored file** (each file of an untracked directory individually, like
-//!   `git status -uall`), with its worktree state;
-//! * the pseudo-entry [`HEAD_ENTRY`] (`.git/HEAD`): the commit HEAD resolves to and the branch it
-//!   names, so committing or switching branches is a change even when no file differs.
+//! * every **index entry** (`tracked …`): its stage(s), mode, object id and user-visible flags
+//!   (intent-to-add, skip-worktree, assume-unchanged) — never the index's raw bytes or stat
+//!   cache — together with the state of the same path in the worktree where it differs;
+//! * every **untracked, not ignored file** (`untracked …`), each file of an untracked directory
+//!   individually, like `git status -uall`; with [`GitWorkspace::with_ignored`], every
+//!   **ignored file** too (`ignored …`);
+//! * the **git directory**: [`HEAD_ENTRY`] (the branch HEAD names, or its commit when detached),
+//!   every ref by name whether loose or packed (`.git/refs/heads/main`, `.git/refs/tags/v1`,
+//!   `.git/refs/stash`), the pseudo-refs commands leave behind (`.git/ORIG_HEAD`,
+//!   `.git/MERGE_HEAD`, `.git/FETCH_HEAD`, …), `.git/config` (and `config.worktree`),
+//!   everything below `.git/info/` and `.git/hooks/`, the hooks of a `core.hooksPath`
+//!   directory, and the linked worktrees (`.git/worktrees/<id>`).
 //!
-//! The worktree state of a path is its kind (file, symlink, directory, nested repository, missing),
-//! for files the executable bit, and the SHA-256 of the content (of the target text for symlinks).
-//! It never depends on timestamps or on the index's stat cache, so `git status` refreshing the
-//! index is not a change. Ignored files are left out entirely. A nested repository (a checked-out
-//! submodule or an untracked repository inside the worktree) is represented by its own digest.
+//! The worktree state of a path is its git mode (`100644`, `100755`, `120000` for a symlink) and
+//! git blob id (of the target text, for a symlink), or `missing`, `dir`, `other`; a nested
+//! repository (a checked-out submodule, or an untracked repository inside the worktree) is
+//! represented by the digest of its own fingerprint. A commit moves a branch, so it shows as
+//! `.git/refs/heads/<branch>`; switching branches shows as [`HEAD_ENTRY`].
 //!
-//! Taking a fingerprint only reads: nothing is written to the index or anywhere under `.git`.
+//! Refs that another linked worktree of the same repository has checked out (its HEAD's branch,
+//! or the branch a rebase there will move) are left out — that worktree's own work moves them —
+//! and listed in [`Fingerprint::excluded_refs`](handoff_core::Fingerprint::excluded_refs).
+//! Other worktrees' HEADs and indexes are never part of a fingerprint.
+//!
+//! # How it is read
+//!
+//! Like git, the index's stat data is trusted: a tracked file whose `lstat` matches what the
+//! index recorded, and that is not racily clean, has the content the index says, and is not
+//! read. Everything else (changed or racily clean tracked files, untracked files, the git
+//! directory's files) is hashed, in parallel, streamed in chunks. Taking a fingerprint only
+//! reads: nothing is written to the index or anywhere under `.git`.
 #![deny(missing_docs)]
 
+mod detailed;
+mod gitdir;
+mod hash;
+mod par;
 mod paths;
-mod status;
+mod scan;
+mod staged;
+mod state;
+mod untracked;
 mod workspace;
-mod worktree;
 
-pub use workspace::{GitWorkspace, HEAD_ENTRY};
+pub use detailed::DetailedFingerprint;
+pub use gitdir::HEAD_ENTRY;
+pub use workspace::GitWorkspace;

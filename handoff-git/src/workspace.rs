@@ -4,40 +4,84 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use gix::bstr::BStr;
+use gix::ObjectId;
+use gix::bstr::{BStr, ByteSlice};
 use handoff_core::{
     ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, StatusChange, Workspace, WorkspaceError,
 };
 use sha2::{Digest, Sha256};
 
 use crate::paths::{entry_key, worktree_path};
-use crate::{status, worktree};
+use crate::scan::{RowSet, ScanInput, Wt};
+use crate::state::Nested;
+use crate::untracked::{Found, What};
+use crate::{gitdir, hash, par, scan, staged, state, untracked};
 
-/// The pseudo-entry that records what HEAD resolves to and which branch it names.
-///
-/// Git never tracks paths below `.git`, so this key cannot clash with a real entry.
-pub const HEAD_ENTRY: &str = ".git/HEAD";
+/// How deep nested repositories (submodules, repositories inside the worktree) are followed.
+const MAX_NESTING: usize = 8;
 
 /// Reads git evidence with gix: a content-addressed fingerprint of the whole worktree that
-/// contains a directory. See the [crate documentation](crate) for what a fingerprint covers.
+/// contains a directory, and of the repository state an agent could change besides it. See the
+/// [crate documentation](crate) for what a fingerprint covers.
 ///
 /// Taking a fingerprint never writes to the repository.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct GitWorkspace {
-    _private: (),
+    include_ignored: bool,
+    use_stat_cache: bool,
+    threads: usize,
+}
+
+impl Default for GitWorkspace {
+    fn default() -> Self {
+        GitWorkspace {
+            include_ignored: false,
+            use_stat_cache: true,
+            threads: 0,
+        }
+    }
 }
 
 impl GitWorkspace {
-    /// A workspace reader with default settings.
+    /// A workspace reader with default settings: ignored files left out, the index's stat data
+    /// trusted, one thread per core.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Also fingerprint ignored files (each file of an ignored directory individually). They are
+    /// hashed every time, so this can be slow where build output is large.
+    pub fn with_ignored(mut self, include: bool) -> Self {
+        self.include_ignored = include;
+        self
+    }
+
+    /// Whether to trust the index's stat data for files that look unchanged (the default). With
+    /// `false`, every tracked file is hashed, as when the stat data cannot be trusted.
+    pub fn with_stat_cache(mut self, use_it: bool) -> Self {
+        self.use_stat_cache = use_it;
+        self
+    }
+
+    /// How many threads stat and hash files; 0 (the default) means one per core.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    fn threads(&self) -> usize {
+        if self.threads == 0 {
+            par::default_threads()
+        } else {
+            self.threads
+        }
     }
 }
 
 impl Workspace for GitWorkspace {
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
-        fingerprint_repository(&repo, 0)
+        fingerprint_repository(&repo, 0, self)
     }
 }
 
@@ -93,11 +137,34 @@ fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError> {
     Ok(repo)
 }
 
+/// Reads the index without verifying its checksum (git writes it atomically; the entries are
+/// still parsed and checked); a repository without an index has an empty one.
+fn read_index(repo: &gix::Repository) -> Result<gix::index::File, WorkspaceError> {
+    let path = repo.index_path();
+    match std::fs::symlink_metadata(&path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(gix::index::File::from_state(
+                gix::index::State::new(repo.object_hash()),
+                path,
+            ));
+        }
+        _ => {}
+    }
+    gix::index::File::at(
+        &path,
+        repo.object_hash(),
+        true,
+        gix::index::decode::Options::default(),
+    )
+    .map_err(|err| git_error("cannot read the index", err))
+}
+
 /// Fingerprints the worktree of `repo`; `depth` is how deeply it is nested inside the repository
 /// the fingerprint was asked for (0 for that one).
 pub(crate) fn fingerprint_repository(
     repo: &gix::Repository,
     depth: usize,
+    options: &GitWorkspace,
 ) -> Result<Fingerprint, WorkspaceError> {
     let Some(workdir) = repo.workdir() else {
         return Err(WorkspaceError::NotAWorktree {
@@ -109,115 +176,271 @@ pub(crate) fn fingerprint_repository(
         Utf8PathBuf::from_path_buf(root_path.clone()).map_err(|path| WorkspaceError::Git {
             message: format!("the worktree root '{}' is not valid UTF-8", path.display()),
         })?;
+    let threads = options.threads();
 
-    let (head, head_state) = head(repo)?;
-    let index = repo
-        .index_or_empty()
-        .map_err(|err| git_error("cannot read the index", err))?;
-    let status = status::collect(repo, &index)?;
-
-    let mut entries = BTreeMap::new();
-    entries.insert(HEAD_ENTRY.to_owned(), head_state);
-
-    // Index entries are sorted by path and then stage, so the stages of a path are adjacent.
+    let index = read_index(repo)?;
     let state: &gix::index::State = &index;
-    let mut index_entries = state.entries().iter().peekable();
-    while let Some(first) = index_entries.next() {
-        let path = first.path(state);
-        let mut stages = index_stage(first);
-        while let Some(next) = index_entries.next_if(|e| e.path(state) == path) {
-            stages.push(',');
-            stages.push_str(&index_stage(next));
-        }
-        let worktree = path_state(&root_path, &root, path, depth)?;
-        insert(
-            &mut entries,
-            entry_key(path),
-            format!("tracked;index={stages};worktree={worktree}"),
-        );
-    }
-    for path in &status.untracked {
-        let worktree = path_state(&root_path, &root, path.as_ref(), depth)?;
-        insert(
-            &mut entries,
-            entry_key(path.as_ref()),
-            format!("untracked;worktree={worktree}"),
-        );
-    }
+    let head = head_commit(repo)?;
+    let head_tree = match head {
+        Some(id) => Some(
+            repo.find_commit(id)
+                .and_then(|commit| commit.tree_id())
+                .map_err(|err| git_error("cannot read HEAD's tree", err))?
+                .detach(),
+        ),
+        None => None,
+    };
+    let config = repo.config_snapshot();
+    let input = ScanInput {
+        root: &root_path,
+        display_root: &root,
+        state,
+        stat_options: repo
+            .stat_options()
+            .map_err(|err| git_error("cannot read the stat options", err))?,
+        use_stat_cache: options.use_stat_cache,
+        file_mode: config.boolean("core.fileMode").unwrap_or(true),
+        symlinks: config.boolean("core.symlinks").unwrap_or(true),
+        object_hash: repo.object_hash(),
+        threads,
+    };
 
-    let changes: Vec<StatusChange> = status.changes.into_values().collect();
-    let change_counts = count(&changes);
-    Ok(Fingerprint {
+    // The worktree scan runs on its own threads while this one reads the git directory and
+    // compares the index with HEAD.
+    let (scanned, git, staged) = if threads > 1 {
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(|| scan::scan(&input));
+            let git = gitdir::scan(repo, &root_path);
+            let staged = staged::staged(repo, state, head_tree);
+            let scanned = worker.join().unwrap_or_else(|_| {
+                Err(WorkspaceError::Git {
+                    message: "the worktree scan panicked".to_owned(),
+                })
+            });
+            (scanned, git, staged)
+        })
+    } else {
+        (
+            scan::scan(&input),
+            gitdir::scan(repo, &root_path),
+            staged::staged(repo, state, head_tree),
+        )
+    };
+    let (scanned, git, staged) = (scanned?, git?, staged?);
+
+    let found = untracked::classify(
+        repo,
+        state,
+        &root_path,
+        &root,
+        scanned.candidates,
+        options.include_ignored,
+    )?;
+    let object_hash = repo.object_hash();
+    let found_states = par::map(&found, threads, |found, buf| {
+        found_state(object_hash, &root_path, &root, found, buf)
+    })?;
+
+    let mut changes: BTreeMap<String, StatusChange> = BTreeMap::new();
+    let mut mark = |key: &str, apply: &dyn Fn(&mut StatusChange)| {
+        let change = changes
+            .entry(key.to_owned())
+            .or_insert_with(|| StatusChange {
+                path: key.to_owned(),
+                staged: false,
+                unstaged: false,
+                untracked: false,
+                deleted: false,
+            });
+        apply(change);
+    };
+
+    // Tracked paths: rows made by the scan, some finished here (gitlinks need their nested
+    // repository's fingerprint; paths below a directory that is gone are missing).
+    let rows = scanned.rows;
+    let mut overrides: BTreeMap<usize, String> = BTreeMap::new();
+    for scanned_mark in &scanned.marks {
+        let mut status = scanned_mark.status;
+        if scanned_mark.nested || scanned_mark.missing {
+            let stages = scan::stages_at(state, rows.first(scanned_mark.row));
+            let (wt, nested) = if scanned_mark.missing {
+                (Wt::Missing, None)
+            } else {
+                let path = stages[0].path(state);
+                (
+                    Wt::Nested,
+                    Some(nested_state(&root_path, path, depth, options)?),
+                )
+            };
+            overrides.insert(
+                scanned_mark.row,
+                state::tracked_state(stages, &wt, nested.as_ref()),
+            );
+            status = state::unstaged(stages, &wt, nested.as_ref());
+        }
+        if status.unstaged {
+            mark(rows.get(scanned_mark.row).0, &|c| {
+                c.unstaged = true;
+                c.deleted |= status.deleted;
+            });
+        }
+    }
+    for path in &staged {
+        mark(&entry_key(path.as_bstr()), &|c| c.staged = true);
+    }
+    let mut extra: Vec<(String, String)> = Vec::with_capacity(found.len() + git.entries.len());
+    for (found, state) in found.iter().zip(found_states) {
+        let key = entry_key(found.path.as_bstr());
+        let state = match (found.what, state) {
+            (What::Repo, _) => {
+                nested_state(&root_path, found.path.as_bstr(), depth, options)?.state
+            }
+            (_, Some(state)) => state,
+            // Gone since it was listed.
+            (_, None) => continue,
+        };
+        if found.ignored {
+            extra.push((key, format!("ignored {state}")));
+        } else {
+            mark(&key, &|c| c.untracked = true);
+            extra.push((key, format!("untracked {state}")));
+        }
+    }
+    extra.extend(git.entries);
+    let changes: Vec<StatusChange> = changes.into_values().collect();
+    let mut fingerprint = Fingerprint {
         schema_version: FINGERPRINT_SCHEMA.to_owned(),
         algorithm: "sha256".to_owned(),
-        digest: digest(&entries),
+        digest: String::new(),
         root,
-        head,
-        entry_count: entries.len() as u64,
-        change_counts,
+        head: head.map(|id| id.to_hex().to_string()),
+        entry_count: 0,
+        change_counts: count(&changes),
         changes,
-        entries,
-    })
+        excluded_refs: git.excluded_refs,
+        includes_ignored: options.include_ignored,
+        entries: Default::default(),
+    };
+    merge(&mut fingerprint, &rows, &overrides, extra);
+    drop(rows);
+    if !git.worktree_hooks.is_empty() {
+        let missing: Vec<(String, String)> = git
+            .worktree_hooks
+            .into_iter()
+            .filter(|(key, _)| !fingerprint.entries.contains_key(key))
+            .collect();
+        if !missing.is_empty() {
+            fingerprint.entries = fingerprint
+                .entries
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .chain(missing)
+                .collect();
+        }
+    }
+    fingerprint.digest = digest(&fingerprint, threads)?;
+    fingerprint.entry_count = fingerprint.entries.len() as u64;
+    Ok(fingerprint)
 }
 
-/// The commit HEAD resolves to (`None` when unborn) and the state of [`HEAD_ENTRY`].
-fn head(repo: &gix::Repository) -> Result<(Option<String>, String), WorkspaceError> {
+/// The commit HEAD resolves to, `None` when the branch is unborn.
+fn head_commit(repo: &gix::Repository) -> Result<Option<ObjectId>, WorkspaceError> {
     let mut head = repo
         .head()
         .map_err(|err| git_error("cannot read HEAD", err))?;
-    let branch = head
-        .referent_name()
-        .map_or_else(|| "detached".to_owned(), |name| name.as_bstr().to_string());
-    let id = head
+    Ok(head
         .try_peel_to_id()
         .map_err(|err| git_error("cannot resolve HEAD", err))?
-        .map(|id| id.detach().to_hex().to_string());
-    let state = format!("commit={};ref={branch}", id.as_deref().unwrap_or("unborn"));
-    Ok((id, state))
+        .map(|id| id.detach()))
 }
 
-/// `<stage>:<mode>:<object id>` plus the flags that are part of what the user staged.
-fn index_stage(entry: &gix::index::Entry) -> String {
-    use gix::index::entry::Flags;
-    let mut out = format!(
-        "{}:{:06o}:{}",
-        entry.stage_raw(),
-        entry.mode.bits(),
-        entry.id.to_hex()
-    );
-    for (flag, name) in [
-        (Flags::INTENT_TO_ADD, "+intent-to-add"),
-        (Flags::SKIP_WORKTREE, "+skip-worktree"),
-        (Flags::ASSUME_VALID, "+assume-unchanged"),
-    ] {
-        if entry.flags.contains(flag) {
-            out.push_str(name);
-        }
-    }
-    out
-}
-
-/// The worktree state of the repository-relative `path`.
-fn path_state(
-    root_path: &Path,
-    root: &Utf8Path,
+/// The state of the directory `path` (a gitlink's, or an untracked one with a `.git`): the
+/// fingerprint digest of the repository in it, or `dir` when there is none.
+fn nested_state(
+    root: &Path,
     path: &BStr,
     depth: usize,
-) -> Result<String, WorkspaceError> {
-    let display = root.join(entry_key(path));
-    worktree::state(&worktree_path(root_path, path)?, &display, depth)
+    options: &GitWorkspace,
+) -> Result<Nested, WorkspaceError> {
+    let dir = worktree_path(root, path)?;
+    let unreadable = |state: &str| Nested {
+        state: state.to_owned(),
+        head: None,
+        clean: true,
+    };
+    if std::fs::symlink_metadata(dir.join(".git")).is_err() {
+        return Ok(unreadable("dir"));
+    }
+    if depth >= MAX_NESTING {
+        return Ok(unreadable("repo too-deep"));
+    }
+    let Ok(repo) = gix::open(&dir) else {
+        return Ok(unreadable("repo unreadable"));
+    };
+    Ok(match fingerprint_repository(&repo, depth + 1, options) {
+        Ok(fingerprint) => Nested {
+            state: format!("repo {}", fingerprint.digest),
+            clean: fingerprint.changes.is_empty(),
+            head: fingerprint.head,
+        },
+        Err(_) => unreadable("repo unreadable"),
+    })
 }
 
-/// Adds an entry; should two distinct byte paths share a key (only possible for paths that are
-/// not valid UTF-8), both states are kept.
-fn insert(entries: &mut BTreeMap<String, String>, key: String, state: String) {
-    entries
-        .entry(key)
-        .and_modify(|existing| {
-            existing.push('|');
-            existing.push_str(&state);
-        })
-        .or_insert(state);
+/// `<mode> <blob id>` of an untracked or ignored file or symlink; `None` if it is gone.
+fn found_state(
+    kind: gix::hash::Kind,
+    root: &Path,
+    display_root: &Utf8Path,
+    found: &Found,
+    buf: &mut Vec<u8>,
+) -> Result<Option<String>, WorkspaceError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = worktree_path(root, found.path.as_bstr())?;
+    let io = |source| WorkspaceError::Io {
+        path: display_root.join(entry_key(found.path.as_bstr())),
+        source,
+    };
+    let absent = |err: &std::io::Error| {
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        ) || err.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32)
+    };
+    let result = match found.what {
+        What::Repo => return Ok(None),
+        What::Symlink => std::fs::read_link(&path).and_then(|target| {
+            use std::os::unix::ffi::OsStrExt;
+            Ok(format!(
+                "120000 {}",
+                hash::blob_id(kind, target.as_os_str().as_bytes())?
+            ))
+        }),
+        What::File => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
+            )
+            .open(&path)
+            .and_then(|mut file| {
+                let meta = file.metadata()?;
+                if !meta.is_file() {
+                    return Ok("other".to_owned());
+                }
+                let mode = if meta.permissions().mode() & 0o100 != 0 {
+                    "100755"
+                } else {
+                    "100644"
+                };
+                let id = hash::file_blob_id(kind, &mut file, meta.len(), buf)?;
+                Ok(format!("{mode} {id}"))
+            }),
+    };
+    match result {
+        Ok(state) => Ok(Some(state)),
+        Err(err) if absent(&err) => Ok(None),
+        Err(err) => Err(io(err)),
+    }
 }
 
 fn count(changes: &[StatusChange]) -> ChangeCounts {
@@ -231,35 +454,166 @@ fn count(changes: &[StatusChange]) -> ChangeCounts {
     counts
 }
 
-/// `sha256:<hex>` over the schema version and every entry (path and state) in path order.
-fn digest(entries: &BTreeMap<String, String>) -> String {
+/// Entries go into the digest in groups of this many.
+const DIGEST_GROUP: usize = 1024;
+
+/// The entries of a fingerprint: the rows of tracked paths (in index order, which is key order
+/// but for paths that are not UTF-8), with `overrides` of some of their states, and the other
+/// entries.
+/// They go into `fingerprint`'s (empty) entries.
+fn merge(
+    fingerprint: &mut Fingerprint,
+    rows: &RowSet,
+    overrides: &BTreeMap<usize, String>,
+    mut extra: Vec<(String, String)>,
+) {
+    extra.sort_by(|a, b| a.0.cmp(&b.0));
+    let text = rows.text_len() + extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    let entries = &mut fingerprint.entries;
+    entries.reserve(rows.len() + extra.len(), text);
+    let mut in_order = true;
+    let mut extra_iter = extra.iter().peekable();
+    for (i, (key, state)) in rows.iter().enumerate() {
+        let state = overrides.get(&i).map_or(state, String::as_str);
+        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
+            in_order &= entries.push(k, v);
+        }
+        in_order &= entries.push(key, state);
+    }
+    for (k, v) in extra_iter {
+        in_order &= entries.push(k, v);
+    }
+    if !in_order {
+        *entries = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (key, state))| {
+                let state = overrides.get(&i).map_or(state, String::as_str);
+                (key.to_owned(), state.to_owned())
+            })
+            .chain(extra)
+            .collect();
+    }
+}
+
+/// `sha256:<hex>`: the SHA-256 of the schema version followed by the SHA-256 of each group of
+/// [`DIGEST_GROUP`] consecutive entries, in key order. The groups are hashed in parallel.
+///
+/// An entry goes in as the length of its key (4 bytes, little-endian), the key, and its state:
+/// the state of a plain, clean tracked path (`tracked <mode> <id>`, the bulk of every
+/// fingerprint) as `1`, a mode code and the hex id; any other state as `0`, its length (4 bytes)
+/// and its text. Either way the encoding is unambiguous, so equal digests mean equal entries.
+fn digest(fingerprint: &Fingerprint, threads: usize) -> Result<String, WorkspaceError> {
+    let entries = &fingerprint.entries;
+    let groups: Vec<usize> = (0..entries.len()).step_by(DIGEST_GROUP).collect();
+    let hashes = par::map(&groups, threads, |&start, buf| {
+        // One contiguous buffer per group: hashing many small pieces costs more than the bytes.
+        buf.clear();
+        let end = (start + DIGEST_GROUP).min(entries.len());
+        for (key, state) in (start..end).filter_map(|i| entries.get_index(i)) {
+            buf.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            buf.extend_from_slice(key.as_bytes());
+            match plain_tracked(state.as_bytes()) {
+                Some((mode, id)) => {
+                    buf.extend_from_slice(&[1, mode]);
+                    buf.extend_from_slice(id);
+                }
+                None => {
+                    buf.push(0);
+                    buf.extend_from_slice(&(state.len() as u32).to_le_bytes());
+                    buf.extend_from_slice(state.as_bytes());
+                }
+            }
+        }
+        Ok(Sha256::digest(&buf[..]))
+    })?;
     let mut hasher = Sha256::new();
     hasher.update(FINGERPRINT_SCHEMA.as_bytes());
     hasher.update(b"\n");
-    for (path, state) in entries {
-        hasher.update(path.as_bytes());
-        hasher.update(b"\0");
-        hasher.update(state.as_bytes());
-        hasher.update(b"\n");
+    for hash in hashes {
+        hasher.update(hash);
     }
-    format!("sha256:{}", hex::encode(hasher.finalize()))
+    Ok(format!("sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// A state that is exactly `tracked <mode> <40 bytes>`: a mode code and the 40 bytes (the hex
+/// object id), which is all it takes to tell such states apart.
+fn plain_tracked(state: &[u8]) -> Option<(u8, &[u8])> {
+    if state.len() != 55 || !state.starts_with(b"tracked ") || state[14] != b' ' {
+        return None;
+    }
+    let mode = match &state[8..14] {
+        b"100644" => 1,
+        b"100755" => 2,
+        b"120000" => 3,
+        b"160000" => 4,
+        _ => return None,
+    };
+    Some((mode, &state[15..]))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn entry(key: &str, state: &str) -> (String, String) {
+        (key.to_owned(), state.to_owned())
+    }
+
+    fn fingerprint(entries: &[(String, String)]) -> Fingerprint {
+        Fingerprint {
+            schema_version: FINGERPRINT_SCHEMA.into(),
+            algorithm: "sha256".into(),
+            digest: String::new(),
+            root: "/r".into(),
+            head: None,
+            entry_count: 0,
+            change_counts: ChangeCounts::default(),
+            changes: vec![],
+            excluded_refs: vec![],
+            includes_ignored: false,
+            entries: entries.iter().cloned().collect(),
+        }
+    }
+
     #[test]
     fn digest_depends_on_paths_and_states() {
-        let a: BTreeMap<String, String> = [("a".to_owned(), "1".to_owned())].into();
-        let b: BTreeMap<String, String> = [("a".to_owned(), "2".to_owned())].into();
-        let c: BTreeMap<String, String> = [("b".to_owned(), "1".to_owned())].into();
+        let digest = |entries: &[(String, String)]| digest(&fingerprint(entries), 2).unwrap();
+        let a = [entry("a", "1")];
+        let b = [entry("a", "2")];
+        let c = [entry("b", "1")];
         assert_ne!(digest(&a), digest(&b));
         assert_ne!(digest(&a), digest(&c));
         assert_eq!(digest(&a), digest(&a.clone()));
+        // Across group boundaries, and whatever the number of threads.
+        let many: Vec<_> = (0..3000).map(|i| entry(&format!("{i:05}"), "s")).collect();
+        let mut other = many.clone();
+        other[2500].1 = "t".into();
+        assert_ne!(digest(&many), digest(&other));
+        assert_eq!(
+            digest(&many),
+            super::digest(&fingerprint(&many), 1).unwrap()
+        );
         let d = digest(&a);
         assert!(d.starts_with("sha256:"));
         assert_eq!(d.len(), "sha256:".len() + 64);
+    }
+
+    #[test]
+    fn only_exact_plain_tracked_states_are_packed() {
+        let id = "0123456789abcdef0123456789abcdef01234567";
+        let state = format!("tracked 100755 {id}");
+        let packed = plain_tracked(state.as_bytes()).unwrap();
+        assert_eq!(packed.0, 2);
+        assert_eq!(packed.1, id.as_bytes());
+        for state in [
+            format!("tracked 100644 {id}; worktree missing"),
+            format!("tracked 0:100644 {id}"),
+            format!("tracked 100600 {id}"),
+            format!("untracked 100644 {id}"),
+        ] {
+            assert!(plain_tracked(state.as_bytes()).is_none(), "{state}");
+        }
     }
 
     #[test]

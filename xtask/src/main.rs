@@ -6,6 +6,7 @@
 //! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod real;
 
 use std::os::unix::fs::PermissionsExt;
@@ -263,8 +264,11 @@ fn main() -> Result<()> {
         ["schema"] => schema(false),
         ["schema", "--check"] => schema(true),
         ["e2e-real"] => real::e2e_real(&workspace_root(), cargo),
+        ["bench", ..] => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci | demo | examples | e2e-real | schema [--check]>");
+            eprintln!(
+                "usage: cargo xtask <ci | demo | examples | e2e-real | bench | schema [--check]>"
+            );
             std::process::exit(2);
         }
     }

@@ -1,6 +1,6 @@
 //! Which worktree, index and HEAD changes a fingerprint comparison detects, and which it ignores.
 
-use crate::support::{TestRepo, changed};
+use crate::support::{TestRepo, changed, worktree_keys};
 use handoff_git::HEAD_ENTRY;
 
 #[test]
@@ -18,9 +18,21 @@ fn clean_repo_fingerprinted_twice_is_unchanged() {
 fn fingerprint_lists_tracked_paths_and_head() {
     let repo = TestRepo::with_commit();
     let fp = repo.fingerprint();
-    let keys: Vec<&str> = fp.entries.keys().map(String::as_str).collect();
-    assert_eq!(keys, [HEAD_ENTRY, ".gitignore", "a.txt", "src/lib.rs"]);
-    assert_eq!(fp.entry_count, 4);
+    assert_eq!(worktree_keys(&fp), [".gitignore", "a.txt", "src/lib.rs"]);
+    for key in [
+        HEAD_ENTRY,
+        ".git/config",
+        ".git/info/exclude",
+        ".git/refs/heads/main",
+    ] {
+        assert!(
+            fp.entries.contains_key(key),
+            "{key}: {:?}",
+            fp.entries.keys().collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(&fp.entries[HEAD_ENTRY], "ref refs/heads/main");
+    assert_eq!(fp.entry_count, fp.entries.len() as u64);
     assert_eq!(fp.schema_version, handoff_core::FINGERPRINT_SCHEMA);
     assert_eq!(fp.algorithm, "sha256");
     let hex = fp.digest.strip_prefix("sha256:").unwrap();
@@ -134,15 +146,15 @@ fn staging_an_already_modified_file_is_a_change() {
 }
 
 #[test]
-fn committing_is_a_change_of_head() {
+fn committing_moves_the_branch() {
     let repo = TestRepo::with_commit();
     repo.write("a.txt", "beta\n");
     repo.git(&["add", "a.txt"]);
     let before = repo.fingerprint();
     repo.commit("second");
     let after = repo.fingerprint();
-    let files = changed(&before, &after);
-    assert!(files.contains(&HEAD_ENTRY.to_owned()), "{files:?}");
+    // The index and worktree are as they were; the branch moved.
+    assert_eq!(changed(&before, &after), [".git/refs/heads/main"]);
     assert_ne!(before.head, after.head);
     assert_eq!(
         after.head.as_deref(),
@@ -151,12 +163,12 @@ fn committing_is_a_change_of_head() {
 }
 
 #[test]
-fn empty_commit_is_a_change_of_head_only() {
+fn empty_commit_is_a_change_of_the_branch_only() {
     let repo = TestRepo::with_commit();
     let before = repo.fingerprint();
     repo.commit("empty");
     let after = repo.fingerprint();
-    assert_eq!(changed(&before, &after), [HEAD_ENTRY]);
+    assert_eq!(changed(&before, &after), [".git/refs/heads/main"]);
 }
 
 #[test]
@@ -166,7 +178,11 @@ fn switching_branches_is_a_change_even_at_the_same_commit() {
     repo.git(&["switch", "-q", "-c", "other"]);
     let after = repo.fingerprint();
     assert_eq!(before.head, after.head);
-    assert_eq!(changed(&before, &after), [HEAD_ENTRY]);
+    assert_eq!(
+        changed(&before, &after),
+        [HEAD_ENTRY, ".git/refs/heads/other"]
+    );
+    assert_eq!(&after.entries[HEAD_ENTRY], "ref refs/heads/other");
 }
 
 #[test]
@@ -177,6 +193,10 @@ fn detaching_head_is_a_change() {
     let after = repo.fingerprint();
     assert_eq!(before.head, after.head);
     assert_eq!(changed(&before, &after), [HEAD_ENTRY]);
+    assert_eq!(
+        &after.entries[HEAD_ENTRY],
+        format!("detached {}", after.head.as_deref().unwrap())
+    );
 }
 
 #[cfg(unix)]
@@ -256,7 +276,7 @@ fn deleting_a_tracked_file_is_a_change() {
     repo.remove("a.txt");
     let after = repo.fingerprint();
     assert_eq!(changed(&before, &after), ["a.txt"]);
-    assert!(after.entries["a.txt"].ends_with("worktree=missing"));
+    assert!(after.entries["a.txt"].ends_with("; worktree missing"));
 }
 
 #[test]
@@ -267,7 +287,7 @@ fn git_rm_cached_is_a_change() {
     let after = repo.fingerprint();
     // Still on disk, now untracked instead of tracked.
     assert_eq!(changed(&before, &after), ["a.txt"]);
-    assert!(after.entries["a.txt"].starts_with("untracked;"));
+    assert!(after.entries["a.txt"].starts_with("untracked 100644 "));
 }
 
 #[test]
@@ -353,7 +373,7 @@ fn replacing_a_tracked_file_with_a_directory_is_a_change() {
     repo.write("a.txt/inner.txt", "inside\n");
     let after = repo.fingerprint();
     assert_eq!(changed(&before, &after), ["a.txt", "a.txt/inner.txt"]);
-    assert!(after.entries["a.txt"].ends_with("worktree=dir"));
+    assert!(after.entries["a.txt"].ends_with("; worktree dir"));
 }
 
 #[test]

@@ -4,18 +4,16 @@ use camino::Utf8PathBuf;
 use handoff_core::{Workspace, WorkspaceError};
 use handoff_git::{GitWorkspace, HEAD_ENTRY};
 
-use crate::support::{TestRepo, changed, git_in};
+use crate::support::{TestRepo, changed, git_in, worktree_keys};
 
 #[test]
 fn unborn_repository_without_commits_has_no_head() {
     let repo = TestRepo::init();
     let empty = repo.fingerprint();
     assert_eq!(empty.head, None);
-    assert_eq!(empty.entry_count, 1);
-    assert_eq!(
-        empty.entries[HEAD_ENTRY],
-        "commit=unborn;ref=refs/heads/main"
-    );
+    assert!(worktree_keys(&empty).is_empty());
+    assert_eq!(&empty.entries[HEAD_ENTRY], "ref refs/heads/main");
+    assert!(!empty.entries.contains_key(".git/refs/heads/main"));
 
     repo.write("first.txt", "1\n");
     let untracked = repo.fingerprint();
@@ -32,7 +30,9 @@ fn unborn_repository_without_commits_has_no_head() {
     repo.commit("first");
     let born = repo.fingerprint();
     assert!(born.head.is_some());
-    assert_eq!(changed(&staged, &born), [HEAD_ENTRY]);
+    // The branch is born; HEAD still names it.
+    assert_eq!(changed(&staged, &born), [".git/refs/heads/main"]);
+    assert_eq!(&born.entries[HEAD_ENTRY], "ref refs/heads/main");
 }
 
 #[test]
@@ -126,10 +126,7 @@ fn linked_worktree_is_fingerprinted_on_its_own() {
     let linked = Utf8PathBuf::from_path_buf(linked.canonicalize().unwrap()).unwrap();
     let fp = GitWorkspace::new().fingerprint(&linked).unwrap();
     assert_eq!(fp.root, linked);
-    assert_eq!(
-        fp.entries[HEAD_ENTRY].split(";ref=").nth(1),
-        Some("refs/heads/side")
-    );
+    assert_eq!(&fp.entries[HEAD_ENTRY], "ref refs/heads/side");
     let main = repo.fingerprint();
     assert_eq!(fp.head, main.head);
 

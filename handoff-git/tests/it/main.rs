@@ -6,8 +6,11 @@
 
 mod detection;
 mod discovery;
+mod gitdir;
+mod ignored;
 mod nested;
 mod prop;
 mod read_only;
 mod status_view;
 mod support;
+mod worktrees;

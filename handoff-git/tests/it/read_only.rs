@@ -59,3 +59,54 @@ fn fingerprinting_a_repository_without_an_index_creates_none() {
     let _ = repo.fingerprint();
     assert!(!repo.path(".git/index").exists());
 }
+
+/// Peak resident memory of this process, in KiB (Linux).
+fn peak_rss_kib() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// 100,000 files within 100 MB: slow to set up, so run on request
+/// (`cargo test -p handoff-git -- --ignored`).
+#[test]
+#[ignore]
+fn a_hundred_thousand_files_fit_in_the_memory_target() {
+    let repo = TestRepo::init();
+    for i in 0..100_000 {
+        repo.write(
+            &format!(
+                "d{}/e{}/f{}/file{i}.txt",
+                (i / 1000) % 10,
+                (i / 100) % 10,
+                (i / 10) % 10
+            ),
+            format!("content of file {i}\n"),
+        );
+    }
+    repo.git(&["add", "-A"]);
+    repo.commit("many");
+    for i in (0..100_000).step_by(100) {
+        repo.write(
+            &format!(
+                "d{}/e{}/f{}/file{i}.txt",
+                (i / 1000) % 10,
+                (i / 100) % 10,
+                (i / 10) % 10
+            ),
+            "modified\n",
+        );
+    }
+    let fp = repo.fingerprint();
+    assert_eq!(fp.change_counts.unstaged, 1000);
+    assert!(fp.entry_count > 100_000);
+    let peak = peak_rss_kib().unwrap_or(0);
+    eprintln!("peak RSS: {} MiB", peak / 1024);
+    assert!(peak < 100 * 1024, "peak RSS {peak} KiB");
+}

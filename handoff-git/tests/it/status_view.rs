@@ -125,7 +125,7 @@ fn merge_conflicts_are_fingerprinted_and_resolution_is_a_change() {
     let conflicted = repo.fingerprint();
     let state = &conflicted.entries["a.txt"];
     assert!(
-        state.contains("index=1:") && state.contains(",2:") && state.contains(",3:"),
+        state.starts_with("tracked 1:100644 ") && state.contains(",2:") && state.contains(",3:"),
         "{state}"
     );
     assert!(

@@ -66,7 +66,11 @@ impl TestRepo {
     }
 
     pub fn fingerprint(&self) -> Fingerprint {
-        GitWorkspace::new().fingerprint(&self.root).unwrap()
+        self.fingerprint_with(GitWorkspace::new())
+    }
+
+    pub fn fingerprint_with(&self, workspace: GitWorkspace) -> Fingerprint {
+        workspace.fingerprint(&self.root).unwrap()
     }
 }
 
@@ -106,4 +110,12 @@ pub fn changed(before: &Fingerprint, after: &Fingerprint) -> Vec<String> {
         "digest change must agree with per-path change: {evidence:#?}"
     );
     evidence.changed_files
+}
+
+/// The keys of a fingerprint that are worktree paths (not `.git/…`).
+pub fn worktree_keys(fp: &Fingerprint) -> Vec<&str> {
+    fp.entries
+        .keys()
+        .filter(|key| !key.starts_with(".git/"))
+        .collect()
 }

@@ -1,0 +1,765 @@
+//! Phase one of a fingerprint: the worktree state of every index entry, and the names in tracked
+//! directories that the index does not know (candidates for untracked or ignored paths).
+//!
+//! Like git, it trusts the index's stat data: an entry whose `lstat` (size, mtime, ctime, inode,
+//! owner, mode) matches what the index recorded, and that is not racily clean (modified no earlier
+//! than the index was written), has the content the index says, so its blob id is taken from
+//! the index. Everything else is hashed. The work is split into tasks (listing one tracked
+//! directory, or stat-ing a run of index entries) spread over threads; files are looked up
+//! relative to an open descriptor of their directory, so that the kernel resolves one path
+//! component per `fstatat` rather than the whole path.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use camino::Utf8Path;
+use gix::ObjectId;
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::index::entry::{Flags, Mode, Stat, stat};
+use handoff_core::WorkspaceError;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
+use nix::sys::stat::{FileStat, Mode as Perms, SFlag, fstatat};
+
+use crate::hash;
+use crate::paths::entry_key;
+use crate::state::{Unstaged, unstaged, write_tracked_state};
+
+/// Index entries are stat-ed in runs of about this many entries per task.
+const STAT_CHUNK: usize = 512;
+
+/// The worktree state of an index entry's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wt {
+    /// Same mode and content as the entry (which is a single stage-0 entry).
+    Same,
+    /// A file or symlink with this git mode (`100644`, `100755`, `120000`) and blob id.
+    Blob {
+        /// Git mode.
+        mode: u32,
+        /// Blob id of the content (of the target text, for a symlink).
+        id: ObjectId,
+    },
+    /// Nothing there, or a parent is not a directory.
+    Missing,
+    /// A directory (for a gitlink, one without a repository in it).
+    Dir,
+    /// The directory of a gitlink: resolved later into the nested repository's state.
+    Nested,
+    /// A FIFO, socket or device.
+    Other,
+    /// A sparse-directory entry of a sparse index: not looked at.
+    Sparse,
+}
+
+/// What kind of thing a directory entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+    /// A directory.
+    Dir,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// What phase one needs to know.
+pub(crate) struct ScanInput<'a> {
+    /// The worktree root.
+    pub(crate) root: &'a Path,
+    /// The worktree root, for messages.
+    pub(crate) display_root: &'a Utf8Path,
+    /// The index.
+    pub(crate) state: &'a gix::index::State,
+    /// How the index's stat data is compared (from `core.trustCTime`, `core.checkStat`, …).
+    pub(crate) stat_options: stat::Options,
+    /// Trust the index's stat data; `false` hashes every file.
+    pub(crate) use_stat_cache: bool,
+    /// `core.fileMode`: whether the executable bit of the worktree is meaningful.
+    pub(crate) file_mode: bool,
+    /// `core.symlinks`: whether symbolic links are checked out as such.
+    pub(crate) symlinks: bool,
+    /// The repository's object hash.
+    pub(crate) object_hash: gix::hash::Kind,
+    /// How many threads to use.
+    pub(crate) threads: usize,
+}
+
+/// What phase one found.
+pub(crate) struct ScanOutput {
+    /// One row per tracked path, in index order: entry key and state.
+    pub(crate) rows: RowSet,
+    /// The rows that need more than their state string: unstaged ones, gitlinks whose nested
+    /// repository is still to be fingerprinted, and paths below a directory that is gone.
+    pub(crate) marks: Vec<Mark>,
+    /// Paths in the worktree that the index does not track, with their kind, sorted. Directories
+    /// are not descended into.
+    pub(crate) candidates: Vec<(BString, Kind)>,
+}
+
+/// Rows of tracked paths, key and state, in one text buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    text: String,
+    /// Per row: end of its key and of its state in `text`.
+    ends: Vec<(usize, usize)>,
+    /// Per row: the index of its path's first entry.
+    firsts: Vec<u32>,
+}
+
+impl Rows {
+    fn with_capacity(rows: usize) -> Self {
+        Rows {
+            text: String::with_capacity(rows * 80),
+            ends: Vec::with_capacity(rows),
+            firsts: Vec::with_capacity(rows),
+        }
+    }
+
+    fn push(&mut self, first: usize, path: &BStr, state: &str) {
+        match path.to_str() {
+            Ok(key) => self.text.push_str(key),
+            Err(_) => self.text.push_str(&entry_key(path)),
+        }
+        let key_end = self.text.len();
+        self.text.push_str(state);
+        self.ends.push((key_end, self.text.len()));
+        self.firsts.push(first as u32);
+    }
+
+    /// How many rows there are.
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// The bytes of all keys and states.
+    pub(crate) fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
+    /// Key and state of row `i`.
+    pub(crate) fn get(&self, i: usize) -> (&str, &str) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (key_end, end) = self.ends[i];
+        (&self.text[start..key_end], &self.text[key_end..end])
+    }
+
+    /// The index of the first entry of row `i`'s path.
+    pub(crate) fn first(&self, i: usize) -> usize {
+        self.firsts[i] as usize
+    }
+}
+
+/// The rows of all chunks, in order, addressed by a global row number.
+#[derive(Debug, Default)]
+pub(crate) struct RowSet {
+    chunks: Vec<Rows>,
+    /// The global number of each chunk's first row.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+impl RowSet {
+    fn push(&mut self, rows: Rows) {
+        self.starts.push(self.len);
+        self.len += rows.len();
+        self.chunks.push(rows);
+    }
+
+    /// How many rows there are.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The bytes of all keys and states.
+    pub(crate) fn text_len(&self) -> usize {
+        self.chunks.iter().map(Rows::text_len).sum()
+    }
+
+    fn locate(&self, i: usize) -> (&Rows, usize) {
+        let chunk = self.starts.partition_point(|&start| start <= i) - 1;
+        (&self.chunks[chunk], i - self.starts[chunk])
+    }
+
+    /// Key and state of row `i`.
+    pub(crate) fn get(&self, i: usize) -> (&str, &str) {
+        let (rows, i) = self.locate(i);
+        rows.get(i)
+    }
+
+    /// The index of the first entry of row `i`'s path.
+    pub(crate) fn first(&self, i: usize) -> usize {
+        let (rows, i) = self.locate(i);
+        rows.first(i)
+    }
+
+    /// All rows in order: key and state.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.chunks
+            .iter()
+            .flat_map(|rows| (0..rows.len()).map(|i| rows.get(i)))
+    }
+
+    /// The global numbers of the rows whose first entry is in `lo..hi`.
+    fn rows_of_entries(&self, lo: usize, hi: usize) -> std::ops::Range<usize> {
+        let find = |entry: usize| {
+            let chunk = self
+                .chunks
+                .partition_point(|rows| rows.firsts.last().is_some_and(|&f| (f as usize) < entry));
+            match self.chunks.get(chunk) {
+                Some(rows) => {
+                    self.starts[chunk] + rows.firsts.partition_point(|&f| (f as usize) < entry)
+                }
+                None => self.len,
+            }
+        };
+        find(lo)..find(hi)
+    }
+}
+
+/// A row that `git status` reports, or whose state is not final.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    /// Its position in [`ScanOutput::rows`].
+    pub(crate) row: usize,
+    /// What `git status` says.
+    pub(crate) status: Unstaged,
+    /// A gitlink with a directory: its state needs the nested repository's fingerprint.
+    pub(crate) nested: bool,
+    /// A parent directory is not one: the worktree state is `missing`, whatever the row says.
+    pub(crate) missing: bool,
+}
+
+/// Rows of one run of index entries.
+struct Chunk {
+    rows: Rows,
+    marks: Vec<Mark>,
+}
+
+/// Listing one directory that holds tracked entries: the index entries `lo..hi` all live below
+/// it, and its path is the first `prefix_len` bytes of their paths (`dir/`; empty for the root).
+#[derive(Debug, Clone, Copy)]
+struct ListTask {
+    lo: usize,
+    hi: usize,
+    prefix_len: usize,
+}
+
+enum Task {
+    List(ListTask),
+    Stat(Range<usize>),
+}
+
+#[derive(Default)]
+struct Out {
+    /// Rows of the stat tasks, by the index of their first entry.
+    chunks: Vec<(usize, Chunk)>,
+    candidates: Vec<(BString, Kind)>,
+    /// Tracked directories that are not (or no longer) directories.
+    broken: Vec<ListTask>,
+}
+
+/// One name below a tracked directory, as the index sees it.
+struct Child<'a> {
+    name: &'a [u8],
+    /// Index entries live below `name/`.
+    dir: bool,
+    /// A gitlink or sparse-directory entry (its worktree directory is not walked).
+    opaque: bool,
+}
+
+/// Runs phase one.
+pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> {
+    let root_fd: OwnedFd = File::open(input.root)
+        .map_err(|source| WorkspaceError::Io {
+            path: input.display_root.to_owned(),
+            source,
+        })?
+        .into();
+    let tasks = tasks(input.state);
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = input.threads.clamp(1, tasks.len().max(1));
+    let work = || worker(input, root_fd.as_fd(), &tasks, &next, &failed);
+    let outs: Vec<Result<Out, WorkspaceError>> = if threads == 1 {
+        vec![work()]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(WorkspaceError::Git {
+                            message: "a fingerprint thread panicked".to_owned(),
+                        })
+                    })
+                })
+                .collect()
+        })
+    };
+
+    let entries = input.state.entries();
+    let mut chunks = Vec::new();
+    let mut candidates = Vec::new();
+    let mut broken = Vec::new();
+    for out in outs {
+        let out = out?;
+        chunks.extend(out.chunks);
+        candidates.extend(out.candidates);
+        broken.extend(out.broken);
+    }
+    chunks.sort_unstable_by_key(|(start, _)| *start);
+    let mut rows = RowSet::default();
+    let mut marks = Vec::new();
+    for (_, chunk) in chunks {
+        let offset = rows.len();
+        rows.push(chunk.rows);
+        marks.extend(chunk.marks.into_iter().map(|mark| Mark {
+            row: mark.row + offset,
+            ..mark
+        }));
+    }
+    // Below a tracked directory that is not a directory, nothing is there, whatever a lookup
+    // through a symbolic link in its place may have found.
+    if !broken.is_empty() {
+        let mut missing = vec![false; rows.len()];
+        for task in &broken {
+            missing[rows.rows_of_entries(task.lo, task.hi)]
+                .iter_mut()
+                .for_each(|m| *m = true);
+            let prefix = &entries[task.lo].path(input.state)[..task.prefix_len];
+            candidates.retain(|(path, _)| !path.starts_with(prefix));
+        }
+        marks.retain(|mark| !missing[mark.row]);
+        for (row, _) in missing.iter().enumerate().filter(|(_, m)| **m) {
+            let stages = stages_at(input.state, rows.first(row));
+            marks.push(Mark {
+                row,
+                status: unstaged(stages, &Wt::Missing, None),
+                nested: false,
+                missing: true,
+            });
+        }
+        marks.sort_by_key(|mark| mark.row);
+    }
+    candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    candidates.dedup_by(|a, b| a.0 == b.0);
+    Ok(ScanOutput {
+        rows,
+        marks,
+        candidates,
+    })
+}
+
+/// The entries (stages) of the path whose first entry is at `first`.
+pub(crate) fn stages_at(state: &gix::index::State, first: usize) -> &[gix::index::Entry] {
+    let entries = state.entries();
+    let path = entries[first].path(state);
+    let mut end = first + 1;
+    while end < entries.len() && entries[end].path(state) == path {
+        end += 1;
+    }
+    &entries[first..end]
+}
+
+/// Every tracked directory to list, and the index split into runs to stat.
+fn tasks(state: &gix::index::State) -> Vec<Task> {
+    let entries = state.entries();
+    let mut tasks = Vec::new();
+    let mut stack = vec![ListTask {
+        lo: 0,
+        hi: entries.len(),
+        prefix_len: 0,
+    }];
+    while let Some(task) = stack.pop() {
+        tasks.push(Task::List(task));
+        let mut i = task.lo;
+        while i < task.hi {
+            let path = entries[i].path(state);
+            match subdir_len(&entries[i], path, task.prefix_len) {
+                Some(sub_len) => {
+                    let end = subdir_end(state, i, task.hi, &path[..sub_len]);
+                    stack.push(ListTask {
+                        lo: i,
+                        hi: end,
+                        prefix_len: sub_len,
+                    });
+                    i = end;
+                }
+                None => i += 1,
+            }
+        }
+    }
+    let mut lo = 0;
+    while lo < entries.len() {
+        let mut hi = (lo + STAT_CHUNK).min(entries.len());
+        while hi < entries.len() && entries[hi].path(state) == entries[hi - 1].path(state) {
+            hi += 1;
+        }
+        tasks.push(Task::Stat(lo..hi));
+        lo = hi;
+    }
+    tasks
+}
+
+/// If the entry at `path` lives in a subdirectory of the directory `path[..prefix_len]`, the
+/// length of `subdir/` within `path`. A sparse-directory entry (`subdir/` itself) is a leaf.
+fn subdir_len(entry: &gix::index::Entry, path: &BStr, prefix_len: usize) -> Option<usize> {
+    let pos = path[prefix_len..].find_byte(b'/')?;
+    let sub_len = prefix_len + pos + 1;
+    if entry.mode == Mode::DIR && sub_len == path.len() {
+        None
+    } else {
+        Some(sub_len)
+    }
+}
+
+/// The end of the run of entries, starting at `start`, whose paths begin with `prefix`.
+fn subdir_end(state: &gix::index::State, start: usize, hi: usize, prefix: &[u8]) -> usize {
+    let entries = state.entries();
+    start + entries[start..hi].partition_point(|entry| entry.path(state).starts_with(prefix))
+}
+
+fn worker(
+    input: &ScanInput<'_>,
+    root: BorrowedFd<'_>,
+    tasks: &[Task],
+    next: &AtomicUsize,
+    failed: &AtomicBool,
+) -> Result<Out, WorkspaceError> {
+    let mut out = Out::default();
+    let mut buf = Vec::new();
+    loop {
+        if failed.load(Ordering::Relaxed) {
+            return Ok(out);
+        }
+        let Some(task) = tasks.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            return Ok(out);
+        };
+        let result = match task {
+            Task::List(task) => list(input, root, *task, &mut out),
+            Task::Stat(range) => stat_run(input, root, range.clone(), &mut out, &mut buf),
+        };
+        if let Err(err) = result {
+            failed.store(true, Ordering::Relaxed);
+            return Err(err);
+        }
+    }
+}
+
+/// Lists one tracked directory and records what in it the index does not know.
+fn list(
+    input: &ScanInput<'_>,
+    root: BorrowedFd<'_>,
+    task: ListTask,
+    out: &mut Out,
+) -> Result<(), WorkspaceError> {
+    let state = input.state;
+    let entries = state.entries();
+    let prefix: &[u8] = if task.prefix_len == 0 {
+        b""
+    } else {
+        &entries[task.lo].path(state)[..task.prefix_len]
+    };
+    let dir_path: &[u8] = if prefix.is_empty() {
+        b"."
+    } else {
+        &prefix[..prefix.len() - 1]
+    };
+    let fd = match openat(root, dir_path, dir_flags(), Perms::empty()) {
+        Ok(fd) => fd,
+        Err(errno) if !prefix.is_empty() && is_absent(errno) => {
+            out.broken.push(task);
+            return Ok(());
+        }
+        Err(errno) => return Err(io_error(input, dir_path.as_bstr(), errno)),
+    };
+    let mut dir =
+        nix::dir::Dir::from_fd(fd).map_err(|errno| io_error(input, dir_path.as_bstr(), errno))?;
+    let mut listing: Vec<(Vec<u8>, Option<nix::dir::Type>)> = Vec::new();
+    for item in dir.iter() {
+        let item = item.map_err(|errno| io_error(input, dir_path.as_bstr(), errno))?;
+        let name = item.file_name().to_bytes();
+        if matches!(name, b"." | b".." | b".git") {
+            continue;
+        }
+        listing.push((name.to_vec(), item.file_type()));
+    }
+    drop(dir);
+    if listing.is_empty() {
+        return Ok(());
+    }
+
+    let mut children = Vec::new();
+    let mut i = task.lo;
+    while i < task.hi {
+        let entry = &entries[i];
+        let path = entry.path(state);
+        match subdir_len(entry, path, task.prefix_len) {
+            Some(sub_len) => {
+                let end = subdir_end(state, i, task.hi, &path[..sub_len]);
+                children.push(Child {
+                    name: &path[task.prefix_len..sub_len - 1],
+                    dir: true,
+                    opaque: false,
+                });
+                i = end;
+            }
+            None => {
+                let name = path[task.prefix_len..].trim_end_with(|c| c == '/');
+                children.push(Child {
+                    name,
+                    dir: false,
+                    opaque: matches!(entry.mode, Mode::COMMIT | Mode::DIR),
+                });
+                i += 1;
+            }
+        }
+    }
+    children.sort_by(|a, b| a.name.cmp(b.name));
+
+    let mut path = Vec::with_capacity(prefix.len() + 64);
+    for (name, file_type) in listing {
+        path.clear();
+        path.extend_from_slice(prefix);
+        path.extend_from_slice(&name);
+        let kind = match file_type {
+            Some(nix::dir::Type::File) => Kind::File,
+            Some(nix::dir::Type::Symlink) => Kind::Symlink,
+            Some(nix::dir::Type::Directory) => Kind::Dir,
+            Some(_) => Kind::Other,
+            None => match fstatat(root, path.as_slice(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Ok(stat) => kind_of(&stat),
+                Err(errno) if is_absent(errno) => continue,
+                Err(errno) => return Err(io_error(input, path.as_bstr(), errno)),
+            },
+        };
+        let start = children.partition_point(|c| c.name < name.as_slice());
+        let (mut tracked_dir, mut tracked_file, mut opaque) = (false, false, false);
+        for child in children[start..]
+            .iter()
+            .take_while(|c| c.name == name.as_slice())
+        {
+            tracked_dir |= child.dir;
+            tracked_file |= !child.dir;
+            opaque |= child.opaque;
+        }
+        let candidate = match (tracked_file, tracked_dir) {
+            (false, false) => true,
+            // A tracked directory that is something else now: that something is new.
+            (false, true) => kind != Kind::Dir,
+            // A tracked file that is a directory now: its content is new.
+            (true, false) => kind == Kind::Dir && !opaque,
+            (true, true) => false,
+        };
+        if candidate {
+            out.candidates.push((BString::from(path.clone()), kind));
+        }
+    }
+    Ok(())
+}
+
+/// Stats the index entries `range` (whole paths: all stages of a path are in it) and makes their
+/// rows.
+fn stat_run(
+    input: &ScanInput<'_>,
+    root: BorrowedFd<'_>,
+    range: Range<usize>,
+    out: &mut Out,
+    buf: &mut Vec<u8>,
+) -> Result<(), WorkspaceError> {
+    let state = input.state;
+    let entries = state.entries();
+    let mut chunk = Chunk {
+        rows: Rows::with_capacity(range.len()),
+        marks: Vec::new(),
+    };
+    let mut text = String::with_capacity(128);
+    // The directory of the previous entry: its path and descriptor (`None`: the root, or not a
+    // directory).
+    let mut current: Option<(&BStr, Option<OwnedFd>)> = None;
+    let mut i = range.start;
+    while i < range.end {
+        let entry = &entries[i];
+        let path = entry.path(state);
+        let mut end = i + 1;
+        while end < range.end && entries[end].path(state) == path {
+            end += 1;
+        }
+        let stages = &entries[i..end];
+        let wt = if entry.mode == Mode::DIR {
+            Wt::Sparse
+        } else {
+            let (parent, name) = match path.rfind_byte(b'/') {
+                Some(pos) => (&path[..pos], &path[pos + 1..]),
+                None => (BStr::new(b""), path),
+            };
+            if current.as_ref().is_none_or(|(dir, _)| *dir != parent) {
+                let fd = if parent.is_empty() {
+                    None
+                } else {
+                    match openat(root, parent.as_bytes(), dir_flags(), Perms::empty()) {
+                        Ok(fd) => Some(fd),
+                        Err(errno) if is_absent(errno) => None,
+                        Err(errno) => return Err(io_error(input, parent, errno)),
+                    }
+                };
+                current = Some((parent, fd));
+            }
+            match &current {
+                Some((_, Some(fd))) => stat_entry(input, fd.as_fd(), name, path, stages, buf)?,
+                Some((dir, None)) if dir.is_empty() => {
+                    stat_entry(input, root, name, path, stages, buf)?
+                }
+                _ => Wt::Missing,
+            }
+        };
+        let nested = wt == Wt::Nested;
+        let status = unstaged(stages, &wt, None);
+        if nested || status.unstaged {
+            chunk.marks.push(Mark {
+                row: chunk.rows.len(),
+                status,
+                nested,
+                missing: false,
+            });
+        }
+        text.clear();
+        write_tracked_state(&mut text, stages, &wt, None);
+        chunk.rows.push(i, path, &text);
+        i = end;
+    }
+    out.chunks.push((range.start, chunk));
+    Ok(())
+}
+
+/// The worktree state of one path, `name` in the directory `dir`, tracked as `stages`.
+fn stat_entry(
+    input: &ScanInput<'_>,
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    path: &BStr,
+    stages: &[gix::index::Entry],
+    buf: &mut Vec<u8>,
+) -> Result<Wt, WorkspaceError> {
+    let entry = &stages[0];
+    let single = stages.len() == 1 && entry.stage_raw() == 0;
+    let stat = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(errno) if is_absent(errno) => return Ok(Wt::Missing),
+        Err(errno) => return Err(io_error(input, path, errno)),
+    };
+    let mode = match kind_of(&stat) {
+        Kind::Dir if entry.mode == Mode::COMMIT => return Ok(Wt::Nested),
+        Kind::Dir => return Ok(Wt::Dir),
+        Kind::Other => return Ok(Wt::Other),
+        Kind::Symlink => 0o120000,
+        Kind::File if !input.symlinks && entry.mode == Mode::SYMLINK => 0o120000,
+        Kind::File if !input.file_mode => {
+            if entry.mode == Mode::FILE_EXECUTABLE {
+                0o100755
+            } else {
+                0o100644
+            }
+        }
+        Kind::File if stat.st_mode & 0o100 != 0 => 0o100755,
+        Kind::File => 0o100644,
+    };
+    let same_mode = mode == entry.mode.bits();
+    if single
+        && same_mode
+        && input.use_stat_cache
+        && !entry.flags.contains(Flags::INTENT_TO_ADD)
+        && !entry
+            .stat
+            .is_racy(input.state.timestamp(), input.stat_options)
+        && entry.stat.matches(&index_stat(&stat), input.stat_options)
+    {
+        return Ok(Wt::Same);
+    }
+    let hashed = if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK
+    {
+        readlinkat(dir, name).and_then(|target| {
+            use std::os::unix::ffi::OsStrExt;
+            hash::blob_id(input.object_hash, target.as_bytes()).map_err(errno_of)
+        })
+    } else {
+        openat(dir, name, file_flags(), Perms::empty()).and_then(|fd| {
+            let mut file = File::from(fd);
+            let len = u64::try_from(stat.st_size).unwrap_or(0);
+            hash::file_blob_id(input.object_hash, &mut file, len, buf).map_err(errno_of)
+        })
+    };
+    let id = match hashed {
+        Ok(id) => id,
+        // Removed, or replaced by something else, since it was stat-ed.
+        Err(errno) if is_absent(errno) || errno == Errno::ELOOP => return Ok(Wt::Missing),
+        Err(errno) => return Err(io_error(input, path, errno)),
+    };
+    if single && same_mode && id == entry.id {
+        Ok(Wt::Same)
+    } else {
+        Ok(Wt::Blob { mode, id })
+    }
+}
+
+/// The kind of what `stat` describes.
+pub(crate) fn kind_of(stat: &FileStat) -> Kind {
+    match SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => Kind::File,
+        SFlag::S_IFLNK => Kind::Symlink,
+        SFlag::S_IFDIR => Kind::Dir,
+        _ => Kind::Other,
+    }
+}
+
+/// `stat` in the index's representation (truncated to 32 bits where the index is).
+fn index_stat(stat: &FileStat) -> Stat {
+    Stat {
+        mtime: stat::Time {
+            secs: stat.st_mtime as u32,
+            nsecs: stat.st_mtime_nsec as u32,
+        },
+        ctime: stat::Time {
+            secs: stat.st_ctime as u32,
+            nsecs: stat.st_ctime_nsec as u32,
+        },
+        dev: stat.st_dev as u32,
+        ino: stat.st_ino as u32,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        size: stat.st_size as u32,
+    }
+}
+
+fn dir_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
+}
+
+fn file_flags() -> OFlag {
+    OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NOCTTY
+}
+
+/// Whether `errno` means that the path does not exist (anymore), or that a parent is no
+/// directory (or a symbolic link where a directory was expected).
+fn is_absent(errno: Errno) -> bool {
+    matches!(errno, Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP)
+}
+
+fn errno_of(err: io::Error) -> Errno {
+    err.raw_os_error().map_or(Errno::EIO, Errno::from_raw)
+}
+
+fn io_error(input: &ScanInput<'_>, path: &BStr, errno: Errno) -> WorkspaceError {
+    WorkspaceError::Io {
+        path: input.display_root.join(entry_key(path)),
+        source: io::Error::from(errno),
+    }
+}

@@ -1,0 +1,177 @@
+//! Phase two of a fingerprint: which of the paths that the index does not know are untracked
+//! (not ignored), listed file by file like `git status -uall` — and, when asked for, which are
+//! ignored.
+//!
+//! Ignore rules are git's (`.gitignore` files, `info/exclude`, `core.excludesFile`), evaluated
+//! by gix: a path below an ignored directory is ignored. A directory with a `.git` in it is a
+//! nested repository and stays one entry. FIFOs, sockets and devices are left out, as git does.
+
+use std::path::Path;
+
+use camino::Utf8Path;
+use gix::bstr::{BString, ByteSlice, ByteVec};
+use gix::index::entry::Mode;
+use gix::worktree::stack::state::ignore::Source;
+use handoff_core::WorkspaceError;
+
+use crate::paths::{entry_key, worktree_path};
+use crate::scan::Kind;
+use crate::workspace::git_error;
+
+/// What an untracked or ignored path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum What {
+    /// A regular file.
+    File,
+    /// A symbolic link.
+    Symlink,
+    /// A directory holding a nested repository.
+    Repo,
+}
+
+/// One untracked or ignored path.
+#[derive(Debug)]
+pub(crate) struct Found {
+    pub(crate) path: BString,
+    pub(crate) what: What,
+    pub(crate) ignored: bool,
+}
+
+/// Classifies `candidates` (paths the index does not know, as found in tracked directories) and
+/// walks the untracked directories among them; with `include_ignored`, ignored paths are kept
+/// (and ignored directories walked) too. The result is sorted by path.
+pub(crate) fn classify(
+    repo: &gix::Repository,
+    state: &gix::index::State,
+    root: &Path,
+    display_root: &Utf8Path,
+    candidates: Vec<(BString, Kind)>,
+    include_ignored: bool,
+) -> Result<Vec<Found>, WorkspaceError> {
+    if candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let stack = repo
+        .excludes(state, None, Source::WorktreeThenIdMappingIfNotSkipped)
+        .map_err(|err| git_error("cannot read the ignore rules", err))?;
+    let mut walker = Walker {
+        stack,
+        root,
+        display_root,
+        include_ignored,
+        found: Vec::new(),
+    };
+    for (path, kind) in candidates {
+        walker.visit(path, kind, false)?;
+    }
+    let mut found = walker.found;
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(found)
+}
+
+struct Walker<'a, 'repo> {
+    stack: gix::AttributeStack<'repo>,
+    root: &'a Path,
+    display_root: &'a Utf8Path,
+    include_ignored: bool,
+    found: Vec<Found>,
+}
+
+impl Walker<'_, '_> {
+    fn visit(
+        &mut self,
+        path: BString,
+        kind: Kind,
+        parent_ignored: bool,
+    ) -> Result<(), WorkspaceError> {
+        let mode = match kind {
+            Kind::File => Mode::FILE,
+            Kind::Symlink => Mode::SYMLINK,
+            Kind::Dir => Mode::DIR,
+            Kind::Other => return Ok(()),
+        };
+        let ignored = parent_ignored
+            || self
+                .stack
+                .at_entry(path.as_bstr(), Some(mode))
+                .map_err(|err| git_error("cannot read the ignore rules", err))?
+                .is_excluded();
+        if ignored && !self.include_ignored {
+            return Ok(());
+        }
+        let what = match kind {
+            Kind::File => What::File,
+            Kind::Symlink => What::Symlink,
+            _ => return self.visit_dir(path, ignored),
+        };
+        self.found.push(Found {
+            path,
+            what,
+            ignored,
+        });
+        Ok(())
+    }
+
+    fn visit_dir(&mut self, path: BString, ignored: bool) -> Result<(), WorkspaceError> {
+        let dir = worktree_path(self.root, path.as_bstr())?;
+        let io = |source| WorkspaceError::Io {
+            path: self.display_root.join(entry_key(path.as_bstr())),
+            source,
+        };
+        if std::fs::symlink_metadata(dir.join(".git")).is_ok() {
+            self.found.push(Found {
+                path,
+                what: What::Repo,
+                ignored,
+            });
+            return Ok(());
+        }
+        let read = match std::fs::read_dir(&dir) {
+            Ok(read) => read,
+            Err(err) if is_absent(&err) => return Ok(()),
+            Err(err) => return Err(io(err)),
+        };
+        let mut children = Vec::new();
+        for item in read {
+            let item = item.map_err(io)?;
+            let name = gix::path::os_str_into_bstr(&item.file_name())
+                .map(|name| name.to_owned())
+                .map_err(|err| WorkspaceError::Git {
+                    message: format!("a file name below '{}' is not valid: {err}", dir.display()),
+                })?;
+            if name == ".git" {
+                continue;
+            }
+            let file_type = match item.file_type() {
+                Ok(file_type) => file_type,
+                Err(err) if is_absent(&err) => continue,
+                Err(err) => return Err(io(err)),
+            };
+            let kind = if file_type.is_file() {
+                Kind::File
+            } else if file_type.is_symlink() {
+                Kind::Symlink
+            } else if file_type.is_dir() {
+                Kind::Dir
+            } else {
+                Kind::Other
+            };
+            children.push((name, kind));
+        }
+        children.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, kind) in children {
+            let mut child = path.clone();
+            child.push_byte(b'/');
+            child.push_str(&name);
+            self.visit(child, kind, ignored)?;
+        }
+        Ok(())
+    }
+}
+
+fn is_absent(err: &std::io::Error) -> bool {
+    matches!(
+        err.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}

@@ -1,0 +1,204 @@
+//! The git directory's part of a fingerprint: hooks, config, `info/*`, refs, stash, worktrees —
+//! and the read-only commands that must not count as a change.
+
+use crate::support::{TestRepo, changed};
+
+#[test]
+fn planting_a_hook_is_a_change() {
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    let after = repo.fingerprint();
+    assert_eq!(changed(&before, &after), [".git/hooks/pre-commit"]);
+    assert!(after.entries[".git/hooks/pre-commit"].starts_with("file 100644 "));
+
+    // Making it executable is a change too.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            repo.path(".git/hooks/pre-commit"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let executable = repo.fingerprint();
+        assert_eq!(changed(&after, &executable), [".git/hooks/pre-commit"]);
+        assert!(executable.entries[".git/hooks/pre-commit"].starts_with("file 100755 "));
+    }
+}
+
+#[test]
+fn changing_the_config_is_a_change() {
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.git(&["config", "core.hooksPath", "/nonexistent/hooks"]);
+    let after = repo.fingerprint();
+    assert_eq!(changed(&before, &after), [".git/config"]);
+}
+
+#[test]
+fn hooks_of_a_hooks_path_outside_the_repository_are_fingerprinted() {
+    let repo = TestRepo::with_commit();
+    let hooks = tempfile::tempdir().unwrap();
+    let hooks_dir = hooks.path().canonicalize().unwrap();
+    repo.git(&["config", "core.hooksPath", hooks_dir.to_str().unwrap()]);
+    let before = repo.fingerprint();
+    std::fs::write(hooks_dir.join("pre-commit"), "#!/bin/sh\n").unwrap();
+    let after = repo.fingerprint();
+    let key = format!("{}/pre-commit", hooks_dir.display());
+    assert_eq!(changed(&before, &after), [key]);
+}
+
+#[test]
+fn hooks_of_an_ignored_hooks_path_inside_the_worktree_are_fingerprinted() {
+    let repo = TestRepo::with_commit();
+    repo.git(&["config", "core.hooksPath", "target/hooks"]); // target/ is ignored
+    let before = repo.fingerprint();
+    repo.write("target/hooks/pre-commit", "#!/bin/sh\n");
+    let after = repo.fingerprint();
+    assert_eq!(changed(&before, &after), ["target/hooks/pre-commit"]);
+    assert!(after.entries["target/hooks/pre-commit"].starts_with("hook file 100644 "));
+}
+
+#[test]
+fn editing_info_files_is_a_change() {
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.write(".git/info/exclude", "# nothing new is ignored\n");
+    repo.write(".git/info/attributes", "*.txt text\n");
+    let after = repo.fingerprint();
+    assert_eq!(
+        changed(&before, &after),
+        [".git/info/attributes", ".git/info/exclude"]
+    );
+}
+
+#[test]
+fn new_branches_and_tags_are_changes() {
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.git(&["branch", "feature"]);
+    let branched = repo.fingerprint();
+    assert_eq!(changed(&before, &branched), [".git/refs/heads/feature"]);
+    repo.git(&["tag", "v1"]);
+    repo.git(&["tag", "-a", "-m", "annotated", "v2"]);
+    let tagged = repo.fingerprint();
+    assert_eq!(
+        changed(&branched, &tagged),
+        [".git/refs/tags/v1", ".git/refs/tags/v2"]
+    );
+}
+
+#[test]
+fn stashing_is_a_change() {
+    let repo = TestRepo::with_commit();
+    repo.write("a.txt", "work in progress\n");
+    let before = repo.fingerprint();
+    repo.git(&["stash", "-q"]);
+    let after = repo.fingerprint();
+    // The worktree is back to HEAD, the stash ref appeared, and the reset left ORIG_HEAD.
+    assert_eq!(
+        changed(&before, &after),
+        [".git/ORIG_HEAD", ".git/refs/stash", "a.txt"]
+    );
+}
+
+#[test]
+fn packing_refs_is_not_a_change_and_deleting_a_packed_ref_is() {
+    let repo = TestRepo::with_commit();
+    repo.git(&["branch", "feature"]);
+    repo.git(&["tag", "v1"]);
+    let loose = repo.fingerprint();
+    repo.git(&["pack-refs", "--all"]);
+    assert!(!repo.path(".git/refs/heads/feature").exists());
+    let packed = repo.fingerprint();
+    assert!(changed(&loose, &packed).is_empty());
+    assert_eq!(loose.digest, packed.digest);
+    repo.git(&["branch", "-D", "feature"]);
+    let deleted = repo.fingerprint();
+    assert_eq!(changed(&packed, &deleted), [".git/refs/heads/feature"]);
+}
+
+#[test]
+fn a_loose_ref_shadows_its_packed_value() {
+    let repo = TestRepo::with_commit();
+    repo.git(&["branch", "feature"]);
+    repo.git(&["pack-refs", "--all"]);
+    let before = repo.fingerprint();
+    repo.commit("second");
+    // Moves `feature` with a loose ref while the packed one keeps the old value.
+    repo.git(&["branch", "-f", "feature", "main"]);
+    let after = repo.fingerprint();
+    assert_eq!(
+        changed(&before, &after),
+        [".git/refs/heads/feature", ".git/refs/heads/main"]
+    );
+    assert_eq!(
+        after.entries[".git/refs/heads/feature"],
+        after.entries[".git/refs/heads/main"]
+    );
+}
+
+#[test]
+fn read_only_commands_are_not_a_change() {
+    let repo = TestRepo::with_commit();
+    repo.write("a.txt", "modified\n");
+    repo.write("new.txt", "untracked\n");
+    repo.git(&["branch", "feature"]);
+    repo.git(&["stash", "-q"]);
+    repo.write("a.txt", "modified again\n");
+    // A stale stat cache gives `git status` a reason to rewrite the index.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    repo.write("src/lib.rs", "pub fn f() {}\n");
+    let before = repo.fingerprint();
+    for args in [
+        &["status"][..],
+        &["status", "--porcelain=v2", "-uall"],
+        &["diff"],
+        &["diff", "--cached"],
+        &["log", "--oneline", "--all"],
+        &["show", "--stat", "HEAD"],
+        &["branch", "--list"],
+        &["stash", "list"],
+        &["rev-parse", "HEAD"],
+        &["ls-files"],
+        &["update-index", "--refresh"],
+    ] {
+        let _ = std::process::Command::new("git")
+            .args(args)
+            .current_dir(repo.root())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+    }
+    let after = repo.fingerprint();
+    assert!(changed(&before, &after).is_empty());
+    assert_eq!(before.digest, after.digest);
+}
+
+#[test]
+fn pseudo_refs_left_by_mutating_commands_are_changes() {
+    let repo = TestRepo::with_commit();
+    repo.commit("second");
+    let before = repo.fingerprint();
+    repo.git(&["reset", "-q", "--soft", "HEAD~1"]);
+    let after = repo.fingerprint();
+    let files = changed(&before, &after);
+    assert!(files.contains(&".git/ORIG_HEAD".to_owned()), "{files:?}");
+    assert!(
+        files.contains(&".git/refs/heads/main".to_owned()),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn fingerprints_of_an_unchanged_repository_compare_equal_with_and_without_the_stat_cache() {
+    let repo = TestRepo::with_commit();
+    repo.write("a.txt", "modified\n");
+    repo.write("new/file.txt", "untracked\n");
+    repo.git(&["branch", "feature"]);
+    let cached = repo.fingerprint();
+    let hashed = repo.fingerprint_with(handoff_git::GitWorkspace::new().with_stat_cache(false));
+    assert_eq!(cached, hashed);
+}
