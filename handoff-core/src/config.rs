@@ -11,6 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
+use crate::env::credential_name;
 use crate::names::AgentId;
 
 /// The whole configuration file.
@@ -103,13 +104,6 @@ const OPENCODE_REFUSED: &[&str] = &[
     "plugin",
     "instructions",
 ];
-
-fn credential_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
-        .iter()
-        .any(|w| n.contains(w))
-}
 
 impl Config {
     /// The default file location for `env` (`HANDOFF_CONFIG`, `XDG_CONFIG_HOME`, `HOME`).

@@ -35,7 +35,7 @@ use crate::preflight::{PreflightCache, locate};
 use crate::process::{Ending, supervise};
 use crate::prompt::build_prompt;
 use crate::provider::{AnswerSource, Observation, ProbeEnv, Provider, RawOutput, Registry, RunDir};
-use crate::redact::{redact, truncate_tail};
+use crate::redact::{redact, redact_known, truncate_tail};
 use crate::request::{BudgetLimits, Caller, CallerProvenance, Request};
 use crate::result::*;
 use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
@@ -897,19 +897,6 @@ fn configuration_receipt(
         "file": path.map(|p| p.to_string()),
         "applied": applied,
     })
-}
-
-fn redact_known(text: &str, known: &[String]) -> (String, u64) {
-    let mut out = text.to_owned();
-    let mut n = 0;
-    for s in known.iter().filter(|s| s.len() >= 4) {
-        let c = out.matches(s.as_str()).count() as u64;
-        if c > 0 {
-            out = out.replace(s.as_str(), "[REDACTED]");
-            n += c;
-        }
-    }
-    (out, n)
 }
 
 fn self_reported(out: &ProviderOutput) -> Usage {

@@ -51,7 +51,7 @@ pub use provider::{
     AnswerSource, Invocation, InvocationError, Observation, Preflight, PrivateFile, ProbeEnv,
     Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
 };
-pub use redact::{DIAGNOSTIC_LIMIT, redact, truncate_tail};
+pub use redact::{DIAGNOSTIC_LIMIT, redact, redact_known, truncate_tail};
 pub use request::*;
 pub use result::*;
 pub use supervisor::{

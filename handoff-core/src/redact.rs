@@ -35,19 +35,26 @@ static PATTERNS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
 /// Masks secrets: first the exact `known` values (MCP secrets, API keys handed to the agent),
 /// then every credential pattern. Returns the text and how many secrets were masked.
 pub fn redact(text: &str, known: &[String]) -> (String, u64) {
+    let (mut out, mut count) = redact_known(text, known);
+    for (re, replacement) in PATTERNS.iter() {
+        let n = re.find_iter(&out).count() as u64;
+        if n > 0 {
+            out = re.replace_all(&out, *replacement).into_owned();
+            count += n;
+        }
+    }
+    (out, count)
+}
+
+/// Masks only the exact `known` values (at least 4 bytes long); used where credential patterns
+/// could hit legitimate content, such as an agent's answer about code.
+pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
     let mut out = text.to_owned();
     let mut count = 0u64;
     for secret in known.iter().filter(|s| s.len() >= 4) {
         let n = out.matches(secret.as_str()).count() as u64;
         if n > 0 {
             out = out.replace(secret.as_str(), "[REDACTED]");
-            count += n;
-        }
-    }
-    for (re, replacement) in PATTERNS.iter() {
-        let n = re.find_iter(&out).count() as u64;
-        if n > 0 {
-            out = re.replace_all(&out, *replacement).into_owned();
             count += n;
         }
     }
