@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod fingerprint;
+mod nested;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -41,9 +42,11 @@ enum Command {
     /// Hand a bounded task (build, phase, review, verify) to another agent. The worker cannot
     /// call handoff.
     Run(DelegateArgs),
-    /// Like `run`, but the worker may ask further agents for read-only advice.
+    /// Like `run`, but the worker may ask further agents for read-only advice through a
+    /// supervisor that enforces the DAG budgets.
     RunWithAdvice(DelegateArgs),
-    /// Ask another agent for a read-only opinion.
+    /// Ask another agent for a read-only opinion. Inside a worker (HANDOFF_SUPERVISOR_CONTEXT
+    /// set) this is the only verb, answered by the root's supervisor.
     Advice(DelegateArgs),
     /// Report every agent's capabilities and preflight (no model calls).
     Capabilities(CapabilitiesArgs),
@@ -144,6 +147,9 @@ struct DelegateArgs {
     /// nested requests only. Repeatable.
     #[arg(long, value_name = "TYPE:ID")]
     dependency: Vec<String>,
+    /// If another root run holds this worktree, wait for it to finish instead of refusing.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -170,6 +176,10 @@ fn checked(loaded: LoadedConfig) -> Result<LoadedConfig, String> {
 
 fn engine(config: Option<LoadedConfig>) -> Engine {
     let mut options = EngineOptions::from_process();
+    options.handoff_exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok());
     if let Some(c) = config {
         options.config = c.config;
         options.config_path = c.path;
@@ -222,6 +232,7 @@ fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, Stri
     input.root_timeout_ms = a.root_timeout_ms;
     input.timeout_ms = a.timeout_ms;
     input.dependencies = a.dependency;
+    input.wait = a.wait;
     input.nested = nested;
     input.instructions = match a.instructions.as_deref() {
         None => None,
@@ -457,8 +468,19 @@ fn main() -> ExitCode {
             (_, Command::Config(c)) => config_command(c),
             (_, Command::Fingerprint(f)) => fingerprint::main(f).await,
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
+                let context = std::env::var(handoff_core::CONTEXT_ENV)
+                    .ok()
+                    .filter(|v| !v.is_empty());
                 match input_of(verb, a) {
-                    Ok(input) => run_delegation(input).await,
+                    Ok(input) => match context {
+                        Some(ctx) => nested::main(input, &ctx).await,
+                        None => {
+                            // Workers that detach (double fork, setsid) stay descendants of
+                            // this root, so the lease's ancestry check still finds it.
+                            let _ = handoff_core::adopt_orphans();
+                            run_delegation(input).await
+                        }
+                    },
                     Err(failed) => {
                         let (input, message) = *failed;
                         rejected_early(input, message).await

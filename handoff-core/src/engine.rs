@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use crate::config::{AgentConfig, Config, config_secrets};
 use crate::env::{agent_env, credential_values};
 use crate::input::{RunInput, Validated, request_hash};
+use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation, Status, Verdict};
 use crate::output::{MAX_PROVIDER_OUTPUT_BYTES, ProviderOutput};
 use crate::preflight::{PreflightCache, locate};
@@ -36,8 +37,9 @@ use crate::process::{Ending, supervise};
 use crate::prompt::build_prompt;
 use crate::provider::{AnswerSource, Observation, ProbeEnv, Provider, RawOutput, Registry, RunDir};
 use crate::redact::{redact, redact_known, truncate_tail};
-use crate::request::{BudgetLimits, Caller, CallerProvenance, Request};
+use crate::request::{BudgetLimits, Caller, CallerProvenance, DelegationMode, Request};
 use crate::result::*;
+use crate::supervisor::{CONTEXT_ENV, Finished, Supervisor, SupervisorContext, SupervisorSetup};
 use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
 
 /// How an engine is set up.
@@ -53,6 +55,12 @@ pub struct EngineOptions {
     pub config: Config,
     /// The file the configuration came from, if any (named in policy receipts).
     pub config_path: Option<Utf8PathBuf>,
+    /// Absolute path of the `handoff` binary a worker runs to ask for nested advice. Needed
+    /// by `run-with-advice` and root `advice`; `None` refuses them.
+    pub handoff_exe: Option<Utf8PathBuf>,
+    /// The per-user runtime directory (root leases, supervisor sockets); `None`: the default
+    /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
+    pub runtime_dir: Option<Utf8PathBuf>,
 }
 
 impl EngineOptions {
@@ -79,6 +87,8 @@ impl EngineOptions {
             tmp_dir: tmp,
             config: Config::default(),
             config_path: None,
+            handoff_exe: None,
+            runtime_dir: None,
         }
     }
 }
@@ -126,11 +136,38 @@ struct Draft {
     writes: Option<bool>,
     before: Option<Fingerprint>,
     cwd: Option<Utf8PathBuf>,
+    /// The supervisor of a root run with nested advice, while it runs.
+    supervisor: Option<Supervisor>,
+    /// What the supervisor left: the DAG and the token audit.
+    finished: Option<Finished>,
+    /// The root lease on the worktree, released when the draft is dropped (after the result
+    /// is written).
+    lease: Option<crate::lease::RootLease>,
+}
+
+/// How the agent process of a run is launched, beyond its request.
+pub(crate) struct Launch {
+    /// The worker's supervisor context (`HANDOFF_SUPERVISOR_CONTEXT`), when it may ask for
+    /// advice.
+    pub context: Option<SupervisorContext>,
+    /// What its sandbox must let it reach for that.
+    pub access: Option<crate::provider::NestedAccess>,
+    /// The prompt text naming the nested command.
+    pub nested_text: Option<String>,
+    /// The agent's time budget.
+    pub timeout: Duration,
+    /// The snapshot a nested adviser runs on.
+    pub snapshot: Option<crate::workspace::Snapshot>,
 }
 
 /// ISO-8601 UTC with milliseconds.
 pub fn now_iso() -> String {
-    let t = time::OffsetDateTime::now_utc();
+    iso(time::OffsetDateTime::now_utc())
+}
+
+/// `t` as ISO-8601 UTC with milliseconds.
+pub(crate) fn iso(t: time::OffsetDateTime) -> String {
+    let t = t.to_offset(time::UtcOffset::UTC);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
         t.year(),
@@ -195,6 +232,7 @@ impl Draft {
                 usage: Usage::not_observed(),
                 policy: serde_json::json!({"enforcement": "not-established"}),
                 dag: None,
+                snapshot: None,
                 diagnostics: Diagnostics::default(),
             },
             started: Instant::now(),
@@ -203,7 +241,18 @@ impl Draft {
             writes: None,
             before: None,
             cwd: None,
+            supervisor: None,
+            finished: None,
+            lease: None,
         }
+    }
+
+    /// The draft of a nested node, whose request the supervisor built.
+    fn nested(request: &Request, registry: &Registry) -> Draft {
+        let mut draft = Draft::new(&RunInput::new(crate::input::Verb::Advice), registry);
+        draft.set_request(request);
+        draft.result.dag = None;
+        draft
     }
 
     fn set_request(&mut self, r: &Request) {
@@ -369,6 +418,38 @@ impl Engine {
         &self.registry
     }
 
+    /// The user configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.options.config
+    }
+
+    /// The workspace implementation.
+    pub(crate) fn workspace(&self) -> Arc<dyn Workspace> {
+        Arc::clone(&self.workspace)
+    }
+
+    /// The per-user runtime directory, created 0700 if needed.
+    fn runtime_dir(&self) -> Result<Utf8PathBuf, String> {
+        match &self.options.runtime_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)
+                    .and_then(|()| {
+                        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+                    })
+                    .map_err(|e| format!("cannot create the runtime directory {d}: {e}"))?;
+                Ok(d.clone())
+            }
+            None => crate::lease::default_runtime_dir().map_err(|e| e.to_string()),
+        }
+    }
+
+    fn tmp_base(&self) -> Utf8PathBuf {
+        self.options
+            .tmp_dir
+            .clone()
+            .unwrap_or_else(|| Utf8PathBuf::from("/tmp"))
+    }
+
     fn probe_env(&self, provider: &dyn Provider, scratch: &Utf8Path) -> ProbeEnv {
         let mut env = agent_env(provider.spec(), &self.options.env);
         env.insert("NO_COLOR".into(), "1".into());
@@ -380,11 +461,7 @@ impl Engine {
     }
 
     fn scratch_dir(&self) -> std::io::Result<tempfile::TempDir> {
-        let base = self
-            .options
-            .tmp_dir
-            .clone()
-            .unwrap_or_else(|| Utf8PathBuf::from("/tmp"));
+        let base = self.tmp_base();
         let dir = tempfile::Builder::new()
             .prefix("handoff-run-")
             .tempdir_in(base.as_std_path())?;
@@ -478,7 +555,72 @@ impl Engine {
             Ok(verdict) => Stop::new(verdict, String::new()),
             Err(stop) => stop,
         };
+        // Nothing outlives the root: advisers still running are stopped before the verdict.
+        if let Some(supervisor) = draft.supervisor.take() {
+            draft.finished = Some(supervisor.shutdown().await);
+        }
         self.finish(draft, reserved, stop).await
+    }
+
+    /// Runs a nested adviser the supervisor admitted (no result file, no lease).
+    pub(crate) async fn run_nested(
+        &self,
+        request: Request,
+        mcp: Option<McpDescriptor>,
+        launch: Launch,
+        cancel: watch::Receiver<bool>,
+    ) -> RunOutcome {
+        let mut draft = Draft::nested(&request, &self.registry);
+        draft.result.snapshot = launch.snapshot.clone();
+        let stop = match self
+            .nested_execute(&request, mcp, &mut draft, cancel, launch)
+            .await
+        {
+            Ok(verdict) => Stop::new(verdict, String::new()),
+            Err(stop) => stop,
+        };
+        self.finish(draft, None, stop).await
+    }
+
+    /// The result of a nested node that ended before its agent started.
+    pub(crate) async fn nested_stop(
+        &self,
+        request: Request,
+        verdict: Verdict,
+        message: String,
+    ) -> RunOutcome {
+        let draft = Draft::nested(&request, &self.registry);
+        self.finish(draft, None, Stop::new(verdict, message)).await
+    }
+
+    async fn nested_execute(
+        &self,
+        request: &Request,
+        mcp: Option<McpDescriptor>,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+        launch: Launch,
+    ) -> Result<Verdict, Stop> {
+        cancelled(&cancel)?;
+        self.before(request, draft).await?;
+        self.launch(request, mcp, draft, cancel, launch).await
+    }
+
+    /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
+    async fn before(&self, request: &Request, draft: &mut Draft) -> Result<Fingerprint, Stop> {
+        let cwd = Utf8PathBuf::from(&request.cwd);
+        let before = fingerprint(&self.workspace, &cwd)
+            .await
+            .map_err(|e| match e {
+                WorkspaceError::NotAWorktree { .. } => Stop::new(
+                    Verdict::REJECTED,
+                    format!("--cwd {cwd} is not inside a git worktree"),
+                ),
+                e => Stop::new(Verdict::REJECTED, format!("cannot read git state: {e}")),
+            })?;
+        draft.before = Some(before.clone());
+        draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
+        Ok(before)
     }
 
     async fn execute(
@@ -491,27 +633,94 @@ impl Engine {
             .validate_with(&self.registry, &self.options.config)
             .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
         draft.set_request(&request);
+        if self.registry.get(&request.target.harness).is_none() {
+            return Err(Stop::new(Verdict::REJECTED, "unknown target"));
+        }
+        cancelled(&cancel)?;
+        let before = self.before(&request, draft).await?;
+
+        // One root run per worktree; none from inside another root's process tree.
+        let dir = self
+            .runtime_dir()
+            .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
+        let holder = crate::lease::Holder {
+            run_id: request.lineage.run_id.clone(),
+            verb: input.verb,
+            cwd: Utf8PathBuf::from(&request.cwd),
+        };
+        let wait = if input.wait {
+            crate::lease::Wait::Until(cancel.clone())
+        } else {
+            crate::lease::Wait::Refuse
+        };
+        let lease = crate::lease::RootLease::acquire(&dir, &before.root, &holder, wait)
+            .await
+            .map_err(|e| match e {
+                crate::lease::LeaseError::Cancelled { .. } => Stop::new(
+                    Verdict::CANCELLED,
+                    "cancelled by a signal while waiting for the worktree",
+                ),
+                e => Stop::new(Verdict::REJECTED, e.to_string()),
+            })?;
+        draft.lease = Some(lease);
+
+        let mut launch = Launch {
+            context: None,
+            access: None,
+            nested_text: None,
+            timeout: Duration::from_millis(request.budgets.limits.timeout_ms),
+            snapshot: None,
+        };
+        if request.delegation.mode == DelegationMode::AdviceOnly {
+            let exe = self.options.handoff_exe.clone().ok_or_else(|| {
+                Stop::new(
+                    Verdict::REJECTED,
+                    format!(
+                        "{} needs the path of the handoff binary for nested advice \
+                         (EngineOptions::handoff_exe)",
+                        input.verb.as_str()
+                    ),
+                )
+            })?;
+            let socket_parent = self
+                .runtime_dir()
+                .map_err(|m| Stop::new(Verdict::NOT_RUN, m))?;
+            let supervisor = Supervisor::start(SupervisorSetup {
+                engine: self.clone(),
+                root: &request,
+                root_mcp: mcp.clone(),
+                worktree: before.root.clone(),
+                started_at: &draft.result.timing.started_at,
+                started: draft.started,
+                handoff_exe: exe,
+                socket_parent,
+                snapshot_parent: self.tmp_base(),
+                cancel: cancel.clone(),
+            })
+            .map_err(|m| Stop::new(Verdict::NOT_RUN, m))?;
+            launch.context = Some(supervisor.root_context().clone());
+            launch.access = Some(supervisor.access());
+            launch.nested_text = Some(supervisor.root_prompt_text(&request));
+            draft.supervisor = Some(supervisor);
+        }
+        self.launch(&request, mcp, draft, cancel, launch).await
+    }
+
+    /// Plans, starts and observes the agent process of `request`.
+    async fn launch(
+        &self,
+        request: &Request,
+        mcp: Option<McpDescriptor>,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+        launch: Launch,
+    ) -> Result<Verdict, Stop> {
         let provider = self
             .registry
             .get(&request.target.harness)
             .cloned()
             .ok_or_else(|| Stop::new(Verdict::REJECTED, "unknown target"))?;
         let spec = provider.spec();
-        cancelled(&cancel)?;
-
-        let cwd = Utf8PathBuf::from(&request.cwd);
-        let before = fingerprint(&self.workspace, &cwd)
-            .await
-            .map_err(|e| match e {
-                WorkspaceError::NotAWorktree { .. } => Stop::new(
-                    Verdict::REJECTED,
-                    format!("--cwd {cwd} is not inside a git worktree"),
-                ),
-                e => Stop::new(Verdict::REJECTED, format!("cannot read git state: {e}")),
-            })?;
-        draft.before = Some(before.clone());
-        draft.result.git = Some(GitEvidence::partial(Some(before)));
-
         let run_dir = self.scratch_dir().map_err(|e| {
             Stop::new(
                 Verdict::NOT_RUN,
@@ -523,7 +732,7 @@ impl Engine {
             .ok_or_else(|| Stop::new(Verdict::NOT_RUN, "the temporary directory is not UTF-8"))?;
         let exe = locate(spec, &self.options.env);
         let schema = provider_output_schema();
-        let prompt = build_prompt(&request, &schema, None);
+        let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());
         let plan = RunDir {
             path: run_path.clone(),
             executable: exe
@@ -534,9 +743,10 @@ impl Engine {
             mcp,
             parent_env: self.options.env.clone(),
             agent_config: self.options.config.agent(&spec.id),
+            nested: launch.access.clone(),
         };
         let mut invocation = provider
-            .invocation(&request, &plan)
+            .invocation(request, &plan)
             .map_err(|e| Stop::new(Verdict::REJECTED, e.to_string()))?;
         let agent_config = self.options.config.agent(&spec.id);
         let applied = apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)
@@ -548,7 +758,7 @@ impl Engine {
                 "configuration".into(),
                 configuration_receipt(
                     self.options.config_path.as_deref(),
-                    &request,
+                    request,
                     &agent_config,
                     applied,
                 ),
@@ -556,6 +766,10 @@ impl Engine {
         }
         draft.secrets.extend(invocation.secrets.iter().cloned());
         draft.secrets.extend(credential_values(&invocation.env));
+        if let Some(context) = &launch.context {
+            draft.secrets.push(context.token.clone());
+            invocation.env.insert(CONTEXT_ENV.into(), context.to_env());
+        }
 
         let Some(exe) = exe else {
             return Err(Stop::new(
@@ -584,7 +798,7 @@ impl Engine {
                 Stop::new(Verdict::NOT_RUN, format!("cannot write {}: {e}", f.path))
             })?;
         }
-        let timeout = Duration::from_millis(request.budgets.limits.timeout_ms);
+        let timeout = launch.timeout;
         let report = supervise(&invocation, prompt.as_bytes(), timeout, cancel).await;
         draft.result.exit.provider = report.exit_code;
         draft.result.exit.signal = report.signal.clone();
@@ -612,8 +826,8 @@ impl Engine {
                 return Err(Stop::new(
                     Verdict::TIMED_OUT,
                     format!(
-                        "the agent exceeded the per-node timeout of {} ms and was killed",
-                        request.budgets.limits.timeout_ms
+                        "the agent exceeded its time budget of {} ms and was killed",
+                        timeout.as_millis()
                     ),
                 ));
             }
@@ -762,7 +976,23 @@ impl Engine {
             result.exit.cancelled = true;
         }
         result.exit.driver = verdict.code();
-        if let Some(dag) = result.dag.as_mut() {
+        if let Some(finished) = &draft.finished {
+            let mut store = finished.dag.clone();
+            let root = store.root_run_id().to_owned();
+            let _ = store.terminalize(&root, verdict.status(), None);
+            let _ = store.close(verdict.status());
+            result.dag = Some(store.snapshot());
+            if let Some(obj) = result.policy.as_object_mut() {
+                obj.insert(
+                    "supervisor".into(),
+                    serde_json::json!({
+                        "endpoint": "unix-socket",
+                        "tokenRefusals": finished.audit,
+                        "tokenRefusalsDropped": finished.audit_dropped,
+                    }),
+                );
+            }
+        } else if let Some(dag) = result.dag.as_mut() {
             dag.status = DagStatus::closing(verdict.status());
             dag.active_count = 0;
             dag.revision += 1;
@@ -835,6 +1065,17 @@ fn apply_config_env(
         env.get(k).is_some_and(|v| passed.get(k) != Some(v))
     };
     let mut applied = Vec::new();
+    if let Some(name) = config
+        .pass_env
+        .iter()
+        .chain(config.env.keys())
+        .find(|n| n.as_str() == CONTEXT_ENV)
+    {
+        return Err(format!(
+            "config agents.{}: {name} is set by handoff only, for workers that may ask for advice",
+            spec.id
+        ));
+    }
     for name in &config.pass_env {
         if adapter_owned(&invocation.env, name) {
             return Err(format!(

@@ -97,6 +97,11 @@ pub struct RunInput {
     pub dependencies: Vec<String>,
     /// Whether handoff runs inside a worker (`HANDOFF_SUPERVISOR_CONTEXT` is set).
     pub nested: bool,
+    /// `--wait`: wait for another root run on the same worktree to finish instead of refusing.
+    pub wait: bool,
+    /// The MCP descriptor's bytes, when they come with a nested request rather than from a
+    /// `--mcp-config` file.
+    pub mcp_inline: Option<Vec<u8>>,
 }
 
 impl RunInput {
@@ -125,8 +130,26 @@ impl RunInput {
             timeout_ms: None,
             dependencies: Vec::new(),
             nested: false,
+            wait: false,
+            mcp_inline: None,
         }
     }
+}
+
+/// What the supervisor knows of the node that asks for nested advice: the ceiling of the new
+/// node's grants and the DAG's limits. The caller is derived from it, never asserted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NestedParent<'a> {
+    /// The parent node's target: the nested request's caller.
+    pub caller: &'a AgentId,
+    /// The parent node's depth.
+    pub depth: u32,
+    /// The root's budget limits.
+    pub limits: BudgetLimits,
+    /// The parent's grants.
+    pub grants: &'a GrantsResolved,
+    /// The parent's MCP servers (a nested request may use any subset, unchanged).
+    pub mcp: Option<&'a McpDescriptor>,
 }
 
 /// A validated request plus the inputs that are not part of the contract.
@@ -212,24 +235,63 @@ impl RunInput {
     /// (flags win over it). The first problem found is returned as a one-line message; nothing
     /// has been started.
     pub fn validate_with(&self, registry: &Registry, config: &Config) -> Result<Validated, String> {
-        let op = self.verb.operation();
         if self.nested {
             return Err(format!(
-                "nested handoff calls need the advice supervisor, which this build of handoff \
-                 does not include; '{}' was refused",
+                "inside a worker, handoff only accepts 'advice' through its supervisor; '{}' was \
+                 refused",
                 self.verb.as_str()
             ));
         }
-        if self.verb == Verb::RunWithAdvice {
+        self.build(registry, config, None)
+    }
+
+    /// Validates a nested advice request under `parent`: caller, lineage and budgets come from
+    /// the supervisor, grants are attenuated from the parent's.
+    pub(crate) fn validate_nested(
+        &self,
+        registry: &Registry,
+        config: &Config,
+        parent: NestedParent<'_>,
+    ) -> Result<Validated, String> {
+        if self.verb != Verb::Advice {
+            return Err(format!(
+                "nested handoff permits advice only; '{}' was refused",
+                self.verb.as_str()
+            ));
+        }
+        if self.caller_harness.is_some() {
             return Err(
-                "run-with-advice needs the advice supervisor, which this build of handoff does \
-                 not include; use 'run' (the worker then has no nested capability)"
+                "--caller-harness is not accepted in a nested request: the supervisor derives the \
+                 caller"
                     .into(),
             );
         }
+        for (flag, v) in [
+            ("--max-depth", &self.max_depth),
+            ("--max-nodes", &self.max_nodes),
+            ("--max-advice-nodes", &self.max_advice_nodes),
+            ("--max-handoff-nodes", &self.max_handoff_nodes),
+            ("--max-concurrency", &self.max_concurrency),
+            ("--root-timeout-ms", &self.root_timeout_ms),
+        ] {
+            if v.is_some() {
+                return Err(format!(
+                    "{flag} is not accepted in a nested request: budgets belong to the root run"
+                ));
+            }
+        }
+        self.build(registry, config, Some(parent))
+    }
 
+    fn build(
+        &self,
+        registry: &Registry,
+        config: &Config,
+        nested: Option<NestedParent<'_>>,
+    ) -> Result<Validated, String> {
+        let op = self.verb.operation();
         let mut missing = Vec::new();
-        if self.caller_harness.is_none() {
+        if self.caller_harness.is_none() && nested.is_none() {
             missing.push("--caller-harness");
         }
         if self.harness.is_none() {
@@ -247,17 +309,22 @@ impl RunInput {
         if !missing.is_empty() {
             return Err(format!("missing argument(s): {}", missing.join(", ")));
         }
-        let (Some(caller), Some(target), Some(cwd), Some(instructions)) = (
-            &self.caller_harness,
-            &self.harness,
-            &self.cwd,
-            &self.instructions,
-        ) else {
+        let (Some(target), Some(cwd), Some(instructions)) =
+            (&self.harness, &self.cwd, &self.instructions)
+        else {
             return Err("missing arguments".into());
         };
 
-        let caller = registered(registry, "--caller-harness", caller)?;
-        if op == Operation::Handoff && caller != AgentId::CODEX && caller != AgentId::CLAUDE {
+        let caller = match (nested, &self.caller_harness) {
+            (Some(p), _) => p.caller.clone(),
+            (None, Some(c)) => registered(registry, "--caller-harness", c)?,
+            (None, None) => return Err("missing argument(s): --caller-harness".into()),
+        };
+        if nested.is_none()
+            && op == Operation::Handoff
+            && caller != AgentId::CODEX
+            && caller != AgentId::CLAUDE
+        {
             return Err(format!(
                 "root {} requires --caller-harness codex or claude, got {caller}",
                 self.verb.as_str()
@@ -289,15 +356,23 @@ impl RunInput {
 
         let agent_config = config.agent(&spec.id);
         let selection = self.selection(&spec, op, &agent_config)?;
-        let (grants, mcp) = self.grants(&spec, write)?;
-        let budgets = self.budgets(op)?;
-        if !self.dependencies.is_empty() {
-            return Err(
-                "--dependency is for nested requests; root requests cannot depend on a \
-                 pre-existing supervisor node"
-                    .into(),
-            );
-        }
+        let (grants, mcp) = self.grants(&spec, write, nested)?;
+        let (budgets, dependencies) = match nested {
+            None => {
+                if !self.dependencies.is_empty() {
+                    return Err(
+                        "--dependency is for nested requests; root requests cannot depend on a \
+                         pre-existing supervisor node"
+                            .into(),
+                    );
+                }
+                (self.budgets(op)?, Vec::new())
+            }
+            Some(p) => (
+                self.nested_budgets(p)?,
+                parse_dependencies(&self.dependencies)?,
+            ),
+        };
 
         let bytes = match instructions {
             Instructions::File(p) => {
@@ -307,9 +382,24 @@ impl RunInput {
         };
         let instructions = paths::check_instructions(bytes)?;
 
-        let delegation = Delegation {
-            mode: DelegationMode::None,
-            provenance: DelegationSource::VerbDerived,
+        let delegation = match (nested, self.verb) {
+            (None, Verb::Run) => Delegation {
+                mode: DelegationMode::None,
+                provenance: DelegationSource::VerbDerived,
+            },
+            (None, Verb::RunWithAdvice | Verb::Advice) => Delegation {
+                mode: DelegationMode::AdviceOnly,
+                provenance: DelegationSource::VerbDerived,
+            },
+            // An adviser may ask further advisers while the depth budget allows another level.
+            (Some(p), _) => Delegation {
+                mode: if p.depth + 1 < p.limits.max_depth {
+                    DelegationMode::AdviceOnly
+                } else {
+                    DelegationMode::None
+                },
+                provenance: DelegationSource::ParentAttenuated,
+            },
         };
         let run_id = format!("run-{}", uuid::Uuid::new_v4());
         let mut request = Request {
@@ -317,7 +407,11 @@ impl RunInput {
             operation: op,
             caller: Caller {
                 harness: caller,
-                provenance: CallerProvenance::RootAsserted,
+                provenance: if nested.is_some() {
+                    CallerProvenance::SupervisorDerived
+                } else {
+                    CallerProvenance::RootAsserted
+                },
             },
             target: Target { harness: target },
             mode,
@@ -330,8 +424,8 @@ impl RunInput {
                 root_run_id: run_id.clone(),
                 run_id,
                 parent_run_id: None,
-                depth: 0,
-                dependencies: Vec::new(),
+                depth: nested.map_or(0, |p| p.depth + 1),
+                dependencies,
             },
             budgets,
             intent_hash: String::new(),
@@ -435,56 +529,97 @@ impl RunInput {
         &self,
         spec: &ProviderSpec,
         write: bool,
+        nested: Option<NestedParent<'_>>,
     ) -> Result<(Grants, Option<McpDescriptor>), String> {
         let bash = parse_bool("--bash", &self.bash)?;
         let web = parse_bool("--web-search", &self.web_search)?;
-        if bash == Some(false) && !spec.grants.bash_disable {
+        // A nested request inherits its parent's bash grant unless it asks for less.
+        let bash_default = nested.is_none_or(|p| p.grants.bash);
+        let bash_resolved = bash.unwrap_or(bash_default);
+        let web_resolved = web.unwrap_or(false);
+        if let Some(p) = nested {
+            if bash_resolved && !p.grants.bash {
+                return Err(format!(
+                    "nested request cannot expand the parent's grants: bash is not held by the \
+                     parent ({} runs with bash=false)",
+                    p.caller
+                ));
+            }
+            if web_resolved && !p.grants.web_search {
+                return Err(
+                    "nested request cannot expand the parent's grants: web search is not held \
+                     by the parent"
+                        .into(),
+                );
+            }
+        }
+        if !bash_resolved && !spec.grants.bash_disable {
             return Err(format!("bash=false is unsupported for {}", spec.id));
         }
-        if bash != Some(false) && !spec.grants.bash {
+        if bash_resolved && !spec.grants.bash {
             return Err(format!(
                 "{} has no bash control; pass --bash false",
                 spec.id
             ));
         }
-        if web == Some(true) && !spec.grants.web_search {
+        if web_resolved && !spec.grants.web_search {
             return Err(format!("webSearch is unsupported for {}", spec.id));
         }
-        let mcp = match &self.mcp_config {
-            Some(_) if !spec.grants.mcp => {
+        let bytes = match (&self.mcp_config, &self.mcp_inline) {
+            (Some(_), Some(_)) => {
+                return Err("give the MCP descriptor once (file or inline), not both".into());
+            }
+            (Some(_), None) | (None, Some(_)) if !spec.grants.mcp => {
                 return Err(format!("--mcp-config is unsupported for {}", spec.id));
             }
-            Some(p) => {
-                let bytes = paths::read_input_file("--mcp-config", p, crate::mcp::MAX_MCP_BYTES)?;
+            (Some(p), None) => Some(paths::read_input_file(
+                "--mcp-config",
+                p,
+                crate::mcp::MAX_MCP_BYTES,
+            )?),
+            (None, Some(b)) => {
+                if b.len() > crate::mcp::MAX_MCP_BYTES {
+                    return Err(format!(
+                        "the MCP descriptor exceeds {} bytes",
+                        crate::mcp::MAX_MCP_BYTES
+                    ));
+                }
+                Some(b.clone())
+            }
+            (None, None) => None,
+        };
+        let mcp = match bytes {
+            Some(bytes) => {
                 let d = McpDescriptor::parse(&bytes)?;
                 Some((sha256_tagged(&bytes), d))
             }
             None => None,
         };
         let has_mcp = mcp.as_ref().is_some_and(|(_, d)| !d.servers.is_empty());
-        let src = |given: bool| {
-            if given {
-                GrantSource::Explicit
-            } else {
-                GrantSource::OperationDefault
-            }
+        if let (Some(p), Some((_, d))) = (nested, &mcp) {
+            check_mcp_subset(d, p.mcp)?;
+        }
+        let src = |given: bool| match (given, nested) {
+            (true, _) => GrantSource::Explicit,
+            (false, Some(_)) => GrantSource::ParentAttenuated,
+            (false, None) => GrantSource::OperationDefault,
         };
         let grants = Grants {
             requested: GrantsRequested {
-                bash: bash.unwrap_or(true),
-                web_search: web.unwrap_or(false),
+                bash: bash_resolved,
+                web_search: web_resolved,
                 mcp: has_mcp,
             },
             resolved: GrantsResolved {
-                bash: bash.unwrap_or(true),
-                web_search: web.unwrap_or(false),
+                bash: bash_resolved,
+                web_search: web_resolved,
                 mcp: has_mcp,
                 write,
             },
             provenance: GrantsProvenance {
                 bash: src(bash.is_some()),
                 web_search: src(web.is_some()),
-                mcp: src(self.mcp_config.is_some()),
+                mcp: src(self.mcp_config.is_some() || self.mcp_inline.is_some()),
                 write: GrantSource::ModeDerived,
             },
             mcp: McpGrant {
@@ -496,6 +631,29 @@ impl RunInput {
             grants,
             mcp.map(|(_, d)| d).filter(|d| !d.servers.is_empty()),
         ))
+    }
+
+    /// A nested node's budgets: the root's limits, with a shorter per-node timeout if asked.
+    /// The remaining counts are filled in by the DAG when the node is admitted.
+    fn nested_budgets(&self, parent: NestedParent<'_>) -> Result<Budgets, String> {
+        let mut limits = parent.limits;
+        if self.timeout_ms.is_some() {
+            limits.timeout_ms = parse_int(
+                "--timeout-ms",
+                &self.timeout_ms,
+                100,
+                parent.limits.timeout_ms,
+                parent.limits.timeout_ms,
+            )?;
+        }
+        Ok(Budgets {
+            limits,
+            remaining: BudgetRemaining {
+                nodes: 0,
+                advice_nodes: 0,
+                handoff_nodes: 0,
+            },
+        })
     }
 
     fn budgets(&self, op: Operation) -> Result<Budgets, String> {
@@ -566,6 +724,79 @@ impl RunInput {
             },
         })
     }
+}
+
+/// Parses `--dependency` values (`requires:<id>`, `advises:<id>`, `verifies:<id>`).
+fn parse_dependencies(values: &[String]) -> Result<Vec<Dependency>, String> {
+    if values.len() > crate::supervisor::MAX_DEPENDENCIES {
+        return Err(format!(
+            "at most {} --dependency values are accepted",
+            crate::supervisor::MAX_DEPENDENCIES
+        ));
+    }
+    values
+        .iter()
+        .map(|v| {
+            let (kind, id) = v.split_once(':').ok_or_else(|| {
+                format!("--dependency must be requires:<runId>, advises:<runId> or verifies:<runId>; got {:?}", crate::supervisor::quote(v))
+            })?;
+            let kind = match kind {
+                "requires" => DependencyKind::Requires,
+                "advises" => DependencyKind::Advises,
+                "verifies" => DependencyKind::Verifies,
+                _ => {
+                    return Err(format!(
+                        "--dependency type must be requires, advises or verifies; got {:?}",
+                        crate::supervisor::quote(kind)
+                    ));
+                }
+            };
+            if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                return Err(format!(
+                    "--dependency run id must be 1-128 letters, digits, '-' or '_'; got {:?}",
+                    crate::supervisor::quote(id)
+                ));
+            }
+            Ok(Dependency {
+                run_id: id.to_owned(),
+                kind,
+            })
+        })
+        .collect()
+}
+
+/// A nested request's MCP servers must be a subset of the parent's, each exactly as the parent
+/// has it (same command, arguments, URL and secret references).
+fn check_mcp_subset(d: &McpDescriptor, parent: Option<&McpDescriptor>) -> Result<(), String> {
+    if d.servers.is_empty() {
+        return Ok(());
+    }
+    let Some(parent) = parent else {
+        return Err(
+            "nested request cannot expand the parent's grants: the parent has no MCP servers"
+                .into(),
+        );
+    };
+    for s in &d.servers {
+        match parent.servers.iter().find(|p| p.name() == s.name()) {
+            None => {
+                return Err(format!(
+                    "nested request cannot expand the parent's grants: MCP server {:?} is not \
+                     one of the parent's",
+                    crate::supervisor::quote(s.name())
+                ));
+            }
+            Some(p) if p != s => {
+                return Err(format!(
+                    "nested request cannot expand the parent's grants: MCP server {:?} differs \
+                     from the parent's definition",
+                    crate::supervisor::quote(s.name())
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// The intent hash: what is asked, of whom, with which controls — independent of lineage,
@@ -791,6 +1022,92 @@ mod tests {
     }
 
     #[test]
+    fn root_verbs_derive_their_delegation() {
+        let (_t, dir) = tmp();
+        let reg = registry();
+        let mut i = input(&dir);
+        assert_eq!(
+            i.validate(&reg).unwrap().request.delegation.mode,
+            DelegationMode::None
+        );
+        i.verb = Verb::RunWithAdvice;
+        let r = i.validate(&reg).unwrap().request;
+        assert_eq!(r.delegation.mode, DelegationMode::AdviceOnly);
+        assert_eq!(r.delegation.provenance, DelegationSource::VerbDerived);
+    }
+
+    #[test]
+    fn nested_requests_are_attenuated_and_derived() {
+        let (_t, dir) = tmp();
+        let reg = registry();
+        let parent_grants = GrantsResolved {
+            bash: false,
+            web_search: false,
+            mcp: false,
+            write: true,
+        };
+        let caller = AgentId::parse("codex").unwrap();
+        let parent = |depth| NestedParent {
+            caller: &caller,
+            depth,
+            limits: BudgetLimits::default(),
+            grants: &parent_grants,
+            mcp: None,
+        };
+        let mut i = input(&dir);
+        i.verb = Verb::Advice;
+        i.mode = None;
+        i.caller_harness = None;
+        // bash defaults to the parent's grant; asking for more is refused.
+        let r = i
+            .validate_nested(&reg, &Config::default(), parent(0))
+            .unwrap()
+            .request;
+        assert!(!r.grants.resolved.bash);
+        assert_eq!(r.grants.provenance.bash, GrantSource::ParentAttenuated);
+        assert_eq!(r.caller.harness, caller);
+        assert_eq!(r.caller.provenance, CallerProvenance::SupervisorDerived);
+        assert_eq!(r.lineage.depth, 1);
+        assert_eq!(r.delegation.mode, DelegationMode::AdviceOnly);
+        assert_eq!(
+            i.validate_nested(&reg, &Config::default(), parent(2))
+                .unwrap()
+                .request
+                .delegation
+                .mode,
+            DelegationMode::None,
+            "the last level allowed by maxDepth cannot ask further"
+        );
+        let refuse = |f: &dyn Fn(&mut RunInput)| {
+            let mut j = i.clone();
+            f(&mut j);
+            j.validate_nested(&reg, &Config::default(), parent(0))
+                .unwrap_err()
+        };
+        assert!(refuse(&|j| j.bash = Some("true".into())).contains("bash is not held"));
+        assert!(refuse(&|j| j.caller_harness = Some("codex".into())).contains("derives"));
+        assert!(refuse(&|j| j.max_nodes = Some("3".into())).contains("budgets belong"));
+        assert!(refuse(&|j| j.verb = Verb::Run).contains("advice only"));
+        assert!(refuse(&|j| j.timeout_ms = Some("700000".into())).contains("between"));
+        assert!(refuse(&|j| j.dependencies = vec!["needs:x".into()]).contains("type"));
+        assert!(refuse(&|j| j.dependencies = vec!["requires".into()]).contains("requires:<runId>"));
+        assert!(
+            refuse(&|j| j.mcp_inline = Some(br#"{"schemaVersion":"handoff.mcp.v1","servers":[{"name":"a","transport":"stdio","command":"/bin/x","args":[],"env":{}}]}"#.to_vec()))
+                .contains("unsupported for codex")
+        );
+        let mut j = i.clone();
+        j.dependencies = vec!["advises:run-1".into(), "requires:run-2".into()];
+        j.timeout_ms = Some("1000".into());
+        let r = j
+            .validate_nested(&reg, &Config::default(), parent(0))
+            .unwrap()
+            .request;
+        assert_eq!(r.lineage.dependencies.len(), 2);
+        assert_eq!(r.lineage.dependencies[0].kind, DependencyKind::Advises);
+        assert_eq!(r.budgets.limits.timeout_ms, 1000);
+    }
+
+    #[test]
     fn refusals() {
         let (_t, dir) = tmp();
         let reg = registry();
@@ -814,8 +1131,7 @@ mod tests {
         );
         assert!(refuse(&|i| i.max_nodes = Some("300".into())).contains("between"));
         assert!(refuse(&|i| i.dependencies = vec!["requires:x".into()]).contains("nested"));
-        assert!(refuse(&|i| i.verb = Verb::RunWithAdvice).contains("supervisor"));
-        assert!(refuse(&|i| i.nested = true).contains("nested"));
+        assert!(refuse(&|i| i.nested = true).contains("only accepts 'advice'"));
         assert!(
             refuse(&|i| i.instructions = Some(Instructions::Stdin(b" \n".to_vec())))
                 .contains("blank")

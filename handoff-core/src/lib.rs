@@ -14,6 +14,7 @@ mod config;
 mod engine;
 mod env;
 mod input;
+mod lease;
 mod mcp;
 mod names;
 mod output;
@@ -34,6 +35,10 @@ pub use config::{
 pub use engine::{Engine, EngineOptions, RunOutcome, now_iso, provider_output_schema};
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
 pub use input::{Instructions, RunInput, Validated, Verb, check_model, intent_hash, request_hash};
+pub use lease::{
+    Holder, HolderRecord, LeaseError, RootLease, Wait, adopt_orphans, check_ancestry,
+    default_runtime_dir,
+};
 pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,
     StdioServer, valid_env_name,
@@ -43,23 +48,26 @@ pub use output::{
     Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,
     ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
 };
-pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical};
+pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate};
 pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise};
 pub use prompt::build_prompt;
 pub use provider::{
-    AnswerSource, Invocation, InvocationError, Observation, Preflight, PrivateFile, ProbeEnv,
-    Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
+    AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,
+    ProbeEnv, Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
 };
 pub use redact::{DIAGNOSTIC_LIMIT, redact, redact_known, truncate_tail};
 pub use request::*;
 pub use result::*;
 pub use supervisor::{
-    AUDIT_LIMIT, Admission, Capability, Clock, DagError, DagStore, GrantKind, GrantRequest,
-    MAX_DEPENDENCIES, MAX_NONCE_BYTES, NodeRequest, RedeemError, RegisteredNode, TOKEN_PREFIX,
-    Ticket, Token, TokenAudit, TokenBook, TokenError, attenuate, check_dag_invariants,
+    AUDIT_LIMIT, Admission, CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, Capability, Clock,
+    DagError, DagStore, GrantKind, GrantRequest, MAX_CONTEXT_BYTES, MAX_DEPENDENCIES,
+    MAX_NONCE_BYTES, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA,
+    NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest, NodeRequest, RedeemError, RegisteredNode,
+    SupervisorContext, TOKEN_PREFIX, Ticket, Token, TokenAudit, TokenBook, TokenError,
+    ask_supervisor, attenuate, check_dag_invariants, result_hash,
 };
 pub use workspace::{
-    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, StatusChange, Workspace,
-    WorkspaceError,
+    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,
+    Workspace, WorkspaceError,
 };

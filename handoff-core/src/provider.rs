@@ -89,6 +89,17 @@ pub struct RunDir {
     pub parent_env: BTreeMap<String, String>,
     /// The user's configuration for this agent (`[agents.<id>]`).
     pub agent_config: AgentConfig,
+    /// Set when the agent may ask for nested advice: what its sandbox must let it reach.
+    pub nested: Option<NestedAccess>,
+}
+
+/// What a worker with nested advice needs to reach from inside its sandbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestedAccess {
+    /// The supervisor's Unix socket.
+    pub endpoint: Utf8PathBuf,
+    /// The `handoff` binary the worker runs.
+    pub handoff_exe: Utf8PathBuf,
 }
 
 impl RunDir {

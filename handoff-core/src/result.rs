@@ -65,6 +65,9 @@ pub struct HandoffResult {
     pub policy: serde_json::Value,
     /// The DAG this run belongs to, when one was created.
     pub dag: Option<Dag>,
+    /// For a nested adviser: the read-only snapshot it ran on (the asked `cwd` maps into it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<crate::workspace::Snapshot>,
     /// Human diagnostics, redacted and bounded.
     pub diagnostics: Diagnostics,
 }

@@ -17,6 +17,38 @@ pub const FINGERPRINT_SCHEMA: &str = "handoff.git-fingerprint.v1";
 pub trait Workspace: Send + Sync {
     /// Fingerprints the repository that contains `cwd` (the whole worktree, not only `cwd`).
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError>;
+
+    /// Makes a read-only snapshot of the worktree that contains `cwd` for a nested adviser:
+    /// a new, independent repository at `dest` (which must not exist; its parent must) whose
+    /// HEAD is a detached commit built from the worktree's current state (HEAD, staged,
+    /// unstaged and untracked files; ignored files left out) and whose files are checked out
+    /// with a clean index. The source repository is not written to: no ref moves, no object is
+    /// added to it. The caller removes `dest` when done.
+    fn snapshot(&self, cwd: &Utf8Path, dest: &Utf8Path) -> Result<Snapshot, WorkspaceError> {
+        let _ = (cwd, dest);
+        Err(WorkspaceError::Unsupported {
+            what: "worktree snapshots",
+        })
+    }
+}
+
+/// A read-only copy of a worktree's state, made by [`Workspace::snapshot`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Snapshot {
+    /// The worktree root the snapshot was taken of.
+    #[schemars(with = "String")]
+    pub source_root: Utf8PathBuf,
+    /// The snapshot's worktree root (`dest`).
+    #[schemars(with = "String")]
+    pub root: Utf8PathBuf,
+    /// The commit object holding the state (hex object id).
+    pub commit: String,
+    /// The commit the source's HEAD pointed at (the snapshot commit's parent), null on an
+    /// unborn branch.
+    pub base: Option<String>,
+    /// How many files were checked out.
+    pub files: u64,
 }
 
 /// Why a fingerprint could not be taken.
@@ -36,6 +68,12 @@ pub enum WorkspaceError {
         /// The underlying error.
         #[source]
         source: std::io::Error,
+    },
+    /// The implementation does not offer this.
+    #[error("this workspace does not support {what}")]
+    Unsupported {
+        /// What was asked.
+        what: &'static str,
     },
     /// The git library reported an error.
     #[error("git: {message}")]

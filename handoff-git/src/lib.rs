@@ -41,6 +41,19 @@
 //! read. Everything else (changed or racily clean tracked files, untracked files, the git
 //! directory's files) is hashed, in parallel, streamed in chunks. Taking a fingerprint only
 //! reads: nothing is written to the index or anywhere under `.git`.
+//!
+//! # Snapshots
+//!
+//! [`Workspace::snapshot`](handoff_core::Workspace::snapshot) copies a worktree as it is now
+//! (tracked files as modified, untracked files that are not ignored; deleted and ignored ones
+//! left out) into a new repository: one detached commit on top of the source's HEAD, checked
+//! out with a clean index, for a nested adviser to read while the agent that owns the worktree
+//! keeps writing. The new repository borrows the source's objects through
+//! `objects/info/alternates` and stores only what is new in its own object database; nothing
+//! is written to the source repository. Submodules stay gitlinks (checked out as empty
+//! directories), skip-worktree entries keep the index's content, untracked nested repositories
+//! are left out, and the snapshot's `info/attributes` turns off end-of-line conversion and
+//! filters, as its files hold the worktree's bytes.
 #![deny(missing_docs)]
 
 mod detailed;
@@ -49,6 +62,7 @@ mod hash;
 mod par;
 mod paths;
 mod scan;
+mod snapshot;
 mod staged;
 mod state;
 mod untracked;

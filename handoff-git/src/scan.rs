@@ -276,41 +276,11 @@ struct Child<'a> {
 
 /// Runs phase one.
 pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> {
-    let root_fd: OwnedFd = File::open(input.root)
-        .map_err(|source| WorkspaceError::Io {
-            path: input.display_root.to_owned(),
-            source,
-        })?
-        .into();
-    let tasks = tasks(input.state);
-    let next = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
-    let threads = input.threads.clamp(1, tasks.len().max(1));
-    let work = || worker(input, root_fd.as_fd(), &tasks, &next, &failed);
-    let outs: Vec<Result<Out, WorkspaceError>> = if threads == 1 {
-        vec![work()]
-    } else {
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
-            handles
-                .into_iter()
-                .map(|handle| {
-                    handle.join().unwrap_or_else(|_| {
-                        Err(WorkspaceError::Git {
-                            message: "a fingerprint thread panicked".to_owned(),
-                        })
-                    })
-                })
-                .collect()
-        })
-    };
-
-    let entries = input.state.entries();
+    let outs = run(input, &tasks(input.state))?;
     let mut chunks = Vec::new();
     let mut candidates = Vec::new();
     let mut broken = Vec::new();
     for out in outs {
-        let out = out?;
         chunks.extend(out.chunks);
         candidates.extend(out.candidates);
         broken.extend(out.broken);
@@ -334,9 +304,8 @@ pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> 
             missing[rows.rows_of_entries(task.lo, task.hi)]
                 .iter_mut()
                 .for_each(|m| *m = true);
-            let prefix = &entries[task.lo].path(input.state)[..task.prefix_len];
-            candidates.retain(|(path, _)| !path.starts_with(prefix));
         }
+        drop_below_broken(input.state, &broken, &mut candidates);
         marks.retain(|mark| !missing[mark.row]);
         for (row, _) in missing.iter().enumerate().filter(|(_, m)| **m) {
             let stages = stages_at(input.state, rows.first(row));
@@ -356,6 +325,67 @@ pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> 
         marks,
         candidates,
     })
+}
+
+/// Only the names in tracked directories that the index does not know, as [`scan`] finds them,
+/// without looking at the index entries' files; sorted.
+pub(crate) fn candidates(input: &ScanInput<'_>) -> Result<Vec<(BString, Kind)>, WorkspaceError> {
+    let mut tasks = tasks(input.state);
+    tasks.retain(|task| matches!(task, Task::List(_)));
+    let mut candidates = Vec::new();
+    let mut broken = Vec::new();
+    for out in run(input, &tasks)? {
+        candidates.extend(out.candidates);
+        broken.extend(out.broken);
+    }
+    drop_below_broken(input.state, &broken, &mut candidates);
+    candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    candidates.dedup_by(|a, b| a.0 == b.0);
+    Ok(candidates)
+}
+
+/// Runs `tasks` on the configured number of threads.
+fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<Vec<Out>, WorkspaceError> {
+    let root_fd: OwnedFd = File::open(input.root)
+        .map_err(|source| WorkspaceError::Io {
+            path: input.display_root.to_owned(),
+            source,
+        })?
+        .into();
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let threads = input.threads.clamp(1, tasks.len().max(1));
+    let work = || worker(input, root_fd.as_fd(), tasks, &next, &failed);
+    if threads == 1 {
+        return Ok(vec![work()?]);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| {
+                    Err(WorkspaceError::Git {
+                        message: "a fingerprint thread panicked".to_owned(),
+                    })
+                })
+            })
+            .collect()
+    })
+}
+
+/// Below a tracked directory that is not a directory, nothing is there, whatever a lookup
+/// through a symbolic link in its place may have found: drops such candidates.
+fn drop_below_broken(
+    state: &gix::index::State,
+    broken: &[ListTask],
+    candidates: &mut Vec<(BString, Kind)>,
+) {
+    let entries = state.entries();
+    for task in broken {
+        let prefix = &entries[task.lo].path(state)[..task.prefix_len];
+        candidates.retain(|(path, _)| !path.starts_with(prefix));
+    }
 }
 
 /// The entries (stages) of the path whose first entry is at `first`.
@@ -721,7 +751,7 @@ pub(crate) fn kind_of(stat: &FileStat) -> Kind {
 }
 
 /// `stat` in the index's representation (truncated to 32 bits where the index is).
-fn index_stat(stat: &FileStat) -> Stat {
+pub(crate) fn index_stat(stat: &FileStat) -> Stat {
     Stat {
         mtime: stat::Time {
             secs: stat.st_mtime as u32,
@@ -739,7 +769,7 @@ fn index_stat(stat: &FileStat) -> Stat {
     }
 }
 
-fn dir_flags() -> OFlag {
+pub(crate) fn dir_flags() -> OFlag {
     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
 }
 
@@ -749,7 +779,7 @@ fn file_flags() -> OFlag {
 
 /// Whether `errno` means that the path does not exist (anymore), or that a parent is no
 /// directory (or a symbolic link where a directory was expected).
-fn is_absent(errno: Errno) -> bool {
+pub(crate) fn is_absent(errno: Errno) -> bool {
     matches!(errno, Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP)
 }
 

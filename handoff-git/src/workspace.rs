@@ -7,7 +7,8 @@ use camino::{Utf8Path, Utf8PathBuf};
 use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
 use handoff_core::{
-    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, StatusChange, Workspace, WorkspaceError,
+    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatusChange, Workspace,
+    WorkspaceError,
 };
 use sha2::{Digest, Sha256};
 
@@ -15,7 +16,7 @@ use crate::paths::{entry_key, worktree_path};
 use crate::scan::{RowSet, ScanInput, Wt};
 use crate::state::Nested;
 use crate::untracked::{Found, What};
-use crate::{gitdir, hash, par, scan, staged, state, untracked};
+use crate::{gitdir, hash, par, scan, snapshot, staged, state, untracked};
 
 /// How deep nested repositories (submodules, repositories inside the worktree) are followed.
 const MAX_NESTING: usize = 8;
@@ -69,7 +70,7 @@ impl GitWorkspace {
         self
     }
 
-    fn threads(&self) -> usize {
+    pub(crate) fn threads(&self) -> usize {
         if self.threads == 0 {
             par::default_threads()
         } else {
@@ -82,6 +83,10 @@ impl Workspace for GitWorkspace {
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
         fingerprint_repository(&repo, 0, self)
+    }
+
+    fn snapshot(&self, cwd: &Utf8Path, dest: &Utf8Path) -> Result<Snapshot, WorkspaceError> {
+        snapshot::snapshot(self, cwd, dest)
     }
 }
 
@@ -101,7 +106,7 @@ pub(crate) fn git_error(context: &str, err: gix::Error) -> WorkspaceError {
 }
 
 /// Finds the repository with a worktree that contains `cwd`.
-fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError> {
+pub(crate) fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError> {
     let io = |source| WorkspaceError::Io {
         path: cwd.to_owned(),
         source,
@@ -139,7 +144,7 @@ fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError> {
 
 /// Reads the index without verifying its checksum (git writes it atomically; the entries are
 /// still parsed and checked); a repository without an index has an empty one.
-fn read_index(repo: &gix::Repository) -> Result<gix::index::File, WorkspaceError> {
+pub(crate) fn read_index(repo: &gix::Repository) -> Result<gix::index::File, WorkspaceError> {
     let path = repo.index_path();
     match std::fs::symlink_metadata(&path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
@@ -267,10 +272,12 @@ pub(crate) fn fingerprint_repository(
                 (Wt::Missing, None)
             } else {
                 let path = stages[0].path(state);
-                (
-                    Wt::Nested,
-                    Some(nested_state(&root_path, path, depth, options)?),
-                )
+                match nested_state(&root_path, path, depth, options)? {
+                    // A submodule that is not checked out: an (empty) directory, which git
+                    // status does not report.
+                    nested if nested.state == NO_REPOSITORY => (Wt::Dir, None),
+                    nested => (Wt::Nested, Some(nested)),
+                }
             };
             overrides.insert(
                 scanned_mark.row,
@@ -344,7 +351,7 @@ pub(crate) fn fingerprint_repository(
 }
 
 /// The commit HEAD resolves to, `None` when the branch is unborn.
-fn head_commit(repo: &gix::Repository) -> Result<Option<ObjectId>, WorkspaceError> {
+pub(crate) fn head_commit(repo: &gix::Repository) -> Result<Option<ObjectId>, WorkspaceError> {
     let mut head = repo
         .head()
         .map_err(|err| git_error("cannot read HEAD", err))?;
@@ -353,6 +360,9 @@ fn head_commit(repo: &gix::Repository) -> Result<Option<ObjectId>, WorkspaceErro
         .map_err(|err| git_error("cannot resolve HEAD", err))?
         .map(|id| id.detach()))
 }
+
+/// The state of a gitlink's directory that holds no repository.
+const NO_REPOSITORY: &str = "dir";
 
 /// The state of the directory `path` (a gitlink's, or an untracked one with a `.git`): the
 /// fingerprint digest of the repository in it, or `dir` when there is none.
@@ -369,7 +379,7 @@ fn nested_state(
         clean: true,
     };
     if std::fs::symlink_metadata(dir.join(".git")).is_err() {
-        return Ok(unreadable("dir"));
+        return Ok(unreadable(NO_REPOSITORY));
     }
     if depth >= MAX_NESTING {
         return Ok(unreadable("repo too-deep"));

@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use handoff_core::{
-    Capabilities, Dag, Fingerprint, HandoffResult, McpDescriptor, ProviderOutput, Request,
+    Capabilities, Dag, Fingerprint, HandoffResult, McpDescriptor, NestedReply, NestedRequest,
+    ProviderOutput, Request, SupervisorContext,
 };
 use schemars::{JsonSchema, generate::SchemaSettings};
 
@@ -50,6 +51,18 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "git-fingerprint.schema.json",
             schema_of::<Fingerprint>("handoff.git-fingerprint.v1"),
+        ),
+        (
+            "supervisor-context.schema.json",
+            schema_of::<SupervisorContext>("handoff.supervisor-context.v1"),
+        ),
+        (
+            "supervisor-request.schema.json",
+            schema_of::<NestedRequest>("handoff.supervisor-request.v1"),
+        ),
+        (
+            "supervisor-reply.schema.json",
+            schema_of::<NestedReply>("handoff.supervisor-reply.v1"),
         ),
     ]
 }

@@ -197,7 +197,9 @@ impl FakeAgents {
     }
 
     /// Every recorded invocation, oldest first: objects with `exe`, `argv` (arguments after
-    /// `argv[0]`), `env`, `cwd`, `stdin` (text, or `null` when stdin was not read) and `pid`.
+    /// `argv[0]`), `env`, `cwd`, `stdin` (text, or `null` when stdin was not read) and `pid`;
+    /// plus `nestedCommand` and `nested` in runs with `HANDOFF_FAKE_ADVICE` set (see the crate
+    /// docs).
     ///
     /// # Panics
     ///

@@ -21,7 +21,7 @@
 //! |---|---|
 //! | `success` | writes `fake-<mode>.txt` in the target dir if the run is writable; answers `completed` |
 //! | `no-change` | answers `completed`, writes nothing |
-//! | `mutate` | writes `fake-mutation.txt` even in a read-only run; answers `completed` |
+//! | `mutate` | writes `fake-mutation.txt` even in a read-only run (never in an advice run); answers `completed` |
 //! | `blocked` / `failed` | answers with that status, writes nothing |
 //! | `hang` | writes its pid to `HANDOFF_FAKE_READY_FILE`, sleeps forever |
 //! | `grandchild` | spawns `sleep 1000`, writes its pid to `HANDOFF_FAKE_GRANDCHILD_PID_FILE`, then as `hang` |
@@ -36,7 +36,8 @@
 //!
 //! `prose`, `oversized`, `invalid-utf8` and `schema-drift` write the file like `success` (the
 //! agent did the work; only its answer is bad). `<mode>` is the handoff mode named by the
-//! prompt's `Mode: <mode>` line (`advice` for an `Operation: advice` prompt).
+//! prompt's `Mode: <mode>` line (`advice` for an `Operation: advice` prompt). An advice run never
+//! writes a file, whatever the mode and grants.
 //!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
@@ -44,6 +45,35 @@
 //! version number; `HANDOFF_FAKE_RECORD_DIR` makes every invocation (probes included) write
 //! `<dir>/invocation-<pid>-<nanos>.json` = `{"exe", "argv", "env", "cwd", "stdin", "pid"}`,
 //! atomically, at start (`stdin: null`) and again once stdin has been read.
+//!
+//!
+//! ## Nested advice
+//!
+//! Every CLI does the following at the start of a run (not of a probe), in this order, before
+//! the `HANDOFF_FAKE_MODE` behaviour (so a `hang` run asks first, then hangs):
+//!
+//! 1. `HANDOFF_FAKE_CONTEXT_FILE=<path>`: writes the value of `HANDOFF_SUPERVISOR_CONTEXT` (empty
+//!    when unset) to `<path>`, atomically.
+//! 2. `HANDOFF_FAKE_ADVICE=<target>,<target>…` (e.g. `codex,claude`): for each target in turn,
+//!    takes the first prompt line whose trimmed text contains ` advice --harness AGENT ` and ends
+//!    with `--instructions -`, replaces that `AGENT` with the target, inserts
+//!    `HANDOFF_FAKE_ADVICE_ARGS` (raw shell words, e.g. `--bash true`) before `--instructions -`,
+//!    and runs the line with `/bin/sh -c`: stdin is `HANDOFF_FAKE_ADVICE_QUESTION` (default
+//!    `What is the riskiest part of this change? (asked by <exe>)`) followed by ` [to <target>]`,
+//!    the environment is the fake's own, minus `HANDOFF_SUPERVISOR_CONTEXT` when
+//!    `HANDOFF_FAKE_ADVICE_STRIP=1`. Stdout is kept up to 4 MiB, stderr's last 8 KiB. Without
+//!    such a line nothing is run (one stderr line says so) and the run answers normally. Each
+//!    call adds an evidence item to the answer, before the `file` item:
+//!    `{"kind":"advice","summary":"<target>: exit <code> <status> <response>"}`, where `<code>` is
+//!    the exit code (`signal <n>` when killed, `none` when `/bin/sh` did not start), `<status>` the
+//!    `status` of the last JSON object line on stdout (`unparsed` without one) and `<response>` the
+//!    first 200 characters of its `output.response` (left out, with its space, when absent).
+//! 3. `HANDOFF_FAKE_WAIT_FILE=<path>`: polls every 20 ms until `<path>` exists.
+//!
+//! With `HANDOFF_FAKE_ADVICE` set, the invocation record gains `"nestedCommand"` (the trimmed
+//! template line, or `null`) and `"nested"`: one `{"target", "command", "exitCode", "stdout",
+//! "stderrTail", "durationMs"}` per call (`command` as run; `exitCode` `null` when killed by a
+//! signal or not started), the record being rewritten after every call.
 //!
 //! `fake-agent.env` is looked up in the directory of `argv[0]` when it contains a `/`, else in the
 //! first `$PATH` directory holding that name, else next to `current_exe()`.
@@ -66,6 +96,8 @@ pub use repo::ScratchRepo;
 /// The switches the fake reads (environment variables or `fake-agent.env` lines).
 pub mod keys {
     pub use crate::fake::settings::{
+        ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
         ENV_FILE_NAME, EXIT, GRANDCHILD_PID_FILE, HELP, MODE, READY_FILE, RECORD_DIR, VERSION,
+        WAIT_FILE,
     };
 }

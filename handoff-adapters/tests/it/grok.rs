@@ -86,6 +86,7 @@ pub(crate) fn run_dir_for(
         mcp: validated.mcp.clone(),
         parent_env,
         agent_config: Default::default(),
+        nested: None,
     }
 }
 

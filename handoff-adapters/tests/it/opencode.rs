@@ -130,6 +130,7 @@ fn run_dir(
             provider,
             ..AgentConfig::default()
         },
+        nested: None,
     }
 }
 

@@ -191,6 +191,7 @@ impl Fixture {
             mcp: validated.mcp.clone(),
             parent_env,
             agent_config: Default::default(),
+            nested: None,
         }
     }
 

@@ -6,6 +6,7 @@
     clippy::print_stderr
 )]
 
+mod advice;
 mod config;
 mod lifecycle;
 mod statuses;

@@ -244,9 +244,10 @@ fn expect_default_receipts(run: &Run, target: &str, mode: Option<&str>) {
         ctx(run)
     );
 
+    // Root advice may consult further advisers; a plain run may not.
     assert_eq!(
         j["delegation"],
-        json!({"mode": "none", "provenance": "verb-derived"}),
+        json!({"mode": if advice { "advice-only" } else { "none" }, "provenance": "verb-derived"}),
         "{}",
         ctx(run)
     );
@@ -1289,17 +1290,26 @@ fn rejections_arguments() {
             file: Written,
         },
         Rejection {
-            name: "run-with-advice",
-            argv: |sb| call(sb, "run-with-advice", &[]),
+            name: "run-with-advice without a handoff node",
+            argv: |sb| {
+                call(
+                    sb,
+                    "run-with-advice",
+                    &[
+                        ("--max-handoff-nodes", Some("0".into())),
+                        ("--max-nodes", Some("4".into())),
+                    ],
+                )
+            },
             env: &[],
-            needle: "run-with-advice needs the advice supervisor",
+            needle: "--max-handoff-nodes 0 leaves no node for this handoff",
             file: Written,
         },
         Rejection {
             name: "nested call (HANDOFF_SUPERVISOR_CONTEXT)",
             argv: |sb| call(sb, "run", &[]),
             env: &[("HANDOFF_SUPERVISOR_CONTEXT", "1")],
-            needle: "nested handoff calls need the advice supervisor",
+            needle: "nested handoff permits advice only; 'run' was refused",
             file: Written,
         },
         Rejection {

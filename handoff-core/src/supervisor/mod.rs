@@ -9,10 +9,22 @@
 //! [`DagStore::commit`] → [`TokenBook::commit`] the ticket. A refusal anywhere spends nothing
 //! and changes nothing.
 
+mod client;
 mod clock;
 mod dag;
 mod grants;
+mod server;
 mod token;
+mod wire;
+
+pub use client::ask_supervisor;
+pub(crate) use dag::quote;
+pub(crate) use server::{Finished, Supervisor, SupervisorSetup};
+pub use wire::{
+    CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, MAX_CONTEXT_BYTES, MAX_REPLY_BYTES,
+    MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA, NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest,
+    SupervisorContext, result_hash,
+};
 
 pub use clock::Clock;
 pub use dag::{

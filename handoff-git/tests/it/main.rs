@@ -11,6 +11,7 @@ mod ignored;
 mod nested;
 mod prop;
 mod read_only;
+mod snapshot;
 mod status_view;
 mod support;
 mod worktrees;

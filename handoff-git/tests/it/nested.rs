@@ -43,3 +43,18 @@ fn changes_inside_a_submodule_are_detected() {
     assert_eq!(changed(&before, &after), ["sub"]);
     assert!(after.changes.iter().any(|c| c.path == "sub" && c.unstaged));
 }
+
+#[test]
+fn a_submodule_that_is_not_checked_out_is_clean() {
+    let upstream = TestRepo::with_commit();
+    let repo = TestRepo::with_commit();
+    repo.git(&["submodule", "add", "-q", upstream.root().as_str(), "sub"]);
+    repo.commit("add submodule");
+    repo.git(&["submodule", "deinit", "-q", "-f", "sub"]);
+    assert_eq!(std::fs::read_dir(repo.path("sub")).unwrap().count(), 0);
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+
+    let fingerprint = repo.fingerprint();
+    assert!(fingerprint.changes.is_empty(), "{:?}", fingerprint.changes);
+    assert!(fingerprint.entries["sub"].ends_with("; worktree dir"));
+}

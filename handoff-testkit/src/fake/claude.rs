@@ -300,7 +300,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: tools.iter().any(|t| t == "Write"),
         target: cwd.clone(),
     };
-    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
         Ok(o) => o,
         Err(code) => return code,
     };

@@ -272,7 +272,7 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         writable: sandbox != "read-only",
         target,
     };
-    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
         Ok(o) => o,
         Err(code) => return code,
     };

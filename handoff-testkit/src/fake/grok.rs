@@ -101,7 +101,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: sandbox != "read-only" && (tools.is_empty() || tools.contains(&"Edit")),
         target: PathBuf::from(&target),
     };
-    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
         Ok(o) => o,
         Err(code) => return code,
     };

@@ -106,7 +106,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: parsed.has("trust-all-tools") || trusted.contains(&"fs_write"),
         target: std::env::current_dir().unwrap_or_default(),
     };
-    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
         Ok(o) => o,
         Err(code) => return code,
     };

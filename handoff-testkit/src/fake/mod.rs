@@ -6,6 +6,7 @@
 //!
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
 
+pub(crate) mod advice;
 pub(crate) mod args;
 pub(crate) mod json;
 pub(crate) mod record;

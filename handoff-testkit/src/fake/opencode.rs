@@ -169,7 +169,7 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
         writable: edit_allowed(parsed.value("agent")),
         target,
     };
-    let outcome = match task::perform(&ctx.settings, behaviour, &task) {
+    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
         Ok(o) => o,
         Err(code) => return code,
     };

@@ -1,5 +1,5 @@
 //! `HANDOFF_FAKE_RECORD_DIR`: one JSON file per invocation, written atomically as soon as the
-//! process starts and rewritten once stdin has been read.
+//! process starts and rewritten once stdin has been read and after each nested advice call.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -59,6 +59,14 @@ impl Recorder {
                 "stdin".to_owned(),
                 Value::String(String::from_utf8_lossy(stdin).into_owned()),
             );
+        }
+        self.write();
+    }
+
+    /// Sets a top-level field (`nestedCommand`, `nested`) and rewrites the record.
+    pub(crate) fn set(&mut self, key: &str, value: Value) {
+        if let Some(obj) = self.record.as_object_mut() {
+            obj.insert(key.to_owned(), value);
         }
         self.write();
     }

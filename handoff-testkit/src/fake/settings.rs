@@ -23,6 +23,29 @@ pub const RECORD_DIR: &str = "HANDOFF_FAKE_RECORD_DIR";
 pub const HELP: &str = "HANDOFF_FAKE_HELP";
 /// Overrides the version number printed by `--version`.
 pub const VERSION: &str = "HANDOFF_FAKE_VERSION";
+/// Comma-separated harnesses (`codex,claude,grok`) a run asks for nested advice, one after
+/// another, before it answers: through the prompt's `… advice --harness AGENT … --instructions -`
+/// line, `AGENT` replaced by the target, run with `/bin/sh -c`.
+pub const ADVICE: &str = "HANDOFF_FAKE_ADVICE";
+/// Raw shell words (`--bash true`, `--dependency advises:run-x`) inserted right before
+/// `--instructions -` in every nested advice command.
+pub const ADVICE_ARGS: &str = "HANDOFF_FAKE_ADVICE_ARGS";
+/// The question sent on stdin to nested advice (default `What is the riskiest part of this
+/// change? (asked by <exe>)`); ` [to <target>]` is always appended.
+pub const ADVICE_QUESTION: &str = "HANDOFF_FAKE_ADVICE_QUESTION";
+/// `1`: nested advice runs without `HANDOFF_SUPERVISOR_CONTEXT` in its environment (a worker
+/// trying to escape its supervisor).
+pub const ADVICE_STRIP: &str = "HANDOFF_FAKE_ADVICE_STRIP";
+/// Which runs act on the nested-advice switches (`HANDOFF_FAKE_ADVICE`, `…_CONTEXT_FILE`,
+/// `…_WAIT_FILE`): `root` (default) — only a worker whose supervisor context names the root run
+/// (or that has no context), so advisers started by the supervisor (which read the same settings
+/// file) don't ask again; `any` — every run, advisers included.
+pub const ADVICE_FROM: &str = "HANDOFF_FAKE_ADVICE_FROM";
+/// Where a run writes the value of `HANDOFF_SUPERVISOR_CONTEXT` (empty when unset) as it starts.
+pub const CONTEXT_FILE: &str = "HANDOFF_FAKE_CONTEXT_FILE";
+/// A run waits (polling every 20 ms) until this file exists before it answers, after writing
+/// the context file and asking for nested advice.
+pub const WAIT_FILE: &str = "HANDOFF_FAKE_WAIT_FILE";
 
 /// Settings resolved from the environment and the env file.
 #[derive(Debug, Default)]

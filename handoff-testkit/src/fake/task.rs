@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
+use super::Ctx;
+use super::advice::{self, Call};
 use super::json::{J, arr, obj};
 use super::settings::{self, Settings};
 use super::util;
@@ -94,6 +96,13 @@ pub(crate) struct Task {
     pub(crate) target: PathBuf,
     /// Whether the CLI was allowed to write.
     pub(crate) writable: bool,
+}
+
+impl Task {
+    /// An `Operation: advice` run: it never writes files.
+    pub(crate) fn is_advice(&self) -> bool {
+        self.mode == "advice"
+    }
 }
 
 /// A file the fake agent wrote.
@@ -197,13 +206,17 @@ pub(crate) fn behaviour(settings: &Settings) -> Result<Behaviour, ExitCode> {
     })
 }
 
-/// Does the run: side effects first (`hang`, `grandchild`, `exit`, stderr noise, file writes),
-/// then builds the answer. `Err` carries the exit code of a run that ends here.
+/// Does the run: the context file, nested advice and the wait file first (see
+/// [`advice::before_answer`]), then side effects (`hang`, `grandchild`, `exit`, stderr noise, file
+/// writes), then builds the answer. `Err` carries the exit code of a run that ends here.
 pub(crate) fn perform(
-    settings: &Settings,
+    ctx: &mut Ctx,
     behaviour: Behaviour,
     task: &Task,
+    prompt: &str,
 ) -> Result<Outcome, ExitCode> {
+    let nested = advice::before_answer(ctx, task.exe, prompt);
+    let settings = &ctx.settings;
     match behaviour {
         Behaviour::Hang => {
             write_pid_file(settings.get(settings::READY_FILE), std::process::id());
@@ -234,7 +247,11 @@ pub(crate) fn perform(
         _ => {}
     }
 
-    let wrote = if behaviour == Behaviour::Mutate {
+    // An advisor never writes, whatever the switches say: nested advice runs in the worktree of
+    // the worker that asked, whose changes must stay its own.
+    let wrote = if task.is_advice() {
+        None
+    } else if behaviour == Behaviour::Mutate {
         Some(write_file(task, "fake-mutation.txt")?)
     } else if behaviour.does_the_work() && task.writable {
         Some(write_file(task, &format!("fake-{}.txt", task.mode))?)
@@ -247,7 +264,7 @@ pub(crate) fn perform(
         Behaviour::AgentError => Answer::AgentError(API_ERROR.to_owned()),
         Behaviour::MaxTurns => Answer::MaxTurns,
         _ => {
-            let value = answer_value(behaviour, task, wrote.as_ref());
+            let value = answer_value(behaviour, task, wrote.as_ref(), &nested);
             let text = value.render();
             Answer::Json { value, text }
         }
@@ -256,7 +273,7 @@ pub(crate) fn perform(
 }
 
 /// The provider-output object.
-fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>) -> J {
+fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>, nested: &[Call]) -> J {
     let status = match behaviour {
         Behaviour::Blocked => "blocked",
         Behaviour::Failed => "failed",
@@ -279,15 +296,16 @@ fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>) -> J {
         }
         _ => {}
     }
-    let evidence: Vec<J> = wrote
-        .map(|w| {
+    let evidence: Vec<J> = nested
+        .iter()
+        .map(Call::evidence)
+        .chain(wrote.map(|w| {
             obj! {
                 "kind" => "file",
                 "path" => &w.rel,
                 "summary" => "wrote the file",
             }
-        })
-        .into_iter()
+        }))
         .collect();
     obj! {
         "schemaVersion" => schema_version,

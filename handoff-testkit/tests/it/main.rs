@@ -9,6 +9,7 @@ mod control;
 mod library;
 mod model_server;
 mod modes;
+mod nested;
 mod others;
 mod probes;
 mod support;

@@ -1,0 +1,991 @@
+//! Nested advice end to end: a root run with advice, its worker (the fake agent) calling
+//! `handoff advice` through the command its prompt names, the supervisor admitting each request
+//! into the budgeted DAG and running the adviser on a snapshot of the worktree.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use handoff_testkit::keys::{
+    ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE, MODE,
+    READY_FILE, WAIT_FILE,
+};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::support::{Run, Sandbox};
+
+const AGENTS: [&str; 6] = ["codex", "grok", "kiro", "claude", "opencode", "cursor"];
+
+fn caller_for(target: &str) -> &'static str {
+    if target == "codex" { "claude" } else { "codex" }
+}
+
+/// `handoff <verb> --caller-harness … --harness <target> [--mode <mode>] --cwd <repo>
+/// --instructions <file> <extra…>`.
+fn root_args(
+    sb: &Sandbox,
+    verb: &str,
+    target: &str,
+    mode: Option<&str>,
+    extra: &[&str],
+) -> Vec<String> {
+    let ins = sb.instructions("Look at the repository and do the task; ask for advice if useful.");
+    let mut args: Vec<String> = vec![
+        verb.into(),
+        "--caller-harness".into(),
+        caller_for(target).into(),
+        "--harness".into(),
+        target.into(),
+    ];
+    if let Some(m) = mode {
+        args.extend(["--mode".into(), m.into()]);
+    }
+    args.extend(["--cwd".into(), sb.cwd(), "--instructions".into(), ins]);
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    args
+}
+
+fn root(sb: &Sandbox, verb: &str, target: &str, mode: Option<&str>, extra: &[&str]) -> Run {
+    let args = root_args(sb, verb, target, mode, extra);
+    let run = sb.exec(sb.command().args(&args));
+    assert_eq!(run.stdout.lines().count(), 1, "one line on stdout: {run:?}");
+    run
+}
+
+/// The prompt of an invocation: on stdin, or as an argument (grok, kiro, cursor).
+fn prompt_of(record: &Value) -> Option<String> {
+    let marker = "delegated coding agent";
+    record["stdin"]
+        .as_str()
+        .filter(|s| s.contains(marker))
+        .map(str::to_owned)
+        .or_else(|| {
+            record["argv"]
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|a| a.contains(marker))
+                .map(str::to_owned)
+        })
+}
+
+/// Agent runs (not probes), with their prompts.
+fn agent_runs(sb: &Sandbox) -> Vec<(Value, String)> {
+    sb.agents
+        .invocations()
+        .into_iter()
+        .filter_map(|r| prompt_of(&r).map(|p| (r, p)))
+        .collect()
+}
+
+/// The invocation record of the root's worker: the one run that acted on the advice switches
+/// (advisers started by the supervisor don't, see `HANDOFF_FAKE_ADVICE_FROM`).
+fn worker(sb: &Sandbox) -> Value {
+    let mut runs: Vec<Value> = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .filter(|r| r.get("nested").is_some())
+        .collect();
+    assert!(!runs.is_empty(), "no worker asked for advice");
+    // The root's worker starts first (advisers asking further come later).
+    let mut w = runs.remove(0);
+    if let Some(p) = prompt_of(&w) {
+        w["prompt"] = Value::String(p);
+    }
+    w
+}
+
+/// The nested calls the worker made: (target, exit code, parsed result).
+fn nested(record: &Value) -> Vec<(String, i64, Value)> {
+    record["nested"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no nested calls recorded: {record:#}"))
+        .iter()
+        .map(|c| {
+            let stdout = c["stdout"].as_str().unwrap_or("");
+            let json: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+            (
+                c["target"].as_str().unwrap().to_owned(),
+                c["exitCode"].as_i64().unwrap_or(-1),
+                json,
+            )
+        })
+        .collect()
+}
+
+fn sha256_tagged(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn dag_nodes(run: &Run) -> Vec<Value> {
+    run.json["dag"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Checks the counters of a final DAG against its nodes.
+fn assert_dag_consistent(dag: &Value) {
+    let nodes = dag["nodes"].as_array().unwrap();
+    let advice = nodes.iter().filter(|n| n["operation"] == "advice").count() as u64;
+    let handoff = nodes.len() as u64 - advice;
+    let l = &dag["limits"];
+    let r = &dag["remaining"];
+    assert_eq!(
+        r["nodes"].as_u64().unwrap(),
+        l["maxNodes"].as_u64().unwrap() - nodes.len() as u64
+    );
+    assert_eq!(
+        r["adviceNodes"].as_u64().unwrap(),
+        l["maxAdviceNodes"].as_u64().unwrap() - advice
+    );
+    assert_eq!(
+        r["handoffNodes"].as_u64().unwrap(),
+        l["maxHandoffNodes"].as_u64().unwrap() - handoff
+    );
+    assert_eq!(dag["activeCount"], 0);
+    assert!(nodes.iter().all(|n| n["state"] != "running"), "{dag:#}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The 6×6 matrix and one root consulting all six targets
+// ---------------------------------------------------------------------------------------------
+
+/// Every agent as a worker asks every agent for advice (36 nested nodes over six roots); each
+/// adviser runs on a snapshot, is recorded in the DAG with the worker as derived caller, and
+/// its reply is the result the DAG hashed.
+#[test]
+fn every_worker_asks_every_target() {
+    for worker_agent in AGENTS {
+        let sb = Sandbox::new();
+        sb.record();
+        sb.agents.set(ADVICE, AGENTS.join(","));
+        let run = root(&sb, "run-with-advice", worker_agent, Some("review"), &[]);
+        assert_eq!(run.code, 0, "{worker_agent}: {run:?}");
+        assert_eq!(run.status(), "succeeded");
+        let root_id = run.json["lineage"]["runId"].as_str().unwrap().to_owned();
+        assert_eq!(run.json["delegation"]["mode"], "advice-only");
+
+        let w = worker(&sb);
+        assert!(
+            w["env"]["HANDOFF_SUPERVISOR_CONTEXT"].is_string(),
+            "the worker gets a context"
+        );
+        let command = w["nestedCommand"].as_str().unwrap();
+        assert!(
+            command.contains(crate::support::HANDOFF)
+                && command.contains(" advice --harness AGENT --cwd "),
+            "the prompt names the binary and the command: {command}"
+        );
+        let calls = nested(&w);
+        assert_eq!(calls.len(), 6);
+        let nodes = dag_nodes(&run);
+        assert_eq!(nodes.len(), 7, "{:#}", run.json["dag"]);
+        for (target, code, result) in &calls {
+            assert_eq!(*code, 0, "{worker_agent}→{target}: {result:#}");
+            assert_eq!(result["status"], "succeeded");
+            assert_eq!(result["target"]["harness"], target.as_str());
+            assert_eq!(result["caller"]["harness"], worker_agent);
+            assert_eq!(result["caller"]["provenance"], "supervisor-derived");
+            assert_eq!(result["lineage"]["parentRunId"], root_id.as_str());
+            assert_eq!(result["lineage"]["depth"], 1);
+            assert_eq!(result["grants"]["resolved"]["write"], false);
+            assert_eq!(result["git"]["changed"], false);
+            let snap = &result["snapshot"];
+            assert_eq!(snap["sourceRoot"], sb.cwd().as_str());
+            assert!(
+                result["output"]["response"]
+                    .as_str()
+                    .unwrap()
+                    .contains("finished advice")
+            );
+            let id = result["lineage"]["runId"].as_str().unwrap();
+            let node = nodes.iter().find(|n| n["runId"] == id).unwrap();
+            assert_eq!(node["state"], "succeeded");
+            assert_eq!(node["callerHarness"], worker_agent);
+            assert_eq!(node["parentRunId"], root_id.as_str());
+            assert_eq!(node["requestHash"], result["requestHash"]);
+            let raw = w["nested"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["target"] == target.as_str())
+                .and_then(|c| c["stdout"].as_str())
+                .unwrap();
+            assert_eq!(node["resultHash"], sha256_tagged(raw.as_bytes()).as_str());
+            // The snapshot is gone once the adviser finished.
+            assert!(!std::path::Path::new(snap["root"].as_str().unwrap()).exists());
+        }
+        assert_eq!(run.json["dag"]["status"], "succeeded");
+        assert_dag_consistent(&run.json["dag"]);
+        // The worker's evidence carries each adviser's answer.
+        let evidence = run.json["output"]["evidence"].as_array().unwrap();
+        assert_eq!(evidence.iter().filter(|e| e["kind"] == "advice").count(), 6);
+    }
+}
+
+/// Root `advice` also gets a supervisor: the adviser may consult further advisers.
+#[test]
+fn root_advice_may_consult() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude,codex");
+    let run = root(&sb, "advice", "opencode", None, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    assert!(
+        calls
+            .iter()
+            .all(|(_, c, r)| *c == 0 && r["status"] == "succeeded")
+    );
+    assert_eq!(dag_nodes(&run).len(), 3);
+}
+
+/// A plain `run` worker gets neither the variable nor any prompt text about advice.
+#[test]
+fn plain_run_workers_get_no_capability() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "codex");
+    let run = root(&sb, "run", "claude", Some("review"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let w = worker(&sb);
+    assert!(w["env"].get("HANDOFF_SUPERVISOR_CONTEXT").is_none());
+    assert!(w["nestedCommand"].is_null());
+    let prompt = w["prompt"].as_str().unwrap();
+    assert!(!prompt.contains("handoff advice") && !prompt.contains("--harness AGENT"));
+    assert!(prompt.contains("No nested handoff capability"));
+    assert_eq!(dag_nodes(&run).len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Budgets
+// ---------------------------------------------------------------------------------------------
+
+/// Runs a with-advice root whose worker asks `targets` with `extra` root flags; returns the
+/// root's result and the nested calls.
+fn budgeted(targets: &str, extra: &[&str]) -> (Run, Vec<(String, i64, Value)>) {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, targets);
+    let run = root(&sb, "run-with-advice", "codex", Some("review"), extra);
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    assert_dag_consistent(&run.json["dag"]);
+    (run, calls)
+}
+
+fn refused_with(call: &(String, i64, Value), words: &str) {
+    let (target, code, result) = call;
+    assert_eq!(*code, 5, "{target}: {result:#}");
+    assert_eq!(result["status"], "rejected");
+    let m = result["diagnostics"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains(words),
+        "{target}: {m:?} should mention {words:?}"
+    );
+}
+
+#[test]
+fn each_budget_is_enforced() {
+    // Advice nodes.
+    let (run, calls) = budgeted(
+        "codex,grok,kiro",
+        &["--max-advice-nodes", "2", "--max-nodes", "4"],
+    );
+    assert_eq!(calls[0].1, 0);
+    assert_eq!(calls[1].1, 0);
+    refused_with(&calls[2], "advice-node budget exhausted (2 advice nodes)");
+    assert_eq!(dag_nodes(&run).len(), 3);
+    // Nodes.
+    let (run, calls) = budgeted("codex,grok", &["--max-nodes", "2"]);
+    assert_eq!(calls[0].1, 0);
+    refused_with(&calls[1], "node budget exhausted (2 nodes)");
+    assert_eq!(dag_nodes(&run).len(), 2);
+    // Depth.
+    let (run, calls) = budgeted("codex", &["--max-depth", "0"]);
+    refused_with(&calls[0], "depth 1 exceeds the depth budget (0)");
+    assert_eq!(dag_nodes(&run).len(), 1);
+    // Concurrency: the root counts as running.
+    let (_, calls) = budgeted("codex", &["--max-concurrency", "1"]);
+    refused_with(&calls[0], "concurrency budget exhausted (1 nodes running");
+    // Handoff nodes: a with-advice root is itself a handoff node.
+    let sb = Sandbox::new();
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "codex",
+        Some("review"),
+        &["--max-handoff-nodes", "0", "--max-nodes", "4"],
+    );
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(
+        run.stderr.contains("--max-handoff-nodes 0 leaves no node"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A refused request spends no token use and adds no node: a later valid one still succeeds.
+#[test]
+fn a_refusal_spends_nothing() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "kiro,codex");
+    // --max-turns is unsupported for kiro: refused before admission; codex then succeeds.
+    sb.agents.set(ADVICE_ARGS, "--max-turns 3");
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "claude",
+        Some("review"),
+        &["--max-nodes", "2"],
+    );
+    let calls = nested(&worker(&sb));
+    refused_with(&calls[0], "--max-turns is unsupported for kiro");
+    assert_eq!(
+        calls[1].1, 5,
+        "codex has no turn limit either: {:#}",
+        calls[1].2
+    );
+    assert_eq!(dag_nodes(&run).len(), 1);
+    // Without the bad flag the single remaining node is still available.
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(ADVICE_ARGS, "--max-turns 3");
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "codex",
+        Some("review"),
+        &["--max-nodes", "2"],
+    );
+    let calls = nested(&worker(&sb));
+    assert_eq!(calls[0].1, 0, "{:#}", calls[0].2);
+    assert_eq!(calls[0].2["selection"]["resolved"]["maxTurns"], 3);
+    assert_eq!(dag_nodes(&run).len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lineage rules
+// ---------------------------------------------------------------------------------------------
+
+/// An adviser that asks its parent's question again (same target, same question, same place)
+/// is refused by the loop guard.
+#[test]
+fn the_loop_guard_refuses_a_repeated_intent() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "codex");
+    sb.agents.set(ADVICE_FROM, "any");
+    sb.agents.set(ADVICE_QUESTION, "Is this safe?");
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "codex",
+        Some("review"),
+        &["--max-depth", "5"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    let (_, code, first) = &calls[0];
+    assert_eq!(*code, 0, "{first:#}");
+    // The depth-1 adviser's own nested call was refused; its evidence says so.
+    let evidence = first["output"]["evidence"].as_array().unwrap();
+    let summary = evidence
+        .iter()
+        .find(|e| e["kind"] == "advice")
+        .and_then(|e| e["summary"].as_str())
+        .unwrap();
+    assert!(summary.starts_with("codex: exit 5 rejected"), "{summary}");
+    assert_eq!(dag_nodes(&run).len(), 2);
+}
+
+/// Dependencies must name existing, finished nodes; a `requires` one must have succeeded.
+#[test]
+fn dependencies_are_validated() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "codex");
+    sb.agents.set(
+        ADVICE_ARGS,
+        "--dependency advises:run-00000000-0000-4000-8000-000000000000",
+    );
+    let run = root(&sb, "run-with-advice", "claude", Some("review"), &[]);
+    let calls = nested(&worker(&sb));
+    refused_with(&calls[0], "is not a node of this DAG");
+    assert_eq!(dag_nodes(&run).len(), 1);
+    // Malformed dependencies are refused before admission.
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "codex");
+    sb.agents.set(ADVICE_ARGS, "--dependency needs:run-1");
+    root(&sb, "run-with-advice", "claude", Some("review"), &[]);
+    refused_with(
+        &nested(&worker(&sb))[0],
+        "--dependency type must be requires, advises or verifies",
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grants
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn grant_and_mcp_escalation_is_refused() {
+    // bash: the worker runs without it.
+    let (_, calls) = {
+        let sb = Sandbox::new();
+        sb.record();
+        sb.agents.set(ADVICE, "codex,claude");
+        sb.agents.set(ADVICE_ARGS, "--bash true");
+        let run = root(
+            &sb,
+            "run-with-advice",
+            "codex",
+            Some("review"),
+            &["--bash", "false"],
+        );
+        (run, nested(&worker(&sb)))
+    };
+    refused_with(&calls[0], "bash is not held by the parent");
+    refused_with(&calls[1], "bash is not held by the parent");
+    // Without --bash the adviser inherits bash=false.
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "codex",
+        Some("review"),
+        &["--bash", "false"],
+    );
+    let calls = nested(&worker(&sb));
+    assert_eq!(calls[0].1, 0, "{:#}", calls[0].2);
+    assert_eq!(calls[0].2["grants"]["resolved"]["bash"], false);
+    assert_eq!(
+        calls[0].2["grants"]["provenance"]["bash"],
+        "parent-attenuated"
+    );
+    assert_eq!(dag_nodes(&run).len(), 2);
+    // web search: the worker has none.
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(ADVICE_ARGS, "--web-search true");
+    root(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    refused_with(
+        &nested(&worker(&sb))[0],
+        "web search is not held by the parent",
+    );
+
+    // MCP: a subset of the parent's servers, each unchanged.
+    let sb = Sandbox::new();
+    sb.record();
+    let descriptor =
+        |servers: &str| format!(r#"{{"schemaVersion":"handoff.mcp.v1","servers":[{servers}]}}"#);
+    let docs = r#"{"name":"docs","transport":"stdio","command":"/bin/cat","args":[],"env":{}}"#;
+    let tickets =
+        r#"{"name":"tickets","transport":"stdio","command":"/bin/cat","args":["-n"],"env":{}}"#;
+    let parent = sb.private.join("mcp-parent.json");
+    std::fs::write(&parent, descriptor(&format!("{docs},{tickets}"))).unwrap();
+    let subset = sb.private.join("mcp-subset.json");
+    std::fs::write(&subset, descriptor(tickets)).unwrap();
+    let other = sb.private.join("mcp-other.json");
+    std::fs::write(
+        &other,
+        descriptor(
+            r#"{"name":"mail","transport":"stdio","command":"/bin/cat","args":[],"env":{}}"#,
+        ),
+    )
+    .unwrap();
+    let changed = sb.private.join("mcp-changed.json");
+    std::fs::write(
+        &changed,
+        descriptor(r#"{"name":"docs","transport":"stdio","command":"/bin/sh","args":[],"env":{}}"#),
+    )
+    .unwrap();
+    for (file, expect) in [
+        (&subset, None),
+        (
+            &other,
+            Some("MCP server \"mail\" is not one of the parent's"),
+        ),
+        (
+            &changed,
+            Some("MCP server \"docs\" differs from the parent's definition"),
+        ),
+    ] {
+        let sb2 = Sandbox::new();
+        sb2.record();
+        sb2.agents.set(ADVICE, "claude");
+        sb2.agents
+            .set(ADVICE_ARGS, format!("--mcp-config {}", file.display()));
+        let parent_arg = parent.to_string_lossy().into_owned();
+        let run = root(
+            &sb2,
+            "run-with-advice",
+            "codex",
+            Some("review"),
+            &["--mcp-config", &parent_arg],
+        );
+        assert_eq!(run.code, 0, "{run:?}");
+        let calls = nested(&worker(&sb2));
+        match expect {
+            None => {
+                assert_eq!(calls[0].1, 0, "{:#}", calls[0].2);
+                assert_eq!(
+                    calls[0].2["grants"]["mcp"]["servers"],
+                    serde_json::json!(["tickets"])
+                );
+            }
+            Some(words) => refused_with(&calls[0], words),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Snapshots
+// ---------------------------------------------------------------------------------------------
+
+/// A building worker with uncommitted work asks for advice: the adviser sees that work in its
+/// snapshot, changes nothing, and succeeds; the worker's own change is still verified.
+#[test]
+fn a_writing_parent_does_not_make_its_adviser_guilty() {
+    let sb = Sandbox::new();
+    sb.record();
+    std::fs::write(sb.repo.path().join("draft.txt"), "work in progress\n").unwrap();
+    sb.agents.set(ADVICE, "claude,codex");
+    let run = root(&sb, "run-with-advice", "codex", Some("build"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let changed: Vec<&str> = run.json["git"]["changedFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(changed.contains(&"fake-build.txt"), "{changed:?}");
+    for (_, code, result) in nested(&worker(&sb)) {
+        assert_eq!(code, 0, "{result:#}");
+        assert_eq!(result["git"]["changed"], false);
+        let before = &result["git"]["before"];
+        assert_eq!(
+            before["changeCounts"]["untracked"], 0,
+            "a clean snapshot: {before:#}"
+        );
+    }
+    // The advisers ran in the snapshot, where the uncommitted file was present.
+    let line = format!("Working directory: {}\n", sb.cwd());
+    let advisers: Vec<String> = agent_runs(&sb)
+        .into_iter()
+        .map(|(_, p)| p)
+        .filter(|p| !p.contains(&line))
+        .collect();
+    assert_eq!(advisers.len(), 2);
+    for prompt in advisers {
+        assert!(prompt.contains("/handoff-snapshots-"), "{prompt}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokens
+// ---------------------------------------------------------------------------------------------
+
+fn wait_for_file(path: &std::path::Path, limit: Duration) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && !text.is_empty()
+        {
+            return text;
+        }
+        assert!(start.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A forged token and a replayed nonce are refused and recorded in the root result; a valid
+/// request with a fresh nonce runs.
+#[test]
+fn forged_and_replayed_tokens_are_refused_and_recorded() {
+    let sb = Sandbox::new();
+    sb.record();
+    let ctx_file = sb.root.join("context.json");
+    let go = sb.root.join("go");
+    sb.agents.set(CONTEXT_FILE, &ctx_file);
+    sb.agents.set(WAIT_FILE, &go);
+    let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let child = sb
+        .command()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let context_text = wait_for_file(&ctx_file, Duration::from_secs(60));
+    let context = handoff_core::SupervisorContext::parse(&context_text).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = |token: &str, nonce: &str| handoff_core::NestedRequest {
+        schema_version: handoff_core::NESTED_REQUEST_SCHEMA.into(),
+        token: token.into(),
+        nonce: nonce.into(),
+        operation: handoff_core::Operation::Advice,
+        target_harness: Some("grok".into()),
+        cwd: Some(sb.cwd()),
+        instructions: Some("Any risk here?".into()),
+        model: None,
+        effort: None,
+        max_turns: None,
+        bash: None,
+        web_search: None,
+        timeout_ms: None,
+        mcp: None,
+        dependencies: vec![],
+    };
+    let forged = format!("hcap_{}", "ab".repeat(32));
+    let ask = |r| {
+        rt.block_on(handoff_core::ask_supervisor(&context, &r))
+            .unwrap()
+    };
+    let f = ask(request(&forged, "n-1"));
+    assert!(!f.accepted);
+    assert_eq!(f.exit_code, 5);
+    assert!(f.result.contains("not valid for this run"), "{}", f.result);
+    let ok = ask(request(&context.token, "n-2"));
+    assert!(ok.accepted, "{}", ok.result);
+    assert_eq!(ok.exit_code, 0, "{}", ok.result);
+    let replay = ask(request(&context.token, "n-2"));
+    assert!(!replay.accepted);
+    assert!(
+        replay.result.contains("already used (replay)"),
+        "{}",
+        replay.result
+    );
+    std::fs::write(&go, "go").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "succeeded", "{json:#}");
+    let refusals = json["policy"]["supervisor"]["tokenRefusals"]
+        .as_array()
+        .unwrap();
+    let kinds: Vec<&str> = refusals
+        .iter()
+        .filter_map(|r| r["rejection"].as_str())
+        .collect();
+    assert_eq!(kinds, ["forged", "replayed"], "{refusals:#?}");
+    assert_eq!(json["dag"]["nodes"].as_array().unwrap().len(), 2);
+    // The token never reaches the result.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(&context.token));
+    // Once the root is over, its token is worthless and the socket is gone.
+    assert!(
+        rt.block_on(handoff_core::ask_supervisor(
+            &context,
+            &request(&context.token, "n-3")
+        ))
+        .is_err()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Escaping, cancellation, deadline, lease
+// ---------------------------------------------------------------------------------------------
+
+/// A worker that strips its context and calls handoff as a new root is refused through
+/// process ancestry.
+#[test]
+fn a_worker_cannot_start_a_root_run() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(ADVICE_STRIP, "1");
+    let run = root(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    let (_, code, result) = &calls[0];
+    assert_eq!(*code, 5, "{result:#}");
+    // The stripped call had to be a full root command; the fake only filled in its harness,
+    // so it was refused (missing caller) or by ancestry — either way nothing ran.
+    assert_eq!(dag_nodes(&run).len(), 1);
+    // A complete root command from inside the worker is refused by ancestry.
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(ADVICE_STRIP, "1");
+    sb.agents.set(ADVICE_ARGS, "--caller-harness codex");
+    let run = root(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let calls = nested(&worker(&sb));
+    refused_with(&calls[0], "a worker cannot start a root run");
+    assert_eq!(dag_nodes(&run).len(), 1);
+}
+
+/// SIGTERM to the root while an adviser runs: every unfinished node ends `cancelled`, nothing
+/// is left running.
+#[test]
+fn cancellation_closes_the_dag() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(MODE, "hang");
+    let ready = sb.root.join("ready");
+    sb.agents.set(READY_FILE, &ready);
+    sb.agents.set(ADVICE_FROM, "root");
+    let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let child = sb
+        .command()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The adviser (claude) hangs too: wait until it wrote its pid.
+    let adviser_pid: i32 = wait_for_file(&ready, Duration::from_secs(60))
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(9));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["status"], "cancelled");
+    assert_eq!(json["dag"]["status"], "cancelled");
+    let nodes = json["dag"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{nodes:#?}");
+    assert!(
+        nodes.iter().all(|n| n["state"] == "cancelled"),
+        "{nodes:#?}"
+    );
+    assert!(
+        std::fs::read_to_string(format!("/proc/{adviser_pid}/stat"))
+            .map(|s| s.contains(") Z"))
+            .unwrap_or(true),
+        "the adviser was stopped"
+    );
+}
+
+/// The root deadline bounds a nested node: it gets what is left of the root's time, not its
+/// full per-node timeout.
+#[test]
+fn the_root_deadline_stops_a_nested_node() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, "claude");
+    sb.agents.set(MODE, "hang");
+    let started = Instant::now();
+    let run = root(
+        &sb,
+        "run-with-advice",
+        "codex",
+        Some("review"),
+        &["--root-timeout-ms", "4000", "--timeout-ms", "4000"],
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(run.code, 8, "{run:?}");
+    let nodes = dag_nodes(&run);
+    assert_eq!(nodes.len(), 2);
+    assert_eq!(nodes[1]["state"], "timed_out", "{nodes:#?}");
+    let calls = nested(&worker(&sb));
+    let (_, code, result) = &calls[0];
+    assert_eq!(*code, 8, "{result:#}");
+    let m = result["diagnostics"]["message"].as_str().unwrap();
+    let budget: u64 = m
+        .split("time budget of ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{m}"));
+    assert!(budget < 4000, "the node got {budget} ms of a 4000 ms root");
+}
+
+/// One root run per worktree: a second is refused naming the holder, or waits with --wait.
+#[test]
+fn one_root_run_per_worktree() {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(MODE, "hang");
+    let ready = sb.root.join("ready");
+    sb.agents.set(READY_FILE, &ready);
+    let args = root_args(&sb, "run", "codex", Some("review"), &[]);
+    let first = sb
+        .command()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&ready, Duration::from_secs(60));
+    sb.agents.set(MODE, "success");
+    let second = root(&sb, "advice", "claude", None, &[]);
+    assert_eq!(second.code, 5, "{second:?}");
+    let m = second.json["diagnostics"]["message"].as_str().unwrap();
+    assert!(
+        m.contains(&format!("pid {}", first.id())) && m.contains("--wait"),
+        "{m}"
+    );
+    // With --wait the second starts once the first is gone.
+    let args = root_args(&sb, "advice", "claude", None, &["--wait"]);
+    let mut waiting = sb
+        .command()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(waiting.try_wait().unwrap().is_none(), "it waits");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let first_out = first.wait_with_output().unwrap();
+    assert_eq!(first_out.status.code(), Some(9));
+    let mut stdout = String::new();
+    use std::io::Read as _;
+    waiting
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let status = waiting.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    let _ = std::io::stderr().flush();
+}
+
+/// Inside a worker only `advice` is accepted, without caller or budget flags; stdin
+/// instructions and stdout-only results work.
+#[test]
+fn the_nested_verb_and_flags() {
+    let sb = Sandbox::new();
+    sb.record();
+    let ctx_file = sb.root.join("context.json");
+    let go = sb.root.join("go");
+    sb.agents.set(CONTEXT_FILE, &ctx_file);
+    sb.agents.set(WAIT_FILE, &go);
+    let args = root_args(&sb, "run-with-advice", "claude", Some("review"), &[]);
+    let child = sb
+        .command()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let context = wait_for_file(&ctx_file, Duration::from_secs(60));
+    let nested_cmd = |extra: &[&str], stdin: &str| {
+        let mut c = sb.command();
+        c.env("HANDOFF_SUPERVISOR_CONTEXT", &context)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (
+            out.status.code().unwrap_or(-1),
+            json,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cwd = sb.cwd();
+    let base = [
+        "advice",
+        "--harness",
+        "codex",
+        "--cwd",
+        cwd.as_str(),
+        "--instructions",
+        "-",
+    ];
+    for (extra, words) in [
+        (
+            &["--caller-harness", "claude"][..],
+            "--caller-harness is not accepted inside a worker",
+        ),
+        (
+            &["--max-nodes", "3"][..],
+            "--max-nodes is not accepted inside a worker",
+        ),
+        (
+            &["--root-timeout-ms", "1000"][..],
+            "--root-timeout-ms is not accepted inside a worker",
+        ),
+    ] {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        let (code, json, stderr) = nested_cmd(&a, "question?");
+        assert_eq!(code, 5, "{stderr}");
+        assert!(
+            json["diagnostics"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(words),
+            "{json:#}"
+        );
+    }
+    let (code, json, _) = nested_cmd(
+        &[
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "review",
+            "--cwd",
+            &cwd,
+            "--instructions",
+            "-",
+        ],
+        "q",
+    );
+    assert_eq!(code, 5);
+    assert!(
+        json["diagnostics"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("advice only")
+    );
+    // Outside the worktree of the asking run.
+    let (code, json, _) = nested_cmd(
+        &[
+            "advice",
+            "--harness",
+            "codex",
+            "--cwd",
+            "/tmp",
+            "--instructions",
+            "-",
+        ],
+        "q",
+    );
+    assert_eq!(code, 5, "{json:#}");
+    // The real thing: stdin instructions, result on stdout only.
+    let (code, json, stderr) = nested_cmd(&base, "What should I check first?");
+    assert_eq!(code, 0, "{stderr} {json:#}");
+    assert_eq!(json["caller"]["harness"], "claude");
+    std::fs::write(&go, "go").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let root_json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(root_json["dag"]["nodes"].as_array().unwrap().len(), 2);
+    let _ = Command::new("true").status();
+}
