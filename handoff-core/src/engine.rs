@@ -521,6 +521,8 @@ impl Engine {
             schema_version: CAPABILITIES_SCHEMA.into(),
             driver_version: DRIVER_VERSION.into(),
             operations: vec![Operation::Advice, Operation::Handoff],
+            root_forms: RootForms::default(),
+            nested_operations: vec![Operation::Advice],
             modes: Mode::ALL.to_vec(),
             defaults: BudgetLimits::default(),
             providers,

@@ -323,12 +323,52 @@ pub struct Capabilities {
     pub driver_version: String,
     /// `advice`, `handoff`.
     pub operations: Vec<Operation>,
+    /// Each root verb and the nested capability its worker gets.
+    pub root_forms: RootForms,
+    /// What a worker may ask its supervisor for: `advice`.
+    pub nested_operations: Vec<Operation>,
     /// The four modes.
     pub modes: Vec<Mode>,
     /// Default budgets.
     pub defaults: BudgetLimits,
     /// One entry per registered agent.
     pub providers: Vec<ProviderCapabilities>,
+}
+
+/// The root verbs and the delegation of their workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RootForms {
+    /// `handoff advice`.
+    pub advice: RootForm,
+    /// `handoff run`.
+    pub run: RootForm,
+    /// `handoff run-with-advice`.
+    #[serde(rename = "run-with-advice")]
+    pub run_with_advice: RootForm,
+}
+
+/// One root verb.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RootForm {
+    /// Whether its worker may ask for advice.
+    pub delegation: crate::request::DelegationMode,
+}
+
+impl Default for RootForms {
+    fn default() -> Self {
+        use crate::request::DelegationMode::{AdviceOnly, None};
+        RootForms {
+            advice: RootForm {
+                delegation: AdviceOnly,
+            },
+            run: RootForm { delegation: None },
+            run_with_advice: RootForm {
+                delegation: AdviceOnly,
+            },
+        }
+    }
 }
 
 /// One agent's capabilities and preflight.

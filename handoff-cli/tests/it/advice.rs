@@ -989,3 +989,20 @@ fn the_nested_verb_and_flags() {
     assert_eq!(root_json["dag"]["nodes"].as_array().unwrap().len(), 2);
     let _ = Command::new("true").status();
 }
+
+/// `capabilities --json` tells which root verbs give their worker the nested capability.
+#[test]
+fn capabilities_name_the_root_forms() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["capabilities", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        run.json["rootForms"],
+        serde_json::json!({
+            "advice": {"delegation": "advice-only"},
+            "run": {"delegation": "none"},
+            "run-with-advice": {"delegation": "advice-only"},
+        })
+    );
+    assert_eq!(run.json["nestedOperations"], serde_json::json!(["advice"]));
+}
