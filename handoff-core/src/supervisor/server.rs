@@ -323,7 +323,12 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
     let mut line = Vec::new();
     let mut limited = (&mut reader).take(MAX_REQUEST_BYTES as u64 + 1);
     let read_line = limited.read_until(b'\n', &mut line);
-    let read = tokio::time::timeout(REQUEST_READ_TIMEOUT, read_line).await;
+    let mut stop = shared.stop.clone();
+    // A client that never sends its request must not hold up the supervisor's shutdown.
+    let read = tokio::select! {
+        r = tokio::time::timeout(REQUEST_READ_TIMEOUT, read_line) => r,
+        _ = stop.wait_for(|s| *s) => return,
+    };
     drop(limited);
     let reply = match read {
         Ok(Ok(_)) if line.len() > MAX_REQUEST_BYTES => {
