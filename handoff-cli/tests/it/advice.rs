@@ -46,6 +46,24 @@ fn root_args(
     args
 }
 
+/// A sandbox whose root worker will ask each of `targets` (comma-separated) for advice.
+fn advising(targets: impl AsRef<std::ffi::OsStr>) -> Sandbox {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(ADVICE, targets);
+    sb
+}
+
+/// Starts `handoff <args>` in the background, stdout and stderr piped.
+fn spawn(sb: &Sandbox, args: &[String]) -> std::process::Child {
+    sb.command()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn root(sb: &Sandbox, verb: &str, target: &str, mode: Option<&str>, extra: &[&str]) -> Run {
     let args = root_args(sb, verb, target, mode, extra);
     let run = sb.exec(sb.command().args(&args));
@@ -161,9 +179,7 @@ fn assert_dag_consistent(dag: &Value) {
 #[test]
 fn every_worker_asks_every_target() {
     for worker_agent in AGENTS {
-        let sb = Sandbox::new();
-        sb.record();
-        sb.agents.set(ADVICE, AGENTS.join(","));
+        let sb = advising(AGENTS.join(","));
         let run = root(&sb, "run-with-advice", worker_agent, Some("review"), &[]);
         assert_eq!(run.code, 0, "{worker_agent}: {run:?}");
         assert_eq!(run.status(), "succeeded");
@@ -231,9 +247,7 @@ fn every_worker_asks_every_target() {
 /// Root `advice` also gets a supervisor: the adviser may consult further advisers.
 #[test]
 fn root_advice_may_consult() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude,codex");
+    let sb = advising("claude,codex");
     let run = root(&sb, "advice", "opencode", None, &[]);
     assert_eq!(run.code, 0, "{run:?}");
     let calls = nested(&worker(&sb));
@@ -248,9 +262,7 @@ fn root_advice_may_consult() {
 /// A plain `run` worker gets neither the variable nor any prompt text about advice.
 #[test]
 fn plain_run_workers_get_no_capability() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "codex");
+    let sb = advising("codex");
     let run = root(&sb, "run", "claude", Some("review"), &[]);
     assert_eq!(run.code, 0, "{run:?}");
     let w = worker(&sb);
@@ -269,9 +281,7 @@ fn plain_run_workers_get_no_capability() {
 /// Runs a with-advice root whose worker asks `targets` with `extra` root flags; returns the
 /// root's result and the nested calls.
 fn budgeted(targets: &str, extra: &[&str]) -> (Run, Vec<(String, i64, Value)>) {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, targets);
+    let sb = advising(targets);
     let run = root(&sb, "run-with-advice", "codex", Some("review"), extra);
     assert_eq!(run.code, 0, "{run:?}");
     let calls = nested(&worker(&sb));
@@ -333,9 +343,7 @@ fn each_budget_is_enforced() {
 /// A refused request spends no token use and adds no node: a later valid one still succeeds.
 #[test]
 fn a_refusal_spends_nothing() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "kiro,codex");
+    let sb = advising("kiro,codex");
     // --max-turns is unsupported for kiro: refused before admission; codex then succeeds.
     sb.agents.set(ADVICE_ARGS, "--max-turns 3");
     let run = root(
@@ -354,9 +362,7 @@ fn a_refusal_spends_nothing() {
     );
     assert_eq!(dag_nodes(&run).len(), 1);
     // Without the bad flag the single remaining node is still available.
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(ADVICE_ARGS, "--max-turns 3");
     let run = root(
         &sb,
@@ -379,9 +385,7 @@ fn a_refusal_spends_nothing() {
 /// is refused by the loop guard.
 #[test]
 fn the_loop_guard_refuses_a_repeated_intent() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "codex");
+    let sb = advising("codex");
     sb.agents.set(ADVICE_FROM, "any");
     sb.agents.set(ADVICE_QUESTION, "Is this safe?");
     let run = root(
@@ -409,9 +413,7 @@ fn the_loop_guard_refuses_a_repeated_intent() {
 /// Dependencies must name existing, finished nodes; a `requires` one must have succeeded.
 #[test]
 fn dependencies_are_validated() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "codex");
+    let sb = advising("codex");
     sb.agents.set(
         ADVICE_ARGS,
         "--dependency advises:run-00000000-0000-4000-8000-000000000000",
@@ -421,9 +423,7 @@ fn dependencies_are_validated() {
     refused_with(&calls[0], "is not a node of this DAG");
     assert_eq!(dag_nodes(&run).len(), 1);
     // Malformed dependencies are refused before admission.
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "codex");
+    let sb = advising("codex");
     sb.agents.set(ADVICE_ARGS, "--dependency needs:run-1");
     root(&sb, "run-with-advice", "claude", Some("review"), &[]);
     refused_with(
@@ -440,9 +440,7 @@ fn dependencies_are_validated() {
 fn grant_and_mcp_escalation_is_refused() {
     // bash: the worker runs without it.
     let (_, calls) = {
-        let sb = Sandbox::new();
-        sb.record();
-        sb.agents.set(ADVICE, "codex,claude");
+        let sb = advising("codex,claude");
         sb.agents.set(ADVICE_ARGS, "--bash true");
         let run = root(
             &sb,
@@ -456,9 +454,7 @@ fn grant_and_mcp_escalation_is_refused() {
     refused_with(&calls[0], "bash is not held by the parent");
     refused_with(&calls[1], "bash is not held by the parent");
     // Without --bash the adviser inherits bash=false.
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     let run = root(
         &sb,
         "run-with-advice",
@@ -475,9 +471,7 @@ fn grant_and_mcp_escalation_is_refused() {
     );
     assert_eq!(dag_nodes(&run).len(), 2);
     // web search: the worker has none.
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(ADVICE_ARGS, "--web-search true");
     root(&sb, "run-with-advice", "codex", Some("review"), &[]);
     refused_with(
@@ -522,9 +516,7 @@ fn grant_and_mcp_escalation_is_refused() {
             Some("MCP server \"docs\" differs from the parent's definition"),
         ),
     ] {
-        let sb2 = Sandbox::new();
-        sb2.record();
-        sb2.agents.set(ADVICE, "claude");
+        let sb2 = advising("claude");
         sb2.agents
             .set(ADVICE_ARGS, format!("--mcp-config {}", file.display()));
         let parent_arg = parent.to_string_lossy().into_owned();
@@ -621,13 +613,7 @@ fn forged_and_replayed_tokens_are_refused_and_recorded() {
     sb.agents.set(CONTEXT_FILE, &ctx_file);
     sb.agents.set(WAIT_FILE, &go);
     let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
-    let child = sb
-        .command()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&sb, &args);
     let context_text = wait_for_file(&ctx_file, Duration::from_secs(60));
     let context = handoff_core::SupervisorContext::parse(&context_text).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -709,9 +695,7 @@ fn forged_and_replayed_tokens_are_refused_and_recorded() {
 /// process ancestry.
 #[test]
 fn a_worker_cannot_start_a_root_run() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(ADVICE_STRIP, "1");
     let run = root(&sb, "run-with-advice", "codex", Some("review"), &[]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -722,9 +706,7 @@ fn a_worker_cannot_start_a_root_run() {
     // so it was refused (missing caller) or by ancestry — either way nothing ran.
     assert_eq!(dag_nodes(&run).len(), 1);
     // A complete root command from inside the worker is refused by ancestry.
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(ADVICE_STRIP, "1");
     sb.agents.set(ADVICE_ARGS, "--caller-harness codex");
     let run = root(&sb, "run-with-advice", "codex", Some("review"), &[]);
@@ -737,21 +719,13 @@ fn a_worker_cannot_start_a_root_run() {
 /// is left running.
 #[test]
 fn cancellation_closes_the_dag() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(MODE, "hang");
     let ready = sb.root.join("ready");
     sb.agents.set(READY_FILE, &ready);
     sb.agents.set(ADVICE_FROM, "root");
     let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
-    let child = sb
-        .command()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&sb, &args);
     // The adviser (claude) hangs too: wait until it wrote its pid.
     let adviser_pid: i32 = wait_for_file(&ready, Duration::from_secs(60))
         .trim()
@@ -785,9 +759,7 @@ fn cancellation_closes_the_dag() {
 /// full per-node timeout.
 #[test]
 fn the_root_deadline_stops_a_nested_node() {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(ADVICE, "claude");
+    let sb = advising("claude");
     sb.agents.set(MODE, "hang");
     let started = Instant::now();
     let run = root(
@@ -824,13 +796,7 @@ fn one_root_run_per_worktree() {
     let ready = sb.root.join("ready");
     sb.agents.set(READY_FILE, &ready);
     let args = root_args(&sb, "run", "codex", Some("review"), &[]);
-    let first = sb
-        .command()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = spawn(&sb, &args);
     wait_for_file(&ready, Duration::from_secs(60));
     sb.agents.set(MODE, "success");
     let second = root(&sb, "advice", "claude", None, &[]);
@@ -842,13 +808,7 @@ fn one_root_run_per_worktree() {
     );
     // With --wait the second starts once the first is gone.
     let args = root_args(&sb, "advice", "claude", None, &["--wait"]);
-    let mut waiting = sb
-        .command()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut waiting = spawn(&sb, &args);
     std::thread::sleep(Duration::from_millis(300));
     assert!(waiting.try_wait().unwrap().is_none(), "it waits");
     nix::sys::signal::kill(
@@ -882,13 +842,7 @@ fn the_nested_verb_and_flags() {
     sb.agents.set(CONTEXT_FILE, &ctx_file);
     sb.agents.set(WAIT_FILE, &go);
     let args = root_args(&sb, "run-with-advice", "claude", Some("review"), &[]);
-    let child = sb
-        .command()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(&sb, &args);
     let context = wait_for_file(&ctx_file, Duration::from_secs(60));
     let nested_cmd = |extra: &[&str], stdin: &str| {
         let mut c = sb.command();
