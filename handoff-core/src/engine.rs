@@ -3,7 +3,10 @@
 //! Decision order (first match wins, then the two git overrides):
 //! 1. the result location is invalid → `rejected` 5 (stdout only);
 //! 2. any input or capability problem → `rejected` 5, no process started;
-//! 3. `--cwd` is not in a git worktree → `rejected` 5;
+//! 3. `--cwd` is not in a git worktree → `rejected` 5; another root run holds that worktree, or
+//!    this process descends from a live root run → `rejected` 5 (with `--wait`: wait; a signal
+//!    while waiting → `cancelled` 9); a run with advice whose supervisor can't start →
+//!    `not_run` 3;
 //! 4. the invocation can't be planned (e.g. an MCP secret variable is unset) → `rejected` 5;
 //! 5. the executable is missing or fails preflight → `not_run` 3;
 //! 6. a signal arrived before launch → `cancelled` 9;
@@ -17,6 +20,10 @@
 //! 10. a writing run that would succeed but left no git-visible change → `blocked` 10;
 //! 11. a read-only run that changed the worktree → `blocked` 10, whatever happened before;
 //! 12. the result file can't be written → `failed` 7 (or stays `blocked` 10 after a mutation).
+//!
+//! A run with advice stops its supervisor before the verdict (every adviser still running is
+//! cancelled and awaited), and its result embeds the final DAG. Nested advisers go through the
+//! same steps from 4 on (the supervisor has done 1–3 and the admission), on their snapshot.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
