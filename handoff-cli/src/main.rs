@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 mod fingerprint;
 mod nested;
+mod note;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -56,6 +57,10 @@ enum Command {
     /// Print the git fingerprint of a worktree (digest, counts, changes), or what changed since
     /// a saved one.
     Fingerprint(fingerprint::FingerprintArgs),
+    /// Write and check handoff notes: the template, its check, and its rendering with the git
+    /// state read from the repository.
+    #[command(subcommand)]
+    Note(note::NoteCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -196,7 +201,10 @@ fn verb_of(command: &Command) -> Option<Verb> {
         Command::Run(_) => Some(Verb::Run),
         Command::RunWithAdvice(_) => Some(Verb::RunWithAdvice),
         Command::Advice(_) => Some(Verb::Advice),
-        Command::Capabilities(_) | Command::Config(_) | Command::Fingerprint(_) => None,
+        Command::Capabilities(_)
+        | Command::Config(_)
+        | Command::Fingerprint(_)
+        | Command::Note(_) => None,
     }
 }
 
@@ -467,6 +475,7 @@ fn main() -> ExitCode {
             (_, Command::Capabilities(c)) => capabilities(c.json).await,
             (_, Command::Config(c)) => config_command(c),
             (_, Command::Fingerprint(f)) => fingerprint::main(f).await,
+            (_, Command::Note(n)) => note::main(n),
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 let context = std::env::var(handoff_core::CONTEXT_ENV)
                     .ok()

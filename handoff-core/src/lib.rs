@@ -17,6 +17,7 @@ mod input;
 mod lease;
 mod mcp;
 mod names;
+mod note;
 mod output;
 mod paths;
 mod preflight;
@@ -27,6 +28,7 @@ mod redact;
 mod request;
 mod result;
 mod supervisor;
+mod task;
 mod workspace;
 
 pub use config::{
@@ -44,6 +46,13 @@ pub use mcp::{
     StdioServer, valid_env_name,
 };
 pub use names::{AgentId, Mode, Operation, Status, Verdict, exit};
+pub use note::{
+    FrontMatter, FrontMatterError, GitRemote, GitState, MAX_LISTED_UNCOMMITTED, MAX_NOTE_BYTES,
+    NOTE_CHECK_SCHEMA, NOTE_SCHEMA, Note, NoteCheck, NoteErrors, NoteOrigin, NoteReadError,
+    NoteSection, RECEIVER_INSTRUCTIONS, Section, check as check_note, decode_note,
+    parse as parse_note, read_note, render as render_note, status_words, strip_url_credentials,
+    template as note_template,
+};
 pub use output::{
     Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,
     ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
@@ -66,6 +75,11 @@ pub use supervisor::{
     NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest, NodeRequest, RedeemError, RegisteredNode,
     SupervisorContext, TOKEN_PREFIX, Ticket, Token, TokenAudit, TokenBook, TokenError,
     ask_supervisor, attenuate, check_dag_invariants, result_hash,
+};
+pub use task::{
+    AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,
+    HandoffOutcome, HandoffRow, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route, StoreError,
+    Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_timestamp,
 };
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,

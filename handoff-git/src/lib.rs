@@ -61,6 +61,7 @@ mod gitdir;
 mod hash;
 mod par;
 mod paths;
+mod repo_state;
 mod scan;
 mod snapshot;
 mod staged;
@@ -70,4 +71,5 @@ mod workspace;
 
 pub use detailed::DetailedFingerprint;
 pub use gitdir::HEAD_ENTRY;
+pub use repo_state::repo_state;
 pub use workspace::GitWorkspace;

@@ -9,5 +9,6 @@
 mod advice;
 mod config;
 mod lifecycle;
+mod note;
 mod statuses;
 mod support;

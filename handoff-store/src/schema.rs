@@ -1,0 +1,197 @@
+//! The schema, its migrations, and the checks that a file is a store this build can use.
+//!
+//! `PRAGMA user_version` is the number of migrations applied. A migration is never edited once
+//! released: a change to the schema is a new entry at the end of [`MIGRATIONS`].
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use handoff_core::StoreError;
+
+use crate::sql::{Ctx, SqlResult};
+
+/// The schema version this build writes: the number of migrations.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// `PRAGMA application_id` of a handoff store (`"HNDF"`).
+pub const APPLICATION_ID: i32 = 0x484E_4446;
+
+const IDENTITY: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
+     (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_schema)";
+
+/// Migration `i` takes a store from version `i` to `i + 1`.
+const MIGRATIONS: [&str; 1] = [V1];
+
+/// Tasks, the timeline, and one table per kind of entry. Timeline rows point at their details
+/// rather than owning them, so a forked task's copied timeline shares them (a copied handoff is
+/// the same handoff). Enumerations are stored as their serialized names and checked on read.
+const V1: &str = "
+CREATE TABLE tasks (
+    id           TEXT PRIMARY KEY,
+    project_root TEXT NOT NULL,
+    worktree     TEXT NOT NULL,
+    branch       TEXT,
+    provider     TEXT NOT NULL,
+    model        TEXT,
+    account      TEXT,
+    parent_id    TEXT REFERENCES tasks (id),
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL
+) STRICT;
+CREATE INDEX tasks_by_worktree ON tasks (worktree, created_at);
+CREATE INDEX tasks_by_project ON tasks (project_root, created_at);
+
+CREATE TABLE turns (
+    id       INTEGER PRIMARY KEY,
+    provider TEXT NOT NULL,
+    model    TEXT,
+    summary  TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE handoffs (
+    id                  TEXT PRIMARY KEY,
+    source_provider     TEXT NOT NULL,
+    source_model        TEXT,
+    target_provider     TEXT NOT NULL,
+    target_model        TEXT,
+    note_path           TEXT,
+    note_digest         TEXT,
+    transcript_messages INTEGER CHECK (transcript_messages >= 0),
+    message             TEXT,
+    details             TEXT CHECK (details IS NULL OR json_type(details) = 'object'),
+    route               TEXT NOT NULL,
+    outcome             TEXT NOT NULL,
+    outcome_reason      TEXT,
+    started_at          TEXT NOT NULL,
+    finished_at         TEXT,
+    CHECK ((outcome = 'not-started') = (outcome_reason IS NOT NULL)),
+    CHECK ((outcome = 'pending') = (finished_at IS NULL))
+) STRICT;
+
+CREATE TABLE checkpoints (
+    id        INTEGER PRIMARY KEY,
+    commit_id TEXT NOT NULL,
+    provider  TEXT NOT NULL,
+    model     TEXT,
+    message   TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE checkpoint_files (
+    checkpoint_id INTEGER NOT NULL REFERENCES checkpoints (id),
+    committed     INTEGER NOT NULL CHECK (committed IN (0, 1)),
+    position      INTEGER NOT NULL,
+    path          TEXT NOT NULL,
+    PRIMARY KEY (checkpoint_id, committed, position)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE checks (
+    id        INTEGER PRIMARY KEY,
+    command   TEXT NOT NULL,
+    exit_code INTEGER,
+    commit_id TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE delegated_runs (
+    id          INTEGER PRIMARY KEY,
+    run_id      TEXT NOT NULL,
+    operation   TEXT NOT NULL,
+    mode        TEXT,
+    target      TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    exit_code   INTEGER NOT NULL CHECK (exit_code BETWEEN 0 AND 255),
+    result_path TEXT,
+    result_hash TEXT
+) STRICT;
+
+CREATE TABLE timeline (
+    seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id        TEXT NOT NULL REFERENCES tasks (id),
+    at             TEXT NOT NULL,
+    kind           TEXT NOT NULL,
+    turn_id        INTEGER REFERENCES turns (id),
+    handoff_id     TEXT REFERENCES handoffs (id),
+    checkpoint_id  INTEGER REFERENCES checkpoints (id),
+    check_id       INTEGER REFERENCES checks (id),
+    run_id         INTEGER REFERENCES delegated_runs (id),
+    forked_from    TEXT REFERENCES tasks (id),
+    forked_through INTEGER,
+    CHECK ((kind = 'turn') = (turn_id IS NOT NULL)),
+    CHECK ((kind = 'handoff') = (handoff_id IS NOT NULL)),
+    CHECK ((kind = 'checkpoint') = (checkpoint_id IS NOT NULL)),
+    CHECK ((kind = 'check') = (check_id IS NOT NULL)),
+    CHECK ((kind = 'delegated-run') = (run_id IS NOT NULL)),
+    CHECK ((kind = 'forked') = (forked_from IS NOT NULL)),
+    CHECK (kind = 'forked' OR forked_through IS NULL)
+) STRICT;
+CREATE INDEX timeline_by_task ON timeline (task_id, seq);
+CREATE INDEX timeline_by_handoff ON timeline (handoff_id) WHERE handoff_id IS NOT NULL;
+";
+
+/// `user_version`, `application_id`, and whether the file holds any schema object, read in
+/// one statement so that they describe one state of the file.
+fn identity(conn: &Connection, ctx: &Ctx) -> Result<(u32, i32, bool), StoreError> {
+    let (version, app, objects): (i64, i32, i64) = conn
+        .query_row(IDENTITY, [], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .ctx(ctx)?;
+    let version = u32::try_from(version).map_err(|_| ctx.corrupt("user_version", version))?;
+    Ok((version, app, objects > 0))
+}
+
+/// Refuses a file this build must not touch: another program's database, or a store written
+/// by a newer handoff. `Ok(version)` otherwise; no lock is taken.
+pub(crate) fn check(conn: &Connection, ctx: &Ctx) -> Result<u32, StoreError> {
+    let (version, app, objects) = identity(conn, ctx)?;
+    let ours = app == APPLICATION_ID || (app == 0 && version == 0 && !objects);
+    if !ours {
+        return Err(StoreError::NotAStore {
+            path: ctx.path.clone(),
+            application_id: app,
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: ctx.path.clone(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
+}
+
+/// Brings the store to [`SCHEMA_VERSION`], one migration per immediate transaction. The
+/// version is read again under the write lock, so processes opening a new store at the same
+/// time apply each migration once.
+pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError> {
+    if check(conn, ctx)? == SCHEMA_VERSION {
+        return Ok(());
+    }
+    loop {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx(ctx)?;
+        let version = check(&tx, ctx)?;
+        if version == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let next = version + 1;
+        let failed = |e: rusqlite::Error| {
+            if Ctx::is_busy(&e) {
+                ctx.locked()
+            } else {
+                StoreError::Migration {
+                    path: ctx.path.clone(),
+                    version: next,
+                    message: e.to_string(),
+                }
+            }
+        };
+        tx.execute_batch(MIGRATIONS[version as usize])
+            .map_err(failed)?;
+        tx.pragma_update(None, "user_version", next)
+            .map_err(failed)?;
+        if version == 0 {
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(failed)?;
+        }
+        tx.commit().map_err(failed)?;
+    }
+}

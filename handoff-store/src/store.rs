@@ -1,0 +1,351 @@
+//! [`SqliteStore`]: opening the file, and one transaction per [`TaskStore`] method.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use camino::Utf8Path;
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use handoff_core::{
+    Fork, HandoffId, HandoffOutcome, HandoffRow, NewHandoff, NewTask, Record, StoreError, Task,
+    TaskAgent, TaskId, TaskStore, TimelineEntry, check_timestamp, now_iso,
+};
+
+use crate::location::{default_path, prepare};
+use crate::schema;
+use crate::sql::{self, Ctx, Link, SqlResult};
+
+/// How to open a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    busy_timeout: Duration,
+}
+
+impl StoreOptions {
+    /// How long a write waits for another process's by default.
+    pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// The defaults.
+    pub fn new() -> StoreOptions {
+        StoreOptions {
+            busy_timeout: StoreOptions::DEFAULT_BUSY_TIMEOUT,
+        }
+    }
+
+    /// How long to wait for another process's write lock before failing with
+    /// [`StoreError::Locked`].
+    pub fn busy_timeout(mut self, timeout: Duration) -> StoreOptions {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions::new()
+    }
+}
+
+/// A task store in an SQLite file. One connection, used by one thread at a time; open one
+/// store per process (or per thread, for more concurrency) on the same file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    ctx: Ctx,
+    conn: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// Opens (creating and migrating as needed) the store at [`default_path`].
+    pub fn open_default(env: &BTreeMap<String, String>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open(default_path(env)?)
+    }
+
+    /// Opens (creating and migrating as needed) the store at `path`, with the default options.
+    pub fn open(path: impl AsRef<Utf8Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, &StoreOptions::default())
+    }
+
+    /// Opens (creating and migrating as needed) the store at `path`. Missing directories are
+    /// created `0700` and a missing file `0600`.
+    pub fn open_with(
+        path: impl AsRef<Utf8Path>,
+        options: &StoreOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let ctx = Ctx {
+            path: path.as_ref().to_owned(),
+            waited_ms: u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        prepare(&ctx.path)?;
+        // No CREATE: the file exists with its mode. No URI: a path is a path.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(&ctx.path, flags).ctx(&ctx)?;
+        conn.busy_timeout(options.busy_timeout).ctx(&ctx)?;
+        conn.pragma_update(None, "foreign_keys", true).ctx(&ctx)?;
+        // Before anything writes to it: refuse another program's file or a newer store.
+        schema::check(&conn, &ctx)?;
+        enable_wal(&conn, &ctx, options.busy_timeout)?;
+        // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last commits.
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .ctx(&ctx)?;
+        schema::migrate(&mut conn, &ctx)?;
+        Ok(SqliteStore {
+            ctx,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Utf8Path {
+        &self.ctx.path
+    }
+
+    /// The file's schema version (`PRAGMA user_version`).
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let conn = self.lock();
+        schema::check(&conn, &self.ctx)
+    }
+
+    /// What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find wrong with the file;
+    /// empty when it is sound.
+    pub fn integrity_problems(&self) -> Result<Vec<String>, StoreError> {
+        self.read(sql::integrity_problems)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock dropped its transaction, which rolled back.
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn transaction<T>(
+        &self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Connection, &Ctx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(behavior).ctx(&self.ctx)?;
+        let out = f(&tx, &self.ctx)?;
+        tx.commit().ctx(&self.ctx)?;
+        Ok(out)
+    }
+
+    /// A write: the write lock is taken first, so nothing fails halfway for want of it.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Connection, &Ctx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.transaction(TransactionBehavior::Immediate, f)
+    }
+
+    /// A read of one consistent state of the file.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection, &Ctx) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.transaction(TransactionBehavior::Deferred, f)
+    }
+}
+
+/// Switches the file to WAL mode (a no-op once it is). Turning a new file to WAL needs an
+/// exclusive lock, and SQLite reports a conflict with another connection doing the same at once
+/// as busy without waiting, so this retries until the busy timeout.
+fn enable_wal(conn: &Connection, ctx: &Ctx, timeout: Duration) -> Result<(), StoreError> {
+    let is_wal = |mode: &str| mode.eq_ignore_ascii_case("wal");
+    let deadline = Instant::now() + timeout;
+    loop {
+        let attempt = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get::<_, String>(0))
+            .and_then(|mode| {
+                if is_wal(&mode) {
+                    Ok(mode)
+                } else {
+                    conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+                }
+            });
+        match attempt {
+            Ok(mode) if is_wal(&mode) => return Ok(()),
+            Ok(mode) => {
+                return Err(StoreError::Sqlite {
+                    path: ctx.path.clone(),
+                    message: format!("cannot use WAL mode (the journal mode stays '{mode}')"),
+                });
+            }
+            Err(e) if Ctx::is_busy(&e) && Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(ctx.sql(e)),
+        }
+    }
+}
+
+fn no_task(id: &TaskId) -> StoreError {
+    StoreError::NotFound {
+        what: "task",
+        id: id.to_string(),
+    }
+}
+
+fn no_handoff(id: &HandoffId) -> StoreError {
+    StoreError::NotFound {
+        what: "handoff",
+        id: id.to_string(),
+    }
+}
+
+impl TaskStore for SqliteStore {
+    fn create_task(&self, task: &NewTask) -> Result<Task, StoreError> {
+        task.validate()?;
+        let now = now_iso();
+        let task = Task {
+            id: TaskId::generate(),
+            project_root: task.project_root.clone(),
+            worktree: task.worktree.clone(),
+            branch: task.branch.clone(),
+            agent: task.agent.clone(),
+            parent: None,
+            created_at: now.clone(),
+            updated_at: now,
+        };
+        self.write(|conn, c| sql::insert_task(conn, c, &task))?;
+        Ok(task)
+    }
+
+    fn task(&self, id: &TaskId) -> Result<Task, StoreError> {
+        self.read(|conn, c| sql::task(conn, c, id))?
+            .ok_or_else(|| no_task(id))
+    }
+
+    fn task_for_worktree(&self, worktree: &Utf8Path) -> Result<Option<Task>, StoreError> {
+        self.read(|conn, c| sql::task_for_worktree(conn, c, worktree))
+    }
+
+    fn tasks(&self, project_root: Option<&Utf8Path>) -> Result<Vec<Task>, StoreError> {
+        self.read(|conn, c| sql::tasks(conn, c, project_root))
+    }
+
+    fn set_agent(&self, id: &TaskId, agent: &TaskAgent) -> Result<Task, StoreError> {
+        agent.validate()?;
+        self.write(|conn, c| {
+            if !sql::set_agent(conn, c, id, agent, &now_iso())? {
+                return Err(no_task(id));
+            }
+            sql::task(conn, c, id)?.ok_or_else(|| no_task(id))
+        })
+    }
+
+    fn append_at(
+        &self,
+        task: &TaskId,
+        at: &str,
+        record: &Record,
+    ) -> Result<TimelineEntry, StoreError> {
+        check_timestamp("at", at)?;
+        record.validate()?;
+        let seq = self.write(|conn, c| {
+            if !sql::touch(conn, c, task, &now_iso())? {
+                return Err(no_task(task));
+            }
+            let link = sql::insert_record(conn, c, record)?;
+            sql::insert_entry(conn, c, task, at, &link)
+        })?;
+        Ok(TimelineEntry {
+            seq,
+            task: task.clone(),
+            at: at.to_owned(),
+            event: record.clone().into(),
+        })
+    }
+
+    fn timeline(&self, task: &TaskId) -> Result<Vec<TimelineEntry>, StoreError> {
+        self.read(|conn, c| {
+            if sql::task(conn, c, task)?.is_none() {
+                return Err(no_task(task));
+            }
+            sql::timeline(conn, c, task)
+        })
+    }
+
+    fn record_handoff(
+        &self,
+        task: &TaskId,
+        handoff: &NewHandoff,
+    ) -> Result<HandoffRow, StoreError> {
+        handoff.validate()?;
+        let now = now_iso();
+        let row = HandoffRow {
+            id: HandoffId::generate(),
+            source: handoff.source.clone(),
+            target: handoff.target.clone(),
+            context: handoff.context.clone(),
+            route: handoff.route,
+            outcome: HandoffOutcome::Pending,
+            started_at: now.clone(),
+            finished_at: None,
+        };
+        self.write(|conn, c| {
+            if !sql::touch(conn, c, task, &now)? {
+                return Err(no_task(task));
+            }
+            sql::insert_handoff(conn, c, &row)?;
+            sql::insert_entry(conn, c, task, &now, &Link::Handoff(&row.id))
+        })?;
+        Ok(row)
+    }
+
+    fn handoff(&self, id: &HandoffId) -> Result<HandoffRow, StoreError> {
+        self.read(|conn, c| sql::handoff(conn, c, id))?
+            .ok_or_else(|| no_handoff(id))
+    }
+
+    fn finish_handoff(
+        &self,
+        id: &HandoffId,
+        outcome: &HandoffOutcome,
+    ) -> Result<HandoffRow, StoreError> {
+        if *outcome == HandoffOutcome::Pending {
+            return Err(StoreError::Invalid {
+                field: "outcome",
+                reason: "a handoff cannot be finished as pending".into(),
+            });
+        }
+        self.write(|conn, c| {
+            match sql::handoff_finished_at(conn, c, id)? {
+                None => return Err(no_handoff(id)),
+                Some(Some(finished_at)) => {
+                    return Err(StoreError::AlreadyFinished {
+                        id: id.clone(),
+                        finished_at,
+                    });
+                }
+                Some(None) => {}
+            }
+            sql::finish_handoff(conn, c, id, outcome, &now_iso())?;
+            sql::handoff(conn, c, id)?.ok_or_else(|| no_handoff(id))
+        })
+    }
+
+    fn fork_task(&self, id: &TaskId, fork: &Fork) -> Result<Task, StoreError> {
+        self.write(|conn, c| {
+            let original = sql::task(conn, c, id)?.ok_or_else(|| no_task(id))?;
+            fork.validate(&original)?;
+            let now = now_iso();
+            let task = Task {
+                id: TaskId::generate(),
+                project_root: original.project_root.clone(),
+                worktree: fork.worktree.clone(),
+                branch: fork.branch.clone(),
+                agent: fork.agent.clone().unwrap_or(original.agent),
+                parent: Some(original.id),
+                created_at: now.clone(),
+                updated_at: now.clone(),
+            };
+            sql::insert_task(conn, c, &task)?;
+            let through = sql::last_seq(conn, c, id)?;
+            sql::copy_timeline(conn, c, id, &task.id)?;
+            let marker = Link::Forked { from: id, through };
+            sql::insert_entry(conn, c, &task.id, &now, &marker)?;
+            Ok(task)
+        })
+    }
+}
