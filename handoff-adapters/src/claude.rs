@@ -3,15 +3,17 @@
 //! Isolation: `--safe-mode` (no CLAUDE.md, hooks, plugins, user MCP), a tool allowlist with
 //! `--permission-mode dontAsk`, and Claude's native bash sandbox forced on with
 //! `failIfUnavailable` (so a machine without bubblewrap/socat refuses instead of running
-//! unsandboxed). Output is `stream-json`: the final `result` event is the envelope whose
-//! `structured_output` is the answer (validated by Claude against `--json-schema`).
+//! unsandboxed). A worker that may ask for nested advice gets a sandbox whose Bash reaches the
+//! supervisor's socket (see `settings`). Output is `stream-json`: the final `result` event is
+//! the envelope whose `structured_output` is the answer (validated by Claude against
+//! `--json-schema`).
 
 use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
-    OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
-    RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
+    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, NestedAccess,
+    Observation, OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput,
+    Request, RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -95,9 +97,51 @@ pub const REQUIRED_FLAGS: &[&str] = &[
 const SANDBOX_UNAVAILABLE: &str = "sandbox required but unavailable";
 const EMPTY_MCP: &str = r#"{"mcpServers":{}}"#;
 
+/// What Claude Code's bash sandbox (2.1.197) protects by name in the working directory: it
+/// mounts `/dev/null` or an empty directory over each one that does not exist. Once the
+/// worktree itself is denied writing those mount points cannot be created, and every sandboxed
+/// command fails (`bwrap: Can't create file at <cwd>/.gitconfig: Read-only file system`);
+/// denied by name before the worktree, they are mounted while that is still possible.
+const PROTECTED_IN_CWD: &[&str] = &[
+    ".gitconfig",
+    ".gitmodules",
+    ".bashrc",
+    ".bash_profile",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
+    ".ripgreprc",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".claude/commands",
+    ".claude/agents",
+];
+
+/// Whether Claude Code's sandbox must allow every Unix socket to allow one: on Linux its
+/// seccomp filter blocks creating Unix sockets and cannot tell them apart by path
+/// (`allowUnixSockets` is macOS-only), so only `allowAllUnixSockets` lifts it.
+const UNIX_SOCKETS_ALL_OR_NONE: bool = cfg!(target_os = "linux");
+
 /// The `--settings` JSON: native sandbox on, no fallback to unsandboxed commands, the worktree
-/// the only readable (and, for writing runs, writable) place.
-pub fn settings(cwd: &str, write: bool) -> serde_json::Value {
+/// the only readable (and, for writing runs, writable) place. A read-only worktree is denied
+/// after Claude's own protected names, so that its sandboxed Bash can start at all. A worker
+/// that may ask for nested advice must reach the supervisor's socket from its sandboxed Bash:
+/// that socket is allowed (on Linux, Unix sockets as a whole).
+pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_json::Value {
+    let mut deny_write: Vec<String> = Vec::new();
+    if !write {
+        let root = Utf8Path::new(cwd);
+        deny_write.extend(PROTECTED_IN_CWD.iter().map(|p| root.join(p).to_string()));
+        deny_write.push(cwd.to_owned());
+    }
+    let mut network = json!({"allowedDomains": []});
+    if let Some(n) = nested {
+        network["allowUnixSockets"] = json!([n.endpoint]);
+        if UNIX_SOCKETS_ALL_OR_NONE {
+            network["allowAllUnixSockets"] = json!(true);
+        }
+    }
     json!({
         "sandbox": {
             "enabled": true,
@@ -108,10 +152,25 @@ pub fn settings(cwd: &str, write: bool) -> serde_json::Value {
                 "allowRead": [cwd],
                 "allowWrite": if write { vec![cwd] } else { vec![] },
                 "denyRead": [],
-                "denyWrite": if write { vec![] } else { vec![cwd] },
+                "denyWrite": deny_write,
             },
-            "network": {"allowedDomains": []},
+            "network": network,
         }
+    })
+}
+
+/// The policy receipt's account of what a nested-advice worker's sandbox opens.
+fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
+    json!({
+        "endpoint": nested.endpoint,
+        "handoffExe": nested.handoff_exe,
+        "unixSockets": if UNIX_SOCKETS_ALL_OR_NONE {
+            "all (sandbox.network.allowAllUnixSockets): Claude Code's Linux sandbox cannot filter Unix sockets by path; TCP stays blocked"
+        } else {
+            "the endpoint only (sandbox.network.allowUnixSockets)"
+        },
+        "filesystem": "unchanged: the endpoint and the handoff binary are readable already",
+        "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches sandboxed commands",
     })
 }
 
@@ -184,6 +243,8 @@ impl Claude {
         let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
         let write = request.writes();
         let tool_list = tools(request, &mcp_names).join(",");
+        // Without Bash the worker cannot run the nested command: nothing is opened.
+        let nested = run.nested.as_ref().filter(|_| request.grants.resolved.bash);
         let sel = &request.selection.resolved;
         let turns = sel
             .max_turns
@@ -191,7 +252,7 @@ impl Claude {
         let mut args: Vec<String> = vec![
             "--safe-mode".into(),
             "--settings".into(),
-            settings(&request.cwd, write).to_string(),
+            settings(&request.cwd, write, nested).to_string(),
             "--strict-mcp-config".into(),
             "--mcp-config".into(),
             mcp.as_ref()
@@ -221,7 +282,7 @@ impl Claude {
         if sel.effort != PROVIDER_DEFAULT_STR {
             args.extend(["--effort".into(), sel.effort.clone()]);
         }
-        let policy = json!({
+        let mut policy = json!({
             "enforcement": if write { "native-bash-sandbox-plus-file-tool-permissions" } else { "read-only-tool-allowlist" },
             "approvals": "never (dontAsk)",
             "safeMode": true,
@@ -237,6 +298,15 @@ impl Claude {
             "sessionPersistence": false,
             "environment": "allowlist",
         });
+        if let Some(nested) = nested {
+            policy["nestedAdvice"] = nested_receipt(nested);
+        } else if let Some(nested) = &run.nested {
+            policy["nestedAdvice"] = json!({
+                "endpoint": nested.endpoint,
+                "handoffExe": nested.handoff_exe,
+                "opened": "nothing: without a shell the worker cannot run the nested command",
+            });
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,
@@ -434,7 +504,7 @@ impl Provider for Claude {
             version: Some(version.clone()),
             failure: Some(failure),
         };
-        let settings = settings(probe.scratch.as_str(), false).to_string();
+        let settings = settings(probe.scratch.as_str(), false, None).to_string();
         let args = [
             "--safe-mode",
             "--settings",

@@ -4,6 +4,8 @@
 //! config and exec-policy rules ignored, `--strict-config` so a pinned key the installed version
 //! does not know is an error instead of silently ignored. Events come as JSONL on stdout
 //! (`--json`); the answer is the schema-constrained last message (`--output-last-message`).
+//! A worker that may ask for nested advice runs under a permission profile of the same
+//! filesystem policy instead, whose network reaches Unix sockets (see `nested_overrides`).
 
 use std::collections::BTreeMap;
 
@@ -83,6 +85,39 @@ pub const REQUIRED_FLAGS: &[&str] = &[
 ];
 
 const PROBE_SENTINEL: &str = "handoff_capability_probe_unknown";
+
+/// The permission profile a worker that may ask for nested advice runs under.
+const NESTED_PROFILE: &str = "handoff_nested";
+
+/// The `--config` overrides that replace `--sandbox` for a worker that may ask for nested
+/// advice. Codex's Linux sandbox denies `connect()` on every socket while the network is
+/// restricted, and its permission profiles cannot allow one Unix socket by path there, so the
+/// profile keeps the filesystem policy of the sandbox mode and routes the network through
+/// Codex's managed proxy with no domain allowed (its own network namespace: no direct
+/// connection, no reachable host) while Unix sockets may connect. `--sandbox` would override
+/// the profile, so it is not passed.
+fn nested_overrides(write: bool) -> Vec<String> {
+    let p = NESTED_PROFILE;
+    vec![
+        format!("default_permissions={}", toml_string(p)),
+        format!(
+            "permissions.{p}.extends={}",
+            toml_string(if write { ":workspace" } else { ":read-only" })
+        ),
+        format!("permissions.{p}.network.enabled=true"),
+        format!("permissions.{p}.network.domains={{}}"),
+        format!("permissions.{p}.network.dangerously_allow_all_unix_sockets=true"),
+        // Without the managed proxy an enabled network is the host's, unfiltered.
+        "features.network_proxy=true".to_owned(),
+    ]
+}
+
+/// Whether a user override touches the permission profiles the nested overrides define.
+fn touches_permissions(o: &str) -> bool {
+    let key = o.split_once('=').map_or(o, |(k, _)| k).trim();
+    let first = key.split('.').next().unwrap_or("");
+    matches!(first, "default_permissions" | "permissions")
+}
 
 /// Codex strict structured outputs: every object lists all its properties as required (the
 /// formerly optional ones become nullable) and forbids additional properties. Only subschema
@@ -281,9 +316,28 @@ impl Codex {
         } else {
             "read-only"
         };
+        // Without a shell the worker cannot run the nested command: nothing is opened.
+        let nested = run.nested.as_ref().filter(|_| request.grants.resolved.bash);
+        if nested.is_some() {
+            if let Some(o) = run
+                .agent_config
+                .config
+                .iter()
+                .find(|o| touches_permissions(o))
+            {
+                return Err(InvocationError::Unsupported(format!(
+                    "the Codex override {o:?} would change the permission profile a worker \
+                     asking for nested advice runs under"
+                )));
+            }
+            for o in nested_overrides(write) {
+                args.push("--config".into());
+                args.push(o);
+            }
+        } else {
+            args.extend(["--sandbox".into(), sandbox.into()]);
+        }
         args.extend([
-            "--sandbox".into(),
-            sandbox.into(),
             "--cd".into(),
             request.cwd.clone(),
             "--output-schema".into(),
@@ -307,7 +361,7 @@ impl Codex {
         args.push("-".into());
 
         let schema = strict_schema(&run.output_schema);
-        let policy = json!({
+        let mut policy = json!({
             "enforcement": "native-filesystem-sandbox",
             "filesystem": sandbox,
             "approvals": "never",
@@ -322,6 +376,27 @@ impl Codex {
             "mcpServers": mcp_names,
             "environment": "allowlist",
         });
+        if let Some(nested) = nested {
+            policy["network"] =
+                json!("own namespace through Codex's managed proxy, no domain allowed");
+            policy["nestedAdvice"] = json!({
+                "endpoint": nested.endpoint,
+                "handoffExe": nested.handoff_exe,
+                "sandbox": format!(
+                    "permission profile {NESTED_PROFILE} (extends {}), the filesystem policy of --sandbox {sandbox}",
+                    if write { ":workspace" } else { ":read-only" }
+                ),
+                "network": "enabled through Codex's managed proxy with an empty allowlist: no domain, no direct connection",
+                "unixSockets": "all (dangerously_allow_all_unix_sockets): Codex's Linux sandbox cannot allow one Unix socket by path",
+                "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches commands (shell_environment_policy default)",
+            });
+        } else if let Some(nested) = &run.nested {
+            policy["nestedAdvice"] = json!({
+                "endpoint": nested.endpoint,
+                "handoffExe": nested.handoff_exe,
+                "opened": "nothing: without a shell the worker cannot run the nested command",
+            });
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,

@@ -251,7 +251,7 @@ impl OpenCode {
         if sel.effort != PROVIDER_DEFAULT_STR {
             args.extend(["--variant".into(), sel.effort.clone()]);
         }
-        let policy = json!({
+        let mut policy = json!({
             "enforcement": "preflighted-tool-permission-policy",
             "agent": agent,
             "permission": perm,
@@ -263,6 +263,16 @@ impl OpenCode {
             "mcpServers": names,
             "environment": "allowlist",
         });
+        if let Some(nested) = &run.nested {
+            // OpenCode has no sandbox to open: its bash tool runs commands with the agent's
+            // own environment, the supervisor context included.
+            policy["nestedAdvice"] = json!({
+                "endpoint": nested.endpoint,
+                "handoffExe": nested.handoff_exe,
+                "opened": "nothing: OpenCode has no sandbox",
+                "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
+            });
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,

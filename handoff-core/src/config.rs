@@ -90,6 +90,8 @@ const CODEX_PINNED: &[&str] = &[
     "profile",
     "profiles",
     "experimental_instructions_file",
+    "default_permissions",
+    "permissions",
 ];
 
 /// Codex keys that have their own config entries (`model`, `effort`).
@@ -463,6 +465,8 @@ options = { baseURL = "http://127.0.0.1:8080/v1", apiKey = "sk-local" }
             "project_doc_max_bytes=100",
             "web_search=\"live\"",
             "model=\"x\"",
+            "default_permissions=\"open\"",
+            "permissions.open.network.enabled=true",
             "novalue",
         ] {
             assert!(check_codex_override(bad).is_err(), "{bad}");

@@ -553,7 +553,14 @@ fn read_only_modes_are_read_only() {
                 assert_eq!(fs["denyWrite"], json!([]), "{name}");
             } else {
                 assert_eq!(fs["allowWrite"], json!([]), "{name}");
-                assert_eq!(fs["denyWrite"], cwd, "{name}");
+                // The worktree is denied last, after Claude's protected names inside it.
+                let deny = fs["denyWrite"].as_array().unwrap();
+                assert_eq!(deny.last(), Some(&json!(fx.cwd.as_str())), "{name}");
+                assert!(
+                    deny.iter()
+                        .all(|d| d.as_str().unwrap().starts_with(fx.cwd.as_str())),
+                    "{name}"
+                );
             }
             assert_eq!(settings["sandbox"]["enabled"], json!(true));
             assert_eq!(settings["sandbox"]["failIfUnavailable"], json!(true));

@@ -8,6 +8,7 @@ mod garbage;
 mod grok;
 mod invocation;
 mod kiro;
+mod nested;
 mod opencode;
 mod parse;
 mod schema;

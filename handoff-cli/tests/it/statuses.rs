@@ -310,7 +310,21 @@ fn expect_one_run(sb: &Sandbox, target: &str, writes: bool) {
             } else {
                 "read-only"
             };
-            assert_eq!(after("--sandbox"), expected, "{argv:?}");
+            // A worker that may ask for advice runs under a permission profile instead of
+            // `--sandbox`; it extends the same sandbox mode.
+            let mode = if argv.contains(&"--sandbox") {
+                after("--sandbox").to_owned()
+            } else {
+                let extends = argv
+                    .iter()
+                    .find_map(|a| a.strip_prefix("permissions.handoff_nested.extends="))
+                    .unwrap_or_else(|| panic!("neither --sandbox nor a profile: {argv:?}"));
+                match extends.trim_matches('"') {
+                    ":workspace" => "workspace-write".to_owned(),
+                    other => other.trim_start_matches(':').to_owned(),
+                }
+            };
+            assert_eq!(mode, expected, "{argv:?}");
         }
         "claude" => {
             let tools = after("--tools");

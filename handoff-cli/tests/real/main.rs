@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use handoff_testkit::ScratchRepo;
-use handoff_testkit::model_server::{ModelServer, Script, Step, provider_output};
+use handoff_testkit::model_server::{ModelServer, Reply, Script, Step, provider_output};
 use serde_json::Value;
 
 const HANDOFF: &str = env!("CARGO_BIN_EXE_handoff");
@@ -161,27 +161,33 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
     }
 
     fn run(&self, mode: &str, extra: &[&str]) -> Run {
+        if mode == "advice" {
+            self.handoff("advice", None, extra)
+        } else {
+            self.handoff("run", Some(mode), extra)
+        }
+    }
+
+    /// `handoff run-with-advice` with this CLI as the worker.
+    fn run_with_advice(&self, mode: &str, extra: &[&str]) -> Run {
+        self.handoff("run-with-advice", Some(mode), extra)
+    }
+
+    /// `handoff <verb> --caller-harness … --harness <cli> [--mode <mode>] --cwd <repo>
+    /// --instructions <file> <extra…>`.
+    fn handoff(&self, verb: &str, mode: Option<&str>, extra: &[&str]) -> Run {
         let ins = self.root.join("private/instructions.txt");
         std::fs::write(&ins, "Do what the scripted model says, then answer.").unwrap();
         let mut cmd = self.command();
-        if mode == "advice" {
-            cmd.args([
-                "advice",
-                "--caller-harness",
-                self.caller(),
-                "--harness",
-                self.cli,
-            ]);
-        } else {
-            cmd.args([
-                "run",
-                "--caller-harness",
-                self.caller(),
-                "--harness",
-                self.cli,
-                "--mode",
-                mode,
-            ]);
+        cmd.args([
+            verb,
+            "--caller-harness",
+            self.caller(),
+            "--harness",
+            self.cli,
+        ]);
+        if let Some(mode) = mode {
+            cmd.args(["--mode", mode]);
         }
         cmd.arg("--cwd")
             .arg(self.repo.path())
@@ -196,8 +202,9 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         };
         eprintln!(
-            "[{} {mode} {extra:?}] exit {} — {}",
+            "[{} {verb} {} {extra:?}] exit {} — {}",
             self.cli,
+            mode.unwrap_or(""),
             run.code,
             run.stderr.trim()
         );
@@ -217,23 +224,26 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
     }
 
     fn assert_no_process_left(&self) {
-        let needle = self.repo.path().to_string_lossy().into_owned();
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            if pid == std::process::id() {
-                continue;
-            }
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&needle) && !stat.contains(") Z ") {
-                panic!(
-                    "process {pid} of the run is still alive: {}",
-                    String::from_utf8_lossy(&cmdline)
-                );
-            }
+        let repo = self.repo.path().to_string_lossy().into_owned();
+        assert_no_process_mentions(&[&repo]);
+    }
+}
+
+/// Fails when a live process (not this test) has one of `needles` in its command line.
+fn assert_no_process_mentions(needles: &[&str]) {
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        if needles.iter().any(|n| cmdline.contains(n)) && !stat.contains(") Z ") {
+            panic!("process {pid} of the run is still alive: {cmdline}");
         }
     }
 }
@@ -545,4 +555,150 @@ fn codex_read_only_sandbox_refuses_apply_patch() {
         "no refusal in the tool outputs: {outputs:?}"
     );
     assert_eq!(run.code, 0, "{}", run.json);
+}
+
+/// What the adviser answers, and the worker's answer once it has it.
+const ADVICE_TEXT: &str = "advice: looks fine";
+const WORKER_TEXT: &str = "worker: got the adviser's answer";
+
+/// The `handoff.result.v1` line in a tool's output (Codex prefixes its own header).
+fn result_line(output: &str) -> Option<Value> {
+    let start = output.find(r#"{"schemaVersion":"handoff.result.v1""#)?;
+    let line = output[start..].lines().next()?;
+    serde_json::from_str(line).ok()
+}
+
+/// `cli`, a read-only worker (`run-with-advice --mode review`), asks `adviser` for advice with
+/// exactly the command its prompt names, from inside its own sandbox. The adviser is a real CLI
+/// on the same scripted server, whose conversations are routed to a script of their own by
+/// their prompt (`Operation: advice`); the worker then answers with the advice in hand.
+fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
+    let only = clis();
+    if !only.contains(&cli) || !only.contains(&adviser) {
+        return;
+    }
+    let started = std::time::Instant::now();
+    let script = Script::route(
+        [(
+            "Operation: advice",
+            Script::new([Step::provider_answer(ADVICE_TEXT)]),
+        )],
+        Script::new([
+            Step::nested_advice(adviser, "Is the README accurate?"),
+            Step::provider_answer(WORKER_TEXT),
+        ]),
+    );
+    let rig = Rig::new(cli, script);
+    let run = rig.run_with_advice("review", &["--timeout-ms", "240000"]);
+
+    // The model server saw the worker call its shell with the nested command, and the output
+    // it sent back is the adviser's succeeded result.
+    let calls: Vec<(String, Value)> = rig
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.route.is_none())
+        .filter_map(|r| match r.reply {
+            Reply::ToolCall { call_id, input, .. } => Some((call_id, input)),
+            _ => None,
+        })
+        .collect();
+    let (call_id, input) = calls
+        .first()
+        .unwrap_or_else(|| panic!("{cli}: the worker made no tool call: {}", run.json));
+    let command = input.to_string();
+    assert!(
+        command.contains(&format!(" advice --harness {adviser} --cwd ")),
+        "{cli}: {command}"
+    );
+    let output = rig.server.tool_output(call_id).unwrap_or_else(|| {
+        panic!(
+            "{cli}: the worker never sent the nested command's output back: {}",
+            run.json
+        )
+    });
+    assert!(
+        output.contains(ADVICE_TEXT),
+        "{cli}: the nested command's output lacks the adviser's answer: {output}"
+    );
+    let nested_result = result_line(&output)
+        .unwrap_or_else(|| panic!("{cli}: no result line in the tool output: {output}"));
+    assert_eq!(nested_result["status"], "succeeded", "{nested_result}");
+    assert_eq!(nested_result["target"]["harness"], adviser);
+    assert_eq!(nested_result["output"]["response"], ADVICE_TEXT);
+    assert!(
+        rig.server
+            .model_calls()
+            .iter()
+            .any(|r| r.route.as_deref() == Some("Operation: advice")),
+        "{cli}: the adviser never reached the model"
+    );
+
+    assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.json["output"]["response"], WORKER_TEXT);
+    let root_id = run.json["lineage"]["runId"].as_str().unwrap().to_owned();
+    let nodes = run.json["dag"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(nodes.len(), 2, "{cli}: {}", run.json["dag"]);
+    let nested = &nodes[1];
+    assert_eq!(nested["operation"], "advice", "{nested}");
+    assert_eq!(nested["parentRunId"], root_id.as_str(), "{nested}");
+    assert_eq!(nested["state"], "succeeded", "{nested}");
+    assert_eq!(nested["callerHarness"], cli, "{nested}");
+    assert_eq!(nested["targetHarness"], adviser, "{nested}");
+    assert_eq!(
+        nested["runId"], nested_result["lineage"]["runId"],
+        "{cli}: the DAG's node is the result the worker got"
+    );
+    // The receipt says what the worker's sandbox opened for the supervisor.
+    let receipt = &run.json["policy"]["nestedAdvice"];
+    assert!(
+        receipt["endpoint"].is_string(),
+        "{cli}: {}",
+        run.json["policy"]
+    );
+
+    // Nothing of the worker or the adviser keeps running, and the adviser's snapshot is gone.
+    let repo = rig.repo.path().to_string_lossy().into_owned();
+    let root = rig.root.to_string_lossy().into_owned();
+    assert_no_process_mentions(&[&repo, &root]);
+    let leftovers: Vec<_> = std::fs::read_dir(rig.root.join("tmp"))
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("snap-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{cli}: snapshots left: {leftovers:?}");
+    eprintln!(
+        "[{cli}] nested advice from {adviser} in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Codex in its read-only sandbox reaches the supervisor's socket (its permission profile for
+/// nested advice) and gets Claude Code's advice.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_worker_gets_nested_advice_from_inside_its_sandbox() {
+    worker_gets_nested_advice("codex", "claude");
+}
+
+/// Claude Code's read-only bash sandbox (bubblewrap, no network) reaches the supervisor's
+/// socket and gets Codex's advice.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn claude_worker_gets_nested_advice_from_inside_its_sandbox() {
+    worker_gets_nested_advice("claude", "codex");
+}
+
+/// OpenCode (no sandbox) passes the supervisor context to its bash tool and gets Codex's
+/// advice.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn opencode_worker_gets_nested_advice() {
+    worker_gets_nested_advice("opencode", "codex");
 }

@@ -29,8 +29,14 @@ const KNOWN_KEYS: &[&str] = &[
     "model_reasoning_effort",
     "model_provider",
     "model",
+    "default_permissions",
 ];
-const KNOWN_PREFIXES: &[&str] = &["model_providers.", "mcp_servers.", "features."];
+const KNOWN_PREFIXES: &[&str] = &[
+    "model_providers.",
+    "mcp_servers.",
+    "features.",
+    "permissions.",
+];
 
 const TOP_OPTS: &[Opt] = &[
     opt("config", &["-c", "--config"], Kind::Value),
@@ -222,6 +228,22 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
             return fail(&format!("Error: unknown configuration field `{key}`"));
         }
     }
+
+    // A permission profile selected with `default_permissions` (and no `--sandbox`) decides
+    // the filesystem policy: one that extends `:workspace` may write.
+    let explicit_sandbox = parsed.value("sandbox").or_else(|| top.value("sandbox"));
+    let profile_writes = overrides.iter().any(|o| {
+        o.split_once('=').is_some_and(|(k, v)| {
+            k.trim().starts_with("permissions.")
+                && k.trim().ends_with(".extends")
+                && v.trim().trim_matches('"') == ":workspace"
+        })
+    });
+    let sandbox = if explicit_sandbox.is_none() && profile_writes {
+        "workspace-write".to_owned()
+    } else {
+        sandbox
+    };
 
     let cwd = std::env::current_dir().unwrap_or_default();
     let target = match parsed.value("cd").or_else(|| top.value("cd")) {

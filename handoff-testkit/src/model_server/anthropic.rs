@@ -51,6 +51,42 @@ pub(crate) fn last_call(body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The prompt text: the `system` string or text blocks, then the text of every user (and
+/// mid-conversation system) message, one part a line. Tool results are left out.
+pub(crate) fn prompt_text(body: &Value) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    push_text(body.get("system"), &mut parts);
+    for m in body
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("user" | "system")
+            )
+        })
+    {
+        push_text(m.get("content"), &mut parts);
+    }
+    parts.join("\n")
+}
+
+/// A string, or the `text` of the `type: "text"` blocks of an array.
+fn push_text<'a>(content: Option<&'a Value>, parts: &mut Vec<&'a str>) {
+    match content {
+        Some(Value::String(s)) => parts.push(s),
+        Some(Value::Array(blocks)) => parts.extend(
+            blocks
+                .iter()
+                .filter(|b| block_type(b) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str)),
+        ),
+        _ => {}
+    }
+}
+
 /// A Messages reply: SSE when the request streams, else one JSON message.
 pub(crate) fn render(turn: &Turn<'_>, ctx: &Ctx) -> Response {
     let (block, stop_reason) = match turn {

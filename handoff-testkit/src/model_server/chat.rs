@@ -51,6 +51,30 @@ pub(crate) fn last_call(body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The prompt text: the content of every system, developer and user message (a string, or
+/// the `text` of its text parts), one part a line. Tool messages are left out.
+pub(crate) fn prompt_text(body: &Value) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for m in messages(body).filter(|m| {
+        matches!(
+            m.get("role").and_then(Value::as_str),
+            Some("system" | "developer" | "user")
+        )
+    }) {
+        match m.get("content") {
+            Some(Value::String(s)) => parts.push(s),
+            Some(Value::Array(content)) => parts.extend(
+                content
+                    .iter()
+                    .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|c| c.get("text").and_then(Value::as_str)),
+            ),
+            _ => {}
+        }
+    }
+    parts.join("\n")
+}
+
 /// A Chat Completions reply: chunks (role, content or `tool_calls`, `finish_reason`, usage
 /// when `stream_options.include_usage`, `[DONE]`), or one completion object.
 pub(crate) fn render(turn: &Turn<'_>, ctx: &Ctx) -> Response {

@@ -126,6 +126,10 @@ pub struct LoggedRequest {
     pub endpoint: Endpoint,
     /// What was answered.
     pub reply: Reply,
+    /// The needle of the [`Route`](super::Route) whose script answered; `None` for the top
+    /// script and for non-model requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<String>,
 }
 
 impl LoggedRequest {
@@ -168,6 +172,57 @@ impl LoggedRequest {
                     .map(str::to_owned)
             })
             .collect()
+    }
+
+    /// The output the client sent back for the tool call `call_id`, if this request carries
+    /// it: an Anthropic `tool_result` block, a Responses `*_call_output` item or a Chat
+    /// `role: "tool"` message. A string content is returned as is; text parts are joined with
+    /// newlines; anything else is its JSON text.
+    pub fn tool_output(&self, call_id: &str) -> Option<String> {
+        let items = |key: &str| {
+            self.body
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        };
+        let is = |v: &Value, key: &str| v.get(key).and_then(Value::as_str) == Some(call_id);
+        let found = match self.endpoint {
+            Endpoint::Messages => items("messages")
+                .filter_map(|m| m.get("content").and_then(Value::as_array))
+                .flatten()
+                .find(|b| {
+                    b.get("type").and_then(Value::as_str) == Some("tool_result")
+                        && is(b, "tool_use_id")
+                })
+                .and_then(|b| b.get("content")),
+            Endpoint::Responses => items("input")
+                .find(|i| {
+                    i.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.ends_with("_call_output"))
+                        && is(i, "call_id")
+                })
+                .and_then(|i| i.get("output")),
+            Endpoint::ChatCompletions => items("messages")
+                .find(|m| {
+                    m.get("role").and_then(Value::as_str) == Some("tool") && is(m, "tool_call_id")
+                })
+                .and_then(|m| m.get("content")),
+            _ => None,
+        }?;
+        Some(match found {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .map(|p| match p.get("text").and_then(Value::as_str) {
+                    Some(t) => t.to_owned(),
+                    None => p.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        })
     }
 
     /// The tool this request was answered with a call of, if any.

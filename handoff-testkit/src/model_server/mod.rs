@@ -45,8 +45,9 @@ use tokio::sync::watch;
 
 pub use log::{Endpoint, LoggedRequest, Reply};
 pub use script::{
-    DEFAULT_SIDE_TEXT, NO_SUITABLE_TOOL, SHELL_TOOLS, STRUCTURED_OUTPUT_TOOL, Script, Step,
-    ToolChoice, WRITE_FILE_TOOLS, provider_output,
+    DEFAULT_SIDE_TEXT, NESTED_PLACEHOLDER, NESTED_YIELD_MS, NO_NESTED_COMMAND, NO_SUITABLE_TOOL,
+    Route, SHELL_TOOLS, STRUCTURED_OUTPUT_TOOL, Script, Step, ToolChoice, WRITE_FILE_TOOLS,
+    provider_output,
 };
 
 use script::{Conversation, Plan};
@@ -276,6 +277,12 @@ impl ModelServer {
             .collect()
     }
 
+    /// The output the client sent back for the tool call `call_id` (see
+    /// [`LoggedRequest::tool_output`]), from the first request that carries it.
+    pub fn tool_output(&self, call_id: &str) -> Option<String> {
+        self.requests().iter().find_map(|r| r.tool_output(call_id))
+    }
+
     /// The model calls answered [`NO_SUITABLE_TOOL`] because no tool the step could use was
     /// offered.
     pub fn refused_tool_calls(&self) -> Vec<LoggedRequest> {
@@ -402,6 +409,7 @@ async fn handle(
         body,
         endpoint,
         reply: Reply::Http { status: 200 },
+        route: None,
     };
     let simple = |status: StatusCode, response: Response, entry: &mut LoggedRequest| {
         entry.reply = Reply::Http {
@@ -479,36 +487,42 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
         return error(StatusCode::BAD_REQUEST);
     }
     let body = &entry.body;
-    let (offered, tool_results, last_call) = match endpoint {
+    let (offered, tool_results, last_call, text) = match endpoint {
         Endpoint::Messages => (
             anthropic::offered_tools(body),
             anthropic::tool_results(body),
             anthropic::last_call(body),
+            anthropic::prompt_text(body),
         ),
         Endpoint::Responses => (
             responses::offered_tools(body),
             responses::tool_results(body),
             responses::last_call(body),
+            responses::prompt_text(body),
         ),
         _ => (
             chat::offered_tools(body),
             chat::tool_results(body),
             chat::last_call(body),
+            chat::prompt_text(body),
         ),
     };
     let conversation = Conversation {
         offered: &offered,
         tool_results,
         last_call,
+        text,
     };
     let prefix = match endpoint {
         Endpoint::Messages => "toolu_",
         _ => "call_",
     };
     let mut new_call_id = || format!("{prefix}{}", uuid::Uuid::new_v4().simple());
-    let (plan, reply) = script::decide(&lock(&shared.script), &conversation, &mut new_call_id);
+    let decision = script::decide(&lock(&shared.script), &conversation, &mut new_call_id);
+    let plan = decision.plan;
     let ctx = Ctx::new(body, body_len, uuid::Uuid::new_v4().simple().to_string());
-    entry.reply = reply;
+    entry.reply = decision.reply;
+    entry.route = decision.route;
     shared.record(entry);
     let turn = match &plan {
         Plan::Text(text) => Turn::Text(text),

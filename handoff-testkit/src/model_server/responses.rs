@@ -55,6 +55,46 @@ pub(crate) fn last_call(body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The prompt text: `instructions`, then the text of every system, developer and user
+/// message item (`input` as a plain string counts as a user message), one part a line. Tool
+/// outputs are left out.
+pub(crate) fn prompt_text(body: &Value) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    if let Some(i) = body.get("instructions").and_then(Value::as_str) {
+        parts.push(i);
+    }
+    match body.get("input") {
+        Some(Value::String(s)) => parts.push(s),
+        Some(Value::Array(items)) => {
+            for item in items.iter().filter(|i| {
+                i.get("type").and_then(Value::as_str).unwrap_or("message") == "message"
+                    && matches!(
+                        i.get("role").and_then(Value::as_str),
+                        Some("system" | "developer" | "user")
+                    )
+            }) {
+                match item.get("content") {
+                    Some(Value::String(s)) => parts.push(s),
+                    Some(Value::Array(content)) => parts.extend(
+                        content
+                            .iter()
+                            .filter(|c| {
+                                matches!(
+                                    c.get("type").and_then(Value::as_str),
+                                    Some("input_text" | "text")
+                                )
+                            })
+                            .filter_map(|c| c.get("text").and_then(Value::as_str)),
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    parts.join("\n")
+}
+
 /// A Responses reply: `response.created`, `response.output_item.done` with the whole item,
 /// `response.completed` with usage; or the response object when not streaming.
 pub(crate) fn render(turn: &Turn<'_>, ctx: &Ctx) -> Response {

@@ -29,11 +29,26 @@ pub const SHELL_TOOLS: [&str; 4] = ["Bash", "bash", "exec_command", "shell"];
 /// The tool Claude Code offers when run with `--json-schema`; [`Step::Answer`] calls it.
 pub const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
 
+/// The text answered when a [`Step::NestedAdvice`] finds no nested-advice command in the
+/// conversation's prompt text.
+pub const NO_NESTED_COMMAND: &str = "NO_NESTED_ADVICE_COMMAND";
+
+/// The placeholder of the nested-advice command a worker's prompt names.
+pub const NESTED_PLACEHOLDER: &str = " advice --harness AGENT ";
+
+/// How long Codex's `exec_command` may wait for a [`Step::NestedAdvice`] command before it
+/// returns with the process still running. Codex clamps it to its own maximum (30 s in
+/// 0.171), so the adviser must answer within that.
+pub const NESTED_YIELD_MS: u64 = 120_000;
+
 /// What the model does, request by request.
 ///
 /// The step played for a request is decided by the request alone, so side requests (title
 /// generation, non-streaming retries) cannot shift the script:
 ///
+/// 0. When a [`Route`]'s needle occurs in the conversation's prompt text (system, developer and
+///    user messages, tool results excluded), the first such route's script decides instead,
+///    by these same rules.
 /// 1. The step index `k` is the number of tool results already in the conversation (Anthropic
 ///    `tool_result` blocks, Responses `*_call_output` items, Chat `role:"tool"` messages); past
 ///    the last step the last step is repeated. An empty script answers every request with the
@@ -48,6 +63,19 @@ pub struct Script {
     /// The answer to requests that offer no tools.
     #[serde(default = "default_side_text")]
     pub side_text: String,
+    /// Scripts for conversations whose prompt text contains a needle, tried in order before
+    /// this script's own steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<Route>,
+}
+
+/// A sub-script for the conversations whose prompt text contains `needle` (see [`Script`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Route {
+    /// Matched exactly (case-sensitive) against the system, developer and user text.
+    pub needle: String,
+    /// What those conversations get.
+    pub script: Script,
 }
 
 fn default_side_text() -> String {
@@ -66,6 +94,37 @@ impl Script {
         Script {
             steps: steps.into_iter().collect(),
             side_text: default_side_text(),
+            routes: Vec::new(),
+        }
+    }
+
+    /// Routes each conversation to the first script whose needle occurs in its prompt text,
+    /// and the others to `default`: e.g. a worker (`Operation: handoff`) and its adviser
+    /// (`Operation: advice`) on one server.
+    pub fn route<S: Into<String>>(
+        routes: impl IntoIterator<Item = (S, Script)>,
+        default: Script,
+    ) -> Script {
+        let mut script = default;
+        script.routes = routes
+            .into_iter()
+            .map(|(needle, script)| Route {
+                needle: needle.into(),
+                script,
+            })
+            .collect();
+        script
+    }
+
+    /// The script that answers a conversation with this prompt text, and the needle of the
+    /// route that chose it (`None` for this script itself).
+    pub(crate) fn for_text(&self, text: &str) -> (&Script, Option<&str>) {
+        match self.routes.iter().find(|r| text.contains(&r.needle)) {
+            Some(route) => {
+                let (script, inner) = route.script.for_text(text);
+                (script, Some(inner.unwrap_or(&route.needle)))
+            }
+            None => (self, None),
         }
     }
 
@@ -154,6 +213,18 @@ pub enum Step {
     /// input when it is offered (and was not the conversation's last call), else a text
     /// message holding its JSON.
     Answer(Value),
+    /// Asks for nested advice with the command the prompt names: finds the prompt line
+    /// holding [`NESTED_PLACEHOLDER`] (` advice --harness AGENT `) and ending with
+    /// `--instructions -`, puts `target` in place of `AGENT`, and runs
+    /// `printf %s '<question>' | <that command>` like [`Step::Shell`] (Codex's `exec_command`
+    /// also gets `yield_time_ms` [`NESTED_YIELD_MS`], so it waits for the adviser as long as
+    /// Codex allows). Without such a line it answers the text [`NO_NESTED_COMMAND`].
+    NestedAdvice {
+        /// The adviser's agent id (`claude`, `codex`, …).
+        target: String,
+        /// The question, on the command's standard input.
+        question: String,
+    },
     /// Accepts the request and never answers (the connection stays open until the server
     /// shuts down).
     Hang,
@@ -174,6 +245,14 @@ impl Step {
     pub fn shell(command: impl Into<String>) -> Step {
         Step::Shell {
             command: command.into(),
+        }
+    }
+
+    /// [`Step::NestedAdvice`].
+    pub fn nested_advice(target: impl Into<String>, question: impl Into<String>) -> Step {
+        Step::NestedAdvice {
+            target: target.into(),
+            question: question.into(),
         }
     }
 
@@ -281,10 +360,35 @@ pub(crate) struct Conversation<'a> {
     pub tool_results: usize,
     /// The name of the last tool the assistant called in the conversation, if any.
     pub last_call: Option<String>,
+    /// The prompt text: system, developer and user text, one part a line (tool results left
+    /// out).
+    pub text: String,
+}
+
+/// The decision for one request, and the route that made it.
+pub(crate) struct Decision {
+    pub plan: Plan,
+    pub reply: Reply,
+    /// The needle of the route whose script decided, if any.
+    pub route: Option<String>,
 }
 
 /// Decides the reply to one model request.
 pub(crate) fn decide(
+    script: &Script,
+    conv: &Conversation<'_>,
+    new_call_id: &mut dyn FnMut() -> String,
+) -> Decision {
+    let (script, route) = script.for_text(&conv.text);
+    let (plan, reply) = decide_steps(script, conv, new_call_id);
+    Decision {
+        plan,
+        reply,
+        route: route.map(str::to_owned),
+    }
+}
+
+fn decide_steps(
     script: &Script,
     conv: &Conversation<'_>,
     new_call_id: &mut dyn FnMut() -> String,
@@ -345,6 +449,19 @@ pub(crate) fn decide(
         Step::FirstToolOf(list) => list.clone(),
         Step::WriteFile { path, content } => write_file_candidates(path, content),
         Step::Shell { command } => shell_candidates(command),
+        Step::NestedAdvice { target, question } => {
+            let Some(command) = nested_command(&conv.text, target) else {
+                return text(NO_NESTED_COMMAND.to_owned());
+            };
+            let command = format!("printf %s {} | {command}", shell_quote(question));
+            let mut candidates = shell_candidates(&command);
+            for (name, args) in &mut candidates {
+                if name == "exec_command" {
+                    args["yield_time_ms"] = json!(NESTED_YIELD_MS);
+                }
+            }
+            candidates
+        }
         Step::Hang | Step::Status(_) => Vec::new(),
     };
     for (name, args) in &candidates {
@@ -394,6 +511,21 @@ fn freeform_text(args: &Value) -> String {
         },
         _ => args.to_string(),
     }
+}
+
+/// The nested-advice command named in `text` with `target` in place of `AGENT`: the first line
+/// holding [`NESTED_PLACEHOLDER`] and ending with `--instructions -`, trimmed.
+pub(crate) fn nested_command(text: &str, target: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| l.contains(NESTED_PLACEHOLDER) && l.ends_with("--instructions -"))
+        .map(|l| {
+            l.replacen(
+                NESTED_PLACEHOLDER,
+                &format!(" advice --harness {target} "),
+                1,
+            )
+        })
 }
 
 /// Single-quotes `s` for a POSIX shell.
@@ -470,6 +602,40 @@ mod tests {
             add_file_patch("a.txt", "x\ny\n"),
             "*** Begin Patch\n*** Add File: a.txt\n+x\n+y\n*** End Patch"
         );
+    }
+
+    #[test]
+    fn nested_command_is_the_prompt_line_with_the_agent_filled_in() {
+        let text = "Run this shell command:\n    '/opt/h AGENT/handoff' advice --harness AGENT \
+                    --cwd '/w' --instructions -\nIt prints one line.";
+        assert_eq!(
+            nested_command(text, "codex").as_deref(),
+            Some("'/opt/h AGENT/handoff' advice --harness codex --cwd '/w' --instructions -")
+        );
+        // The placeholder must be followed by the rest of the command on the same line.
+        assert_eq!(
+            nested_command("x advice --harness AGENT --cwd /w", "codex"),
+            None
+        );
+        assert_eq!(nested_command("no command here", "codex"), None);
+    }
+
+    #[test]
+    fn routes_pick_the_first_matching_needle_recursively() {
+        let adviser = Script::text("adviser");
+        let inner = Script::route([("deep", Script::text("deep"))], Script::text("mid"));
+        let script = Script::route(
+            [("Operation: advice", adviser.clone()), ("mid", inner)],
+            Script::text("worker"),
+        );
+        let (s, r) = script.for_text("Operation: advice\nmid");
+        assert_eq!((s, r), (&adviser, Some("Operation: advice")));
+        let (s, r) = script.for_text("mid deep");
+        assert_eq!((s, r), (&Script::text("deep"), Some("deep")));
+        let (s, r) = script.for_text("mid");
+        assert_eq!((s.steps.clone(), r), (vec![Step::text("mid")], Some("mid")));
+        let (s, r) = script.for_text("Operation: handoff");
+        assert_eq!((s.steps.clone(), r), (vec![Step::text("worker")], None));
     }
 
     #[test]

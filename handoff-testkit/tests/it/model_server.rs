@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use handoff_testkit::model_server::{
-    Endpoint, LoggedRequest, ModelServer, NO_SUITABLE_TOOL, Reply, STRUCTURED_OUTPUT_TOOL, Script,
-    Step, ToolChoice, provider_output,
+    Endpoint, LoggedRequest, ModelServer, NESTED_YIELD_MS, NO_NESTED_COMMAND, NO_SUITABLE_TOOL,
+    Reply, STRUCTURED_OUTPUT_TOOL, Script, Step, ToolChoice, provider_output,
 };
 use serde_json::{Value, json};
 
@@ -912,6 +912,226 @@ async fn answer_is_text_for_clis_without_structured_output() {
     assert_eq!(
         provider_output("all good")["schemaVersion"],
         "handoff.provider-output.v1"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routes and nested advice
+
+/// A worker's prompt as handoff builds it for `run-with-advice` (the nested command on its own
+/// line, indented, paths single-quoted).
+const WORKER_PROMPT: &str = "You are a delegated coding agent started by handoff on behalf of \
+     codex.\nOperation: handoff\nMode: review\n\nNested advice is available: run this shell \
+     command with your question on standard input, replacing AGENT with one of codex, claude:\n    \
+     '/opt/it'\\''s/handoff' advice --harness AGENT --cwd '/w/repo' --instructions -\nIt prints \
+     one result JSON line.";
+
+const ADVISER_PROMPT: &str =
+    "You are a delegated coding agent started by handoff on behalf of claude.\nOperation: advice\n";
+
+/// The command [`Step::NestedAdvice`] runs for [`WORKER_PROMPT`], target `codex`.
+const NESTED_COMMAND: &str = "printf %s 'Is it'\\''s safe?' | '/opt/it'\\''s/handoff' advice \
+     --harness codex --cwd '/w/repo' --instructions -";
+
+fn nested_script() -> Script {
+    Script::route(
+        [(
+            "Operation: advice",
+            Script::new([Step::provider_answer("advice: looks fine")]),
+        )],
+        Script::new([
+            Step::nested_advice("codex", "Is it's safe?"),
+            Step::provider_answer("got advice"),
+        ]),
+    )
+}
+
+fn with_user_text(mut body: Value, pointer: &str, text: &str) -> Value {
+    *body.pointer_mut(pointer).unwrap() = json!(text);
+    body
+}
+
+#[tokio::test]
+async fn claude_nested_advice_runs_the_prompt_command_through_bash() {
+    let server = ModelServer::start(nested_script()).await;
+    let url = format!("{}/v1/messages?beta=true", server.url());
+    let body = with_user_text(
+        claude_request(claude_tools(&[STRUCTURED_OUTPUT_TOOL]), true),
+        "/messages/0/content/0/text",
+        WORKER_PROMPT,
+    );
+    let events = post(&url, &body).await.sse();
+    let block = &event(&events, "content_block_start")["content_block"];
+    assert_eq!(block["name"], "Bash");
+    let delta = &event(&events, "content_block_delta")["delta"];
+    let input: Value = serde_json::from_str(delta["partial_json"].as_str().unwrap()).unwrap();
+    assert_eq!(input["command"], NESTED_COMMAND);
+    let id = block["id"].as_str().unwrap();
+
+    // The adviser's conversation (same server) is routed to the adviser's script.
+    let adviser = with_user_text(
+        claude_request(claude_tools(&[STRUCTURED_OUTPUT_TOOL]), true),
+        "/messages/0/content/0/text",
+        ADVISER_PROMPT,
+    );
+    let events = post(&url, &adviser).await.sse();
+    let delta = &event(&events, "content_block_delta")["delta"];
+    let input: Value = serde_json::from_str(delta["partial_json"].as_str().unwrap()).unwrap();
+    assert_eq!(input, provider_output("advice: looks fine"));
+
+    // The worker's next turn sees the command's output as the tool result, and answers.
+    let mut next = claude_after_tool(body, id, "Bash", json!({"command": NESTED_COMMAND}));
+    next["messages"][3]["content"][0]["content"] =
+        json!([{"type": "text", "text": "{\"output\":{\"response\":\"advice: looks fine\"}}"}]);
+    let events = post(&url, &next).await.sse();
+    let delta = &event(&events, "content_block_delta")["delta"];
+    let input: Value = serde_json::from_str(delta["partial_json"].as_str().unwrap()).unwrap();
+    assert_eq!(input, provider_output("got advice"));
+
+    let log = server.model_calls();
+    let routes: Vec<Option<&str>> = log.iter().map(|r| r.route.as_deref()).collect();
+    assert_eq!(routes, [None, Some("Operation: advice"), None]);
+    assert!(matches!(&log[0].reply, Reply::ToolCall { step: 0, tool, .. } if tool == "Bash"));
+    assert_eq!(
+        server.tool_output(id).as_deref(),
+        Some("{\"output\":{\"response\":\"advice: looks fine\"}}")
+    );
+    assert_eq!(server.tool_output("toolu_other"), None);
+}
+
+#[tokio::test]
+async fn codex_nested_advice_waits_for_the_adviser_in_exec_command() {
+    let server = ModelServer::start(nested_script()).await;
+    let url = format!("{}/v1/responses", server.url());
+    let body = with_user_text(
+        codex_request(codex_tools(true), true),
+        "/input/1/content/0/text",
+        WORKER_PROMPT,
+    );
+    let events = post(&url, &body).await.sse();
+    let item = event(&events, "response.output_item.done")["item"].clone();
+    assert_eq!(item["type"], "function_call");
+    assert_eq!(item["name"], "exec_command");
+    let arguments: Value = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        arguments,
+        json!({"cmd": NESTED_COMMAND, "yield_time_ms": NESTED_YIELD_MS})
+    );
+
+    // The prompt may also arrive in `instructions` or as a plain-string input.
+    let mut in_instructions = codex_request(codex_tools(false), false);
+    in_instructions["instructions"] = json!(WORKER_PROMPT);
+    let response = post(&url, &in_instructions).await.json();
+    assert_eq!(response["output"][0]["name"], "exec_command");
+    let mut plain = codex_request(codex_tools(false), false);
+    plain["input"] = json!(ADVISER_PROMPT);
+    let response = post(&url, &plain).await.json();
+    let text = response["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        provider_output("advice: looks fine")
+    );
+
+    let next = codex_after_tool(body, &item);
+    let events = post(&url, &next).await.sse();
+    let text = event(&events, "response.output_item.done")["item"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        provider_output("got advice")
+    );
+    assert_eq!(
+        server
+            .tool_output(item["call_id"].as_str().unwrap())
+            .as_deref(),
+        Some("Success.")
+    );
+}
+
+#[tokio::test]
+async fn opencode_nested_advice_uses_bash_and_a_missing_command_is_said() {
+    let server = ModelServer::start(nested_script()).await;
+    let url = format!("{}/v1/chat/completions", server.url());
+    let mut body = opencode_request(Some(chat_tools(&["bash", "read"])));
+    body["messages"][1]["content"] = json!([{"type": "text", "text": WORKER_PROMPT}]);
+    body["stream"] = json!(false);
+    let completion = post(&url, &body).await.json();
+    let call = completion["choices"][0]["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "bash");
+    assert_eq!(args(&call)["command"], NESTED_COMMAND);
+    let next = chat_after_tool(body, &call);
+    assert_eq!(
+        server.tool_output(call["id"].as_str().unwrap()),
+        None,
+        "not sent yet"
+    );
+    let completion = post(&url, &next).await.json();
+    assert_eq!(
+        serde_json::from_str::<Value>(
+            completion["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+        )
+        .unwrap(),
+        provider_output("got advice")
+    );
+    assert_eq!(
+        server.tool_output(call["id"].as_str().unwrap()).as_deref(),
+        Some("Wrote file successfully.")
+    );
+
+    // A prompt without the command: the step says so instead of calling a tool.
+    let completion = post(&url, &opencode_request(Some(chat_tools(&["bash"]))))
+        .await
+        .sse();
+    let content: String = completion
+        .iter()
+        .filter_map(|(_, v)| {
+            v.pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    assert_eq!(content, NO_NESTED_COMMAND);
+    // Tool results never route: a tool output mentioning the adviser's operation stays on
+    // the worker's script.
+    let mut tricky = opencode_request(Some(chat_tools(&["bash"])));
+    tricky["messages"][1]["content"] = json!(WORKER_PROMPT);
+    tricky["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "tool", "tool_call_id": "call_x", "content": "Operation: advice"}));
+    tricky["stream"] = json!(false);
+    let completion = post(&url, &tricky).await.json();
+    assert_eq!(
+        serde_json::from_str::<Value>(
+            completion["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+        )
+        .unwrap(),
+        provider_output("got advice")
+    );
+    let routes: Vec<Option<String>> = server.model_calls().into_iter().map(|r| r.route).collect();
+    assert_eq!(routes, [None, None, None, None]);
+}
+
+#[test]
+fn routed_script_round_trips_through_json() {
+    let script = nested_script();
+    let text = serde_json::to_string(&script).unwrap();
+    assert!(text.contains("\"routes\""), "{text}");
+    assert!(text.contains("\"nested_advice\""), "{text}");
+    let back: Script = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, script);
+    // A script without routes serializes as before.
+    assert!(
+        !serde_json::to_string(&Script::text("hi"))
+            .unwrap()
+            .contains("routes")
     );
 }
 
