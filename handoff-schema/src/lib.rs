@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use handoff_core::{
-    Capabilities, Dag, Fingerprint, HandoffResult, McpDescriptor, NestedReply, NestedRequest,
-    ProviderOutput, Request, SupervisorContext,
+    Capabilities, Dag, Fingerprint, GitState, HandoffResult, McpDescriptor, NestedReply,
+    NestedRequest, NoteCheck, ProviderOutput, Request, SupervisorContext, TimelineEntry,
 };
 use schemars::{JsonSchema, generate::SchemaSettings};
 
@@ -63,6 +63,18 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "supervisor-reply.schema.json",
             schema_of::<NestedReply>("handoff.supervisor-reply.v1"),
+        ),
+        (
+            "note-check.schema.json",
+            schema_of::<NoteCheck>("handoff.note-check.v1"),
+        ),
+        (
+            "git-state.schema.json",
+            schema_of::<GitState>("handoff.git-state.v1"),
+        ),
+        (
+            "timeline-entry.schema.json",
+            schema_of::<TimelineEntry>("handoff.timeline-entry.v1"),
         ),
     ]
 }
