@@ -122,31 +122,44 @@ fn demo() -> Result<()> {
 
     let steps = [
         (
+            "run",
             "build",
             "claude",
             "codex",
             "Add a greeting file for new contributors, then summarize what you changed.",
         ),
         (
+            "run",
             "review",
             "codex",
             "claude",
             "Review the greeting file that was just added. Do not change anything.",
         ),
+        (
+            "run-with-advice",
+            "review",
+            "claude",
+            "codex",
+            "Review the greeting file again; ask Claude Code for a second opinion first.",
+        ),
     ];
-    for (i, (mode, caller, target, text)) in steps.iter().enumerate() {
+    for (i, (verb, mode, caller, target, text)) in steps.iter().enumerate() {
+        if *verb == "run-with-advice" {
+            // The fake worker asks for advice through the command its prompt names.
+            sb.agents.set(handoff_testkit::keys::ADVICE, "claude");
+        }
         let instructions = sb.root.join(format!("private/instructions-{i}.txt"));
         std::fs::write(&instructions, text)?;
         let result = sb.root.join(format!("private/result-{i}.json"));
         println!(
-            "\n$ handoff run --caller-harness {caller} --harness {target} --mode {mode} --cwd {cwd} --instructions {} --result {}",
+            "\n$ handoff {verb} --caller-harness {caller} --harness {target} --mode {mode} --cwd {cwd} --instructions {} --result {}",
             instructions.display(),
             result.display()
         );
         let out = sb
             .command(&handoff)
             .args([
-                "run",
+                *verb,
                 "--caller-harness",
                 caller,
                 "--harness",
@@ -174,6 +187,14 @@ fn demo() -> Result<()> {
             "--> {mode} on {target}: status {}, exit {code}, changed files {}",
             value["status"], value["git"]["changedFiles"]
         );
+        if let Some(nodes) = value["dag"]["nodes"].as_array().filter(|n| n.len() > 1) {
+            for n in nodes.iter().skip(1) {
+                println!(
+                    "    nested {} → {}: {}",
+                    n["callerHarness"], n["targetHarness"], n["state"]
+                );
+            }
+        }
         if code != 0 {
             bail!("the {mode} handoff did not succeed (exit {code})");
         }
@@ -181,7 +202,10 @@ fn demo() -> Result<()> {
             bail!("the result file differs from stdout");
         }
     }
-    println!("\nboth handoffs succeeded; the result files and stdout agree.");
+    println!(
+        "\nall three handoffs succeeded (the last one with nested advice); the result files and \
+         stdout agree."
+    );
     Ok(())
 }
 
