@@ -602,19 +602,26 @@ fn wait_for_file(path: &std::path::Path, limit: Duration) -> String {
     }
 }
 
-/// A forged token and a replayed nonce are refused and recorded in the root result; a valid
-/// request with a fresh nonce runs.
-#[test]
-fn forged_and_replayed_tokens_are_refused_and_recorded() {
+/// A with-advice root on `worker` whose worker waits (alive, context in hand) until the returned
+/// `go` file exists: the sandbox, the root process, the worker's context and `go`.
+fn paused_root(worker: &str) -> (Sandbox, std::process::Child, String, std::path::PathBuf) {
     let sb = Sandbox::new();
     sb.record();
     let ctx_file = sb.root.join("context.json");
     let go = sb.root.join("go");
     sb.agents.set(CONTEXT_FILE, &ctx_file);
     sb.agents.set(WAIT_FILE, &go);
-    let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let args = root_args(&sb, "run-with-advice", worker, Some("review"), &[]);
     let child = spawn(&sb, &args);
-    let context_text = wait_for_file(&ctx_file, Duration::from_secs(60));
+    let context = wait_for_file(&ctx_file, Duration::from_secs(60));
+    (sb, child, context, go)
+}
+
+/// A forged token and a replayed nonce are refused and recorded in the root result; a valid
+/// request with a fresh nonce runs.
+#[test]
+fn forged_and_replayed_tokens_are_refused_and_recorded() {
+    let (sb, child, context_text, go) = paused_root("codex");
     let context = handoff_core::SupervisorContext::parse(&context_text).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -835,15 +842,7 @@ fn one_root_run_per_worktree() {
 /// instructions and stdout-only results work.
 #[test]
 fn the_nested_verb_and_flags() {
-    let sb = Sandbox::new();
-    sb.record();
-    let ctx_file = sb.root.join("context.json");
-    let go = sb.root.join("go");
-    sb.agents.set(CONTEXT_FILE, &ctx_file);
-    sb.agents.set(WAIT_FILE, &go);
-    let args = root_args(&sb, "run-with-advice", "claude", Some("review"), &[]);
-    let child = spawn(&sb, &args);
-    let context = wait_for_file(&ctx_file, Duration::from_secs(60));
+    let (sb, child, context, go) = paused_root("claude");
     let nested_cmd = |extra: &[&str], stdin: &str| {
         let mut c = sb.command();
         c.env("HANDOFF_SUPERVISOR_CONTEXT", &context)
