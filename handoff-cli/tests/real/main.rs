@@ -315,6 +315,41 @@ fn build_writes_with_the_agents_own_tool() {
     }
 }
 
+/// A read-only review can use its shell to read the worktree (Claude Code's sandbox must be able
+/// to start its read-only Bash), and the review succeeds with the worktree unchanged.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn a_review_reads_the_worktree_through_its_shell() {
+    for cli in clis() {
+        let rig = Rig::new(cli, Script::text("unused"));
+        let marker = "handoff-readable-marker-4711";
+        let file = rig.file("notes.txt");
+        std::fs::write(&file, format!("{marker}\n")).unwrap();
+        rig.server.set_script(Script::new([
+            Step::shell(format!("cat {file}")),
+            Step::Answer(provider_output("read it")),
+        ]));
+        let run = rig.run("review", &[]);
+        assert_eq!(run.code, 0, "{cli}: {}", run.message());
+        assert!(run.changed().is_empty(), "{cli}: {:?}", run.changed());
+        let call_id = rig
+            .server
+            .requests()
+            .into_iter()
+            .find_map(|r| match r.reply {
+                Reply::ToolCall { call_id, .. } => Some(call_id),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{cli}: no shell call: {}", run.json));
+        let output = rig.server.tool_output(&call_id).unwrap_or_default();
+        assert!(
+            output.contains(marker),
+            "{cli}: the shell could not read the worktree: {output}"
+        );
+        rig.assert_no_process_left();
+    }
+}
+
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn review_never_succeeds_with_a_change() {
