@@ -5,7 +5,9 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod checkpoint;
 mod fingerprint;
+mod log;
 mod nested;
 mod note;
 
@@ -61,6 +63,11 @@ enum Command {
     /// state read from the repository.
     #[command(subcommand)]
     Note(note::NoteCommand),
+    /// Commit the reviewed files of a worktree (named paths, or --tracked) and record the
+    /// checkpoint in the task's timeline. Never commits a handoff note, never pushes.
+    Checkpoint(checkpoint::CheckpointArgs),
+    /// Show a task's timeline: turns, checkpoints, checks, delegated runs and handoffs.
+    Log(log::LogArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -204,7 +211,9 @@ fn verb_of(command: &Command) -> Option<Verb> {
         Command::Capabilities(_)
         | Command::Config(_)
         | Command::Fingerprint(_)
-        | Command::Note(_) => None,
+        | Command::Note(_)
+        | Command::Checkpoint(_)
+        | Command::Log(_) => None,
     }
 }
 
@@ -476,6 +485,8 @@ fn main() -> ExitCode {
             (_, Command::Config(c)) => config_command(c),
             (_, Command::Fingerprint(f)) => fingerprint::main(f).await,
             (_, Command::Note(n)) => note::main(n),
+            (_, Command::Checkpoint(c)) => checkpoint::main(c),
+            (_, Command::Log(l)) => log::main(l),
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 let context = std::env::var(handoff_core::CONTEXT_ENV)
                     .ok()

@@ -36,7 +36,9 @@ pub use config::{
 };
 pub use engine::{Engine, EngineOptions, RunOutcome, now_iso, provider_output_schema};
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
-pub use input::{Instructions, RunInput, Validated, Verb, check_model, intent_hash, request_hash};
+pub use input::{
+    Instructions, RunInput, Validated, Verb, check_model, intent_hash, registered, request_hash,
+};
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, adopt_orphans, check_ancestry,
     default_runtime_dir,

@@ -7,6 +7,7 @@
 )]
 
 mod advice;
+mod checkpoint;
 mod config;
 mod lifecycle;
 mod note;
