@@ -281,12 +281,28 @@ fn plain_run_workers_get_no_capability() {
 /// Runs a with-advice root whose worker asks `targets` with `extra` root flags; returns the
 /// root's result and the nested calls.
 fn budgeted(targets: &str, extra: &[&str]) -> (Run, Vec<(String, i64, Value)>) {
-    let sb = advising(targets);
-    let run = root(&sb, "run-with-advice", "codex", Some("review"), extra);
+    let (_, run, calls) = consult("codex", targets, None, extra);
     assert_eq!(run.code, 0, "{run:?}");
+    (run, calls)
+}
+
+/// A with-advice review on `worker`, whose worker asks each of `targets` (with `advice_args` on
+/// every nested call); the root's extra flags are `extra`. Returns the sandbox, the root's
+/// result and the nested calls; the DAG's counters are checked.
+fn consult(
+    worker_agent: &str,
+    targets: &str,
+    advice_args: Option<&str>,
+    extra: &[&str],
+) -> (Sandbox, Run, Vec<(String, i64, Value)>) {
+    let sb = advising(targets);
+    if let Some(a) = advice_args {
+        sb.agents.set(ADVICE_ARGS, a);
+    }
+    let run = root(&sb, "run-with-advice", worker_agent, Some("review"), extra);
     let calls = nested(&worker(&sb));
     assert_dag_consistent(&run.json["dag"]);
-    (run, calls)
+    (sb, run, calls)
 }
 
 fn refused_with(call: &(String, i64, Value), words: &str) {
@@ -343,17 +359,12 @@ fn each_budget_is_enforced() {
 /// A refused request spends no token use and adds no node: a later valid one still succeeds.
 #[test]
 fn a_refusal_spends_nothing() {
-    let sb = advising("kiro,codex");
-    // --max-turns is unsupported for kiro: refused before admission; codex then succeeds.
-    sb.agents.set(ADVICE_ARGS, "--max-turns 3");
-    let run = root(
-        &sb,
-        "run-with-advice",
+    let (_sb, run, calls) = consult(
         "claude",
-        Some("review"),
+        "kiro,codex",
+        Some("--max-turns 3"),
         &["--max-nodes", "2"],
     );
-    let calls = nested(&worker(&sb));
     refused_with(&calls[0], "--max-turns is unsupported for kiro");
     assert_eq!(
         calls[1].1, 5,
@@ -362,16 +373,12 @@ fn a_refusal_spends_nothing() {
     );
     assert_eq!(dag_nodes(&run).len(), 1);
     // Without the bad flag the single remaining node is still available.
-    let sb = advising("claude");
-    sb.agents.set(ADVICE_ARGS, "--max-turns 3");
-    let run = root(
-        &sb,
-        "run-with-advice",
+    let (_sb, run, calls) = consult(
         "codex",
-        Some("review"),
+        "claude",
+        Some("--max-turns 3"),
         &["--max-nodes", "2"],
     );
-    let calls = nested(&worker(&sb));
     assert_eq!(calls[0].1, 0, "{:#}", calls[0].2);
     assert_eq!(calls[0].2["selection"]["resolved"]["maxTurns"], 3);
     assert_eq!(dag_nodes(&run).len(), 2);
@@ -413,21 +420,18 @@ fn the_loop_guard_refuses_a_repeated_intent() {
 /// Dependencies must name existing, finished nodes; a `requires` one must have succeeded.
 #[test]
 fn dependencies_are_validated() {
-    let sb = advising("codex");
-    sb.agents.set(
-        ADVICE_ARGS,
-        "--dependency advises:run-00000000-0000-4000-8000-000000000000",
+    let (_, run, calls) = consult(
+        "claude",
+        "codex",
+        Some("--dependency advises:run-00000000-0000-4000-8000-000000000000"),
+        &[],
     );
-    let run = root(&sb, "run-with-advice", "claude", Some("review"), &[]);
-    let calls = nested(&worker(&sb));
     refused_with(&calls[0], "is not a node of this DAG");
     assert_eq!(dag_nodes(&run).len(), 1);
     // Malformed dependencies are refused before admission.
-    let sb = advising("codex");
-    sb.agents.set(ADVICE_ARGS, "--dependency needs:run-1");
-    root(&sb, "run-with-advice", "claude", Some("review"), &[]);
+    let (_, _, calls) = consult("claude", "codex", Some("--dependency needs:run-1"), &[]);
     refused_with(
-        &nested(&worker(&sb))[0],
+        &calls[0],
         "--dependency type must be requires, advises or verifies",
     );
 }
@@ -439,30 +443,16 @@ fn dependencies_are_validated() {
 #[test]
 fn grant_and_mcp_escalation_is_refused() {
     // bash: the worker runs without it.
-    let (_, calls) = {
-        let sb = advising("codex,claude");
-        sb.agents.set(ADVICE_ARGS, "--bash true");
-        let run = root(
-            &sb,
-            "run-with-advice",
-            "codex",
-            Some("review"),
-            &["--bash", "false"],
-        );
-        (run, nested(&worker(&sb)))
-    };
+    let (_, _, calls) = consult(
+        "codex",
+        "codex,claude",
+        Some("--bash true"),
+        &["--bash", "false"],
+    );
     refused_with(&calls[0], "bash is not held by the parent");
     refused_with(&calls[1], "bash is not held by the parent");
     // Without --bash the adviser inherits bash=false.
-    let sb = advising("claude");
-    let run = root(
-        &sb,
-        "run-with-advice",
-        "codex",
-        Some("review"),
-        &["--bash", "false"],
-    );
-    let calls = nested(&worker(&sb));
+    let (_, run, calls) = consult("codex", "claude", None, &["--bash", "false"]);
     assert_eq!(calls[0].1, 0, "{:#}", calls[0].2);
     assert_eq!(calls[0].2["grants"]["resolved"]["bash"], false);
     assert_eq!(
@@ -471,13 +461,8 @@ fn grant_and_mcp_escalation_is_refused() {
     );
     assert_eq!(dag_nodes(&run).len(), 2);
     // web search: the worker has none.
-    let sb = advising("claude");
-    sb.agents.set(ADVICE_ARGS, "--web-search true");
-    root(&sb, "run-with-advice", "codex", Some("review"), &[]);
-    refused_with(
-        &nested(&worker(&sb))[0],
-        "web search is not held by the parent",
-    );
+    let (_, _, calls) = consult("codex", "claude", Some("--web-search true"), &[]);
+    refused_with(&calls[0], "web search is not held by the parent");
 
     // MCP: a subset of the parent's servers, each unchanged.
     let sb = Sandbox::new();
