@@ -8,22 +8,6 @@ use handoff_core::{
     SupervisorContext, Verb, ask_supervisor,
 };
 
-/// The flags a nested request may not carry: the supervisor owns the caller and the budgets.
-fn forbidden(input: &RunInput) -> Option<&'static str> {
-    [
-        ("--caller-harness", input.caller_harness.is_some()),
-        ("--max-depth", input.max_depth.is_some()),
-        ("--max-nodes", input.max_nodes.is_some()),
-        ("--max-advice-nodes", input.max_advice_nodes.is_some()),
-        ("--max-handoff-nodes", input.max_handoff_nodes.is_some()),
-        ("--max-concurrency", input.max_concurrency.is_some()),
-        ("--root-timeout-ms", input.root_timeout_ms.is_some()),
-        ("--wait", input.wait),
-    ]
-    .into_iter()
-    .find_map(|(flag, given)| given.then_some(flag))
-}
-
 /// Runs one nested request; returns the exit code. Every local failure is a `rejected` result.
 pub async fn main(mut input: RunInput, context: &str) -> u8 {
     if input.verb != Verb::Advice {
@@ -37,11 +21,7 @@ pub async fn main(mut input: RunInput, context: &str) -> u8 {
         Ok(c) => c,
         Err(m) => return reject(input, m).await,
     };
-    if let Some(flag) = forbidden(&input) {
-        let m = format!(
-            "{flag} is not accepted inside a worker: the supervisor derives the caller and owns \
-             the budgets"
-        );
+    if let Some(m) = input.nested_flag_refusal() {
         input.caller_harness = Some(context.caller_harness.to_string());
         return reject(input, m).await;
     }

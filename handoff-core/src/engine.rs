@@ -642,9 +642,6 @@ impl Engine {
             .validate_with(&self.registry, &self.options.config)
             .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
         draft.set_request(&request);
-        if self.registry.get(&request.target.harness).is_none() {
-            return Err(Stop::new(Verdict::REJECTED, "unknown target"));
-        }
         cancelled(&cancel)?;
         let before = self.before(&request, draft).await?;
 

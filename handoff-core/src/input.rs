@@ -245,6 +245,29 @@ impl RunInput {
         self.build(registry, config, None)
     }
 
+    /// The first flag a nested request may not carry, as a refusal: the supervisor derives the
+    /// caller and the root owns the budgets and the worktree lease.
+    pub fn nested_flag_refusal(&self) -> Option<String> {
+        [
+            ("--caller-harness", self.caller_harness.is_some()),
+            ("--max-depth", self.max_depth.is_some()),
+            ("--max-nodes", self.max_nodes.is_some()),
+            ("--max-advice-nodes", self.max_advice_nodes.is_some()),
+            ("--max-handoff-nodes", self.max_handoff_nodes.is_some()),
+            ("--max-concurrency", self.max_concurrency.is_some()),
+            ("--root-timeout-ms", self.root_timeout_ms.is_some()),
+            ("--wait", self.wait),
+        ]
+        .into_iter()
+        .find_map(|(flag, given)| given.then_some(flag))
+        .map(|flag| {
+            format!(
+                "{flag} is not accepted inside a worker: the supervisor derives the caller and \
+                 the root run owns the budgets"
+            )
+        })
+    }
+
     /// Validates a nested advice request under `parent`: caller, lineage and budgets come from
     /// the supervisor, grants are attenuated from the parent's.
     pub(crate) fn validate_nested(
@@ -259,26 +282,8 @@ impl RunInput {
                 self.verb.as_str()
             ));
         }
-        if self.caller_harness.is_some() {
-            return Err(
-                "--caller-harness is not accepted in a nested request: the supervisor derives the \
-                 caller"
-                    .into(),
-            );
-        }
-        for (flag, v) in [
-            ("--max-depth", &self.max_depth),
-            ("--max-nodes", &self.max_nodes),
-            ("--max-advice-nodes", &self.max_advice_nodes),
-            ("--max-handoff-nodes", &self.max_handoff_nodes),
-            ("--max-concurrency", &self.max_concurrency),
-            ("--root-timeout-ms", &self.root_timeout_ms),
-        ] {
-            if v.is_some() {
-                return Err(format!(
-                    "{flag} is not accepted in a nested request: budgets belong to the root run"
-                ));
-            }
+        if let Some(m) = self.nested_flag_refusal() {
+            return Err(m);
         }
         self.build(registry, config, Some(parent))
     }
@@ -1085,8 +1090,10 @@ mod tests {
                 .unwrap_err()
         };
         assert!(refuse(&|j| j.bash = Some("true".into())).contains("bash is not held"));
-        assert!(refuse(&|j| j.caller_harness = Some("codex".into())).contains("derives"));
-        assert!(refuse(&|j| j.max_nodes = Some("3".into())).contains("budgets belong"));
+        assert!(
+            refuse(&|j| j.caller_harness = Some("codex".into())).contains("derives the caller")
+        );
+        assert!(refuse(&|j| j.max_nodes = Some("3".into())).contains("owns the budgets"));
         assert!(refuse(&|j| j.verb = Verb::Run).contains("advice only"));
         assert!(refuse(&|j| j.timeout_ms = Some("700000".into())).contains("between"));
         assert!(refuse(&|j| j.dependencies = vec!["needs:x".into()]).contains("type"));

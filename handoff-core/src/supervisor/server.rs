@@ -335,6 +335,7 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
             refusal(
                 &shared,
                 None,
+                None,
                 format!("the request exceeds {MAX_REQUEST_BYTES} bytes"),
             )
             .await
@@ -356,8 +357,8 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
             watcher.abort();
             reply
         }
-        Ok(Err(e)) => refusal(&shared, None, format!("cannot read the request: {e}")).await,
-        Err(_) => refusal(&shared, None, "no request arrived in time".into()).await,
+        Ok(Err(e)) => refusal(&shared, None, None, format!("cannot read the request: {e}")).await,
+        Err(_) => refusal(&shared, None, None, "no request arrived in time".into()).await,
     };
     let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
     bytes.push(b'\n');
@@ -365,9 +366,15 @@ async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
     let _ = write.shutdown().await;
 }
 
-/// A refusal: nothing ran, no node was added.
-async fn refusal(shared: &Shared, input: Option<RunInput>, message: String) -> NestedReply {
-    let input = input.unwrap_or_else(|| RunInput::new(Verb::Advice));
+/// A refusal: nothing ran, no node was added. `caller`, when known, is echoed in the result.
+async fn refusal(
+    shared: &Shared,
+    input: Option<RunInput>,
+    caller: Option<&AgentId>,
+    message: String,
+) -> NestedReply {
+    let mut input = input.unwrap_or_else(|| RunInput::new(Verb::Advice));
+    input.caller_harness = caller.map(ToString::to_string);
     let outcome = shared.engine.reject(input, message).await;
     reply(false, None, &outcome)
 }
@@ -383,9 +390,8 @@ fn reply(accepted: bool, run_id: Option<String>, outcome: &RunOutcome) -> Nested
     }
 }
 
-fn input_of(req: &NestedRequest, caller: &AgentId) -> RunInput {
+fn input_of(req: &NestedRequest) -> RunInput {
     let mut input = RunInput::new(Verb::Advice);
-    input.caller_harness = Some(caller.to_string());
     input.harness = req.target_harness.clone();
     input.cwd = req.cwd.clone();
     input.instructions = req
@@ -410,6 +416,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             return refusal(
                 shared,
                 None,
+                None,
                 format!("the nested request is not valid: {e}"),
             )
             .await;
@@ -418,6 +425,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     if req.schema_version != NESTED_REQUEST_SCHEMA {
         return refusal(
             shared,
+            None,
             None,
             format!(
                 "the nested request has schemaVersion {:?}; expected {NESTED_REQUEST_SCHEMA}",
@@ -432,19 +440,27 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
         .map(|ticket| ticket.capability().clone());
     let capability = match checked {
         Ok(c) => c,
-        Err(e) => return refusal(shared, None, e.to_string()).await,
+        Err(e) => return refusal(shared, None, None, e.to_string()).await,
     };
-    let mut input = input_of(&req, &capability.caller_harness);
+    let input = input_of(&req);
+    let caller = Some(&capability.caller_harness);
     if req.operation != Operation::Advice {
         return refusal(
             shared,
             Some(input),
+            caller,
             "nested handoff permits advice only".into(),
         )
         .await;
     }
     let Some(parent) = lock(&shared.nodes).get(&capability.parent_run_id).cloned() else {
-        return refusal(shared, Some(input), "the asking run is unknown".into()).await;
+        return refusal(
+            shared,
+            Some(input),
+            caller,
+            "the asking run is unknown".into(),
+        )
+        .await;
     };
 
     // 2. The request itself, validated like a root's, attenuated from the parent.
@@ -456,13 +472,9 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             grants: &parent.grants,
             mcp: parent.mcp.as_ref(),
         };
-        input.nested = false;
-        input.caller_harness = None;
-        let v = input.validate_nested(shared.engine.registry(), shared.engine.config(), nested);
-        input.caller_harness = Some(capability.caller_harness.to_string());
-        match v {
+        match input.validate_nested(shared.engine.registry(), shared.engine.config(), nested) {
             Ok(v) => v,
-            Err(m) => return refusal(shared, Some(input), m).await,
+            Err(m) => return refusal(shared, Some(input), caller, m).await,
         }
     };
     let mut request = validated.request;
@@ -475,7 +487,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             "nested --cwd {asked_cwd} is outside the worktree of the run that asks ({})",
             parent.worktree
         );
-        return refusal(shared, Some(input), m).await;
+        return refusal(shared, Some(input), caller, m).await;
     };
 
     // 3. Admission: token, DAG and budgets decided together, so that a refusal spends nothing.
@@ -526,7 +538,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     };
     let registered = match admitted {
         Ok(r) => r,
-        Err(m) => return refusal(shared, Some(input), m).await,
+        Err(m) => return refusal(shared, Some(input), caller, m).await,
     };
     let run_id = registered.node.run_id.clone();
 
