@@ -34,6 +34,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use tokio::sync::watch;
 
 use crate::config::{AgentConfig, Config, config_secrets};
+use crate::continuation::{ReceiverReport, ReceiverRequest, ResumeCommand};
 use crate::env::{agent_env, credential_values};
 use crate::input::{RunInput, Validated, request_hash};
 use crate::mcp::McpDescriptor;
@@ -1054,6 +1055,237 @@ impl Engine {
             exit_code: verdict.code(),
             result,
             line,
+        }
+    }
+}
+
+/// A receiver whose process is planned, whose CLI passed preflight and whose files are written:
+/// everything that can refuse has run. Dropping it removes its private directory.
+pub struct PreparedReceiver {
+    run_dir: tempfile::TempDir,
+    invocation: crate::provider::Invocation,
+    provider: Arc<dyn Provider>,
+    prompt: String,
+    secrets: Vec<String>,
+    /// The request as planned: model and effort filled from the configuration when not given.
+    pub request: ReceiverRequest,
+    /// First line of the CLI's `--version`.
+    pub version: Option<String>,
+    /// The adapter's policy receipt for the receiver.
+    pub policy: serde_json::Value,
+}
+
+impl std::fmt::Debug for PreparedReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedReceiver")
+            .field("request", &self.request)
+            .field("argv", &self.argv())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PreparedReceiver {
+    /// The argv (program first) that will run, secrets masked.
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.invocation.program.to_string())
+            .chain(self.invocation.args.iter().cloned())
+            .map(|a| redact_known(&a, &self.secrets).0)
+            .collect()
+    }
+
+    /// How to resume `session_id` interactively in the receiver's worktree.
+    pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
+        self.provider
+            .resume_command(session_id)
+            .map(|argv| ResumeCommand::new(self.request.cwd.clone(), argv))
+    }
+}
+
+/// How a receiver's first turn ended.
+#[derive(Debug, Clone)]
+pub struct ReceiverRun {
+    /// How the process ended.
+    pub ending: Ending,
+    /// Its exit code, when it exited normally.
+    pub exit_code: Option<i32>,
+    /// What its adapter read from the output.
+    pub report: ReceiverReport,
+    /// The last lines of its stderr, secrets masked.
+    pub stderr_tail: String,
+    /// Its process id, when it started.
+    pub pid: Option<u32>,
+}
+
+impl ReceiverRun {
+    /// Why the turn did not complete, or `None` when it did.
+    pub fn failure(&self) -> Option<String> {
+        match &self.ending {
+            Ending::TimedOut => {
+                return Some("the receiver exceeded its time budget and was stopped".into());
+            }
+            Ending::Cancelled => {
+                return Some("cancelled by a signal; the receiver was stopped".into());
+            }
+            Ending::OutputLimit { stream } => {
+                return Some(format!(
+                    "the receiver wrote more than 1 MiB to {stream} and was stopped"
+                ));
+            }
+            Ending::SpawnFailed { message } => return Some(message.clone()),
+            Ending::Exited => {}
+        }
+        if let Some(f) = &self.report.failure {
+            return Some(f.clone());
+        }
+        match self.exit_code {
+            Some(0) => None,
+            code => {
+                let tail = self
+                    .stderr_tail
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned();
+                Some(if tail.is_empty() {
+                    format!("the receiver exited with code {code:?}")
+                } else {
+                    format!("the receiver exited with code {code:?}: {tail}")
+                })
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Plans a continuation receiver and proves it can start: the adapter can receive, the CLI
+    /// is installed and passes preflight, the configuration applies. Changes nothing outside its
+    /// own private directory. Every error is one line (a rejection, exit 5).
+    pub async fn prepare_receiver(
+        &self,
+        request: &ReceiverRequest,
+        prompt: &str,
+    ) -> Result<PreparedReceiver, String> {
+        let provider = self
+            .registry
+            .get(&request.target)
+            .cloned()
+            .ok_or_else(|| format!("unknown provider '{}'", request.target))?;
+        let spec = provider.spec();
+        let agent_config = self.options.config.agent(&spec.id);
+        let mut request = request.clone();
+        if request.model.is_none() {
+            request.model = agent_config.model.clone();
+        }
+        if request.effort.is_none() {
+            request.effort = agent_config.effort.clone();
+        }
+        if let Some(effort) = &request.effort {
+            if !spec.effort.contains(&effort.as_str()) {
+                return Err(if spec.effort.is_empty() {
+                    format!(
+                        "{} has no exact effort control; leave --effort out",
+                        spec.id
+                    )
+                } else {
+                    format!(
+                        "effort '{effort}' is not accepted by {}; expected one of: {}",
+                        spec.id,
+                        spec.effort.join(", ")
+                    )
+                });
+            }
+        }
+        let run_dir = self
+            .scratch_dir()
+            .map_err(|e| format!("cannot create a private directory: {e}"))?;
+        let run_path = Utf8Path::from_path(run_dir.path())
+            .map(Utf8Path::to_owned)
+            .ok_or_else(|| "the temporary directory is not UTF-8".to_owned())?;
+        let exe = locate(spec, &self.options.env);
+        let plan = RunDir {
+            path: run_path.clone(),
+            executable: exe
+                .clone()
+                .unwrap_or_else(|| Utf8PathBuf::from(spec.executable)),
+            prompt: prompt.to_owned(),
+            output_schema: serde_json::Value::Null,
+            mcp: None,
+            parent_env: self.options.env.clone(),
+            agent_config: agent_config.clone(),
+            nested: None,
+        };
+        let mut invocation = provider
+            .receiver_invocation(&request, &plan)
+            .map_err(|e| e.to_string())?;
+        apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)?;
+        let Some(exe) = exe else {
+            return Err(format!(
+                "{} is not installed: {} was not found on PATH",
+                spec.id, spec.executable
+            ));
+        };
+        let probe = self.probe_env(provider.as_ref(), &run_path);
+        let (pf, _cached) = self.cache.preflight(provider.as_ref(), &exe, &probe).await;
+        if let Some(reason) = pf.failure {
+            return Err(format!("{} preflight failed: {reason}", spec.id));
+        }
+        for d in &invocation.dirs {
+            std::fs::create_dir_all(d)
+                .and_then(|()| std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)))
+                .map_err(|e| format!("cannot create {d}: {e}"))?;
+        }
+        for f in &invocation.files {
+            write_private(&f.path, &f.contents)
+                .map_err(|e| format!("cannot write {}: {e}", f.path))?;
+        }
+        let mut secrets = invocation.secrets.clone();
+        secrets.extend(credential_values(&invocation.env));
+        secrets.extend(config_secrets(&agent_config));
+        Ok(PreparedReceiver {
+            run_dir,
+            policy: invocation.policy.clone(),
+            invocation,
+            provider,
+            prompt: prompt.to_owned(),
+            secrets,
+            request,
+            version: pf.version,
+        })
+    }
+
+    /// Runs the receiver's first turn to its end (or `timeout`, or cancellation) and reads it.
+    pub async fn start_receiver(
+        &self,
+        prepared: &PreparedReceiver,
+        timeout: Duration,
+        cancel: watch::Receiver<bool>,
+    ) -> ReceiverRun {
+        let report = supervise(
+            &prepared.invocation,
+            prepared.prompt.as_bytes(),
+            timeout,
+            cancel,
+        )
+        .await;
+        let raw = RawOutput {
+            stdout: report.stdout,
+            stderr: report.stderr,
+            exit_code: report.exit_code,
+            answer_file: None,
+        };
+        let mut parsed = prepared.provider.parse_receiver(&raw);
+        let mask = |s: String| redact(&s, &prepared.secrets).0;
+        parsed.last_message = parsed.last_message.map(mask);
+        parsed.failure = parsed.failure.map(mask);
+        let stderr = String::from_utf8_lossy(&raw.stderr).into_owned();
+        let (tail, _) = truncate_tail(&mask(stderr));
+        ReceiverRun {
+            ending: report.ending,
+            exit_code: raw.exit_code,
+            report: parsed,
+            stderr_tail: tail,
+            pid: report.pid,
         }
     }
 }

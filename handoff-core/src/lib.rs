@@ -11,6 +11,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 mod config;
+mod continuation;
 mod engine;
 mod env;
 mod input;
@@ -34,7 +35,11 @@ mod workspace;
 pub use config::{
     AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override, config_secrets,
 };
-pub use engine::{Engine, EngineOptions, RunOutcome, now_iso, provider_output_schema};
+pub use continuation::{ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word};
+pub use engine::{
+    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, now_iso,
+    provider_output_schema,
+};
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
 pub use input::{
     Instructions, RunInput, Validated, Verb, check_model, intent_hash, registered, request_hash,

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 
 use crate::config::AgentConfig;
+use crate::continuation::{ReceiverReport, ReceiverRequest};
 use crate::mcp::McpDescriptor;
 use crate::names::AgentId;
 use crate::output::OutputError;
@@ -256,6 +257,36 @@ pub trait Provider: Send + Sync {
     /// Checks the finished process for signs that isolation was not enforced.
     /// Returns the reason to block, if any.
     fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {
+        None
+    }
+
+    /// Plans a continuation receiver's first turn: a headless run in the worktree whose session
+    /// the CLI persists (no ephemeral or no-persistence switch, no result contract), with
+    /// `run.prompt` as its first prompt and the role's grants. Pure. The default refuses: only
+    /// adapters whose CLI keeps resumable sessions can receive a task.
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        _run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        Err(InvocationError::Unsupported(format!(
+            "{} cannot receive a continuation: handoff does not know how to keep and resume its sessions",
+            request.target
+        )))
+    }
+
+    /// Reads a receiver's output: its session id, last message and failure. Pure; never panics.
+    fn parse_receiver(&self, _raw: &RawOutput) -> ReceiverReport {
+        ReceiverReport {
+            failure: Some(format!("{} cannot receive a continuation", self.spec().id)),
+            ..ReceiverReport::default()
+        }
+    }
+
+    /// The program and arguments that resume `session_id` interactively, run in the worktree
+    /// (the program as the user would type it, found on their PATH). `None` when the CLI has no
+    /// resumable sessions.
+    fn resume_command(&self, _session_id: &str) -> Option<Vec<String>> {
         None
     }
 }
