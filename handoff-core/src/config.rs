@@ -48,6 +48,29 @@ pub struct AgentConfig {
     /// OpenCode only: merged into the generated inline config's `provider` table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<toml::Table>,
+    /// Named accounts (logins, profiles) of this CLI, chosen with `handoff continue --account`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub accounts: BTreeMap<String, AccountConfig>,
+}
+
+/// One account of an agent CLI: the variables that select it (for example `CLAUDE_CONFIG_DIR`
+/// or `CODEX_HOME` naming that login's directory).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    /// Variables set for the agent's process when it runs as this account.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Whether `name` can name an account: 1–64 ASCII letters, digits, `.`, `_` or `-`, not
+/// starting with `.` or `-`.
+pub fn valid_account_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// Where the configuration came from.
@@ -214,6 +237,28 @@ impl Config {
                     ));
                 }
             }
+            for (name, account) in &a.accounts {
+                if !valid_account_name(name) {
+                    return Err(format!(
+                        "{}: invalid account name (letters, digits, '.', '_', '-'; at most 64)",
+                        at(&format!("accounts.{name}"))
+                    ));
+                }
+                for k in account.env.keys() {
+                    if !crate::mcp::valid_env_name(k) && !valid_lower_env(k) {
+                        return Err(format!(
+                            "{}: invalid variable name",
+                            at(&format!("accounts.{name}.env.{k}"))
+                        ));
+                    }
+                    if k.starts_with("HANDOFF_") {
+                        return Err(format!(
+                            "{}: HANDOFF_* variables are handoff's own",
+                            at(&format!("accounts.{name}.env.{k}"))
+                        ));
+                    }
+                }
+            }
             for k in &a.pass_env {
                 if !crate::mcp::valid_env_name(k) && !valid_lower_env(k) {
                     return Err(format!("{}: invalid variable name {k:?}", at("pass_env")));
@@ -280,6 +325,9 @@ impl Config {
     fn has_literal_credentials(&self) -> bool {
         self.agents.values().any(|a| {
             a.env.keys().any(|k| credential_name(k))
+                || a.accounts
+                    .values()
+                    .any(|acc| acc.env.keys().any(|k| credential_name(k)))
                 || a.provider.as_ref().is_some_and(table_has_credentials)
         })
     }
@@ -293,7 +341,11 @@ impl Config {
     pub fn masked(&self) -> Config {
         let mut c = self.clone();
         for a in c.agents.values_mut() {
-            for (k, v) in a.env.iter_mut() {
+            for (k, v) in a
+                .env
+                .iter_mut()
+                .chain(a.accounts.values_mut().flat_map(|acc| acc.env.iter_mut()))
+            {
                 if credential_name(k) {
                     *v = "********".into();
                 }
@@ -397,6 +449,7 @@ pub fn config_secrets(config: &AgentConfig) -> Vec<String> {
     let mut out: Vec<String> = config
         .env
         .iter()
+        .chain(config.accounts.values().flat_map(|a| a.env.iter()))
         .filter(|(k, _)| credential_name(k))
         .map(|(_, v)| v.clone())
         .collect();
@@ -443,6 +496,44 @@ options = { baseURL = "http://127.0.0.1:8080/v1", apiKey = "sk-local" }
             config_secrets(&c.agent(&AgentId::OPENCODE)),
             vec!["sk-local".to_string()]
         );
+    }
+
+    #[test]
+    fn accounts_are_checked_and_masked() {
+        let c = Config::parse(
+            r#"
+[agents.claude.accounts.work]
+env = { CLAUDE_CONFIG_DIR = "/home/u/.claude-work", ANTHROPIC_API_KEY = "sk-work" }
+"#,
+        )
+        .unwrap();
+        let claude = c.agent(&AgentId::CLAUDE);
+        assert_eq!(
+            claude.accounts["work"].env["CLAUDE_CONFIG_DIR"],
+            "/home/u/.claude-work"
+        );
+        assert_eq!(config_secrets(&claude), vec!["sk-work".to_string()]);
+        let text = toml::to_string(&c.masked()).unwrap();
+        assert!(
+            !text.contains("sk-work") && text.contains(".claude-work"),
+            "{text}"
+        );
+        for (bad, want) in [
+            (
+                "[agents.claude.accounts.\"a b\"]\nenv = {}\n",
+                "invalid account name",
+            ),
+            (
+                "[agents.claude.accounts.w]\nenv = { HANDOFF_X = \"1\" }\n",
+                "handoff's own",
+            ),
+            ("[agents.claude.accounts.w]\nenvs = {}\n", "unknown field"),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        assert!(valid_account_name("work-2.b_c"));
+        assert!(!valid_account_name("-x") && !valid_account_name("") && !valid_account_name(".x"));
     }
 
     #[test]

@@ -7,11 +7,14 @@
 //! ([`crate::Provider::parse_receiver`]) and say how a person resumes it
 //! ([`crate::Provider::resume_command`]).
 
+use std::collections::BTreeMap;
+
 use camino::Utf8PathBuf;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::AgentId;
+use crate::task::{HandoffId, Route, TaskAgent, TaskId};
 
 /// What the receiver may do in the worktree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -84,22 +87,220 @@ pub struct ResumeCommand {
     /// The directory to run it in.
     #[schemars(with = "String")]
     pub cwd: Utf8PathBuf,
+    /// Variables that select the account the session belongs to (empty for the default one).
+    pub env: BTreeMap<String, String>,
     /// The program and its arguments.
     pub argv: Vec<String>,
-    /// The same as one POSIX shell line (`cd … && …`), quoted.
+    /// The same as one POSIX shell line (`cd … && [env K=V …] …`), quoted.
     pub shell: String,
 }
 
 impl ResumeCommand {
-    /// A resume command running `argv` in `cwd`.
-    pub fn new(cwd: Utf8PathBuf, argv: Vec<String>) -> ResumeCommand {
-        let line = argv
-            .iter()
-            .map(|a| shell_word(a))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let shell = format!("cd {} && {line}", shell_word(cwd.as_str()));
-        ResumeCommand { cwd, argv, shell }
+    /// A resume command running `argv` in `cwd` with `env` added to the user's environment.
+    pub fn new(
+        cwd: Utf8PathBuf,
+        env: BTreeMap<String, String>,
+        argv: Vec<String>,
+    ) -> ResumeCommand {
+        let mut words: Vec<String> = Vec::new();
+        if !env.is_empty() {
+            words.push("env".into());
+            words.extend(env.iter().map(|(k, v)| shell_word(&format!("{k}={v}"))));
+        }
+        words.extend(argv.iter().map(|a| shell_word(a)));
+        let shell = format!("cd {} && {}", shell_word(cwd.as_str()), words.join(" "));
+        ResumeCommand {
+            cwd,
+            env,
+            argv,
+            shell,
+        }
+    }
+}
+
+/// The schema version of `handoff continue`'s result.
+pub const CONTINUE_SCHEMA: &str = "handoff.continue.v1";
+
+/// How `handoff continue` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContinueOutcome {
+    /// The receiver was started and its first turn completed: the task is the receiver's now
+    /// (exit 0).
+    Started,
+    /// The receiver did not start or its first turn failed: the task stays with its provider and
+    /// the message was not delivered (exit 1).
+    NotStarted,
+    /// A review receiver changed the worktree (exit 10); its changes are left for the user.
+    ReviewChanged,
+    /// Checkpointed and the note written; no receiver was started (`--note-only`, exit 0).
+    NoteWritten,
+    /// Everything was validated and planned; nothing was changed (`--dry-run`, exit 0).
+    DryRun,
+    /// Refused before anything changed (exit 5).
+    Rejected,
+}
+
+/// Who the task goes to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueTarget {
+    /// The receiving agent CLI.
+    pub provider: AgentId,
+    /// The model, or null for the CLI's default.
+    pub model: Option<String>,
+    /// The effort, or null for the CLI's default.
+    pub effort: Option<String>,
+    /// The account, or null for the CLI's default login.
+    pub account: Option<String>,
+    /// What the receiver may do.
+    pub role: ReceiverRole,
+}
+
+/// The worktree the receiver works in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueWorktree {
+    /// Its root.
+    #[schemars(with = "String")]
+    pub path: Utf8PathBuf,
+    /// Its branch.
+    pub branch: String,
+    /// Whether it was made for this handoff (`--new-thread`).
+    pub created: bool,
+}
+
+/// The checkpoint the receiver starts from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueCheckpoint {
+    /// The commit; null in a dry run that would make a new one.
+    pub commit: Option<String>,
+    /// Whether a new commit was (or, in a dry run, would be) made; false when HEAD already held
+    /// everything.
+    pub created: bool,
+    /// Repository-relative paths the new commit holds.
+    pub committed: Vec<String>,
+    /// Paths left uncommitted (untracked files, ignored ones excluded).
+    pub uncommitted: Vec<String>,
+}
+
+/// The branch pushed with `--push`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinuePush {
+    /// The remote's name.
+    pub remote: String,
+    /// The branch.
+    pub branch: String,
+    /// Whether it was pushed (false in a dry run).
+    pub pushed: bool,
+}
+
+/// The note the receiver reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueNote {
+    /// Where it is (outside the repository); in a dry run, where it would be.
+    #[schemars(with = "String")]
+    pub path: Utf8PathBuf,
+    /// `sha256:<hex>` of the rendered note; null in a dry run.
+    pub digest: Option<String>,
+}
+
+/// The receiver's process and session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueReceiver {
+    /// The command line run (or, in a dry run, that would run), secrets masked.
+    pub argv: Vec<String>,
+    /// First line of the CLI's `--version`.
+    pub version: Option<String>,
+    /// The adapter's policy receipt.
+    pub policy: serde_json::Value,
+    /// The persisted session the receiver works in.
+    pub session_id: Option<String>,
+    /// How to resume that session interactively.
+    pub resume: Option<ResumeCommand>,
+    /// The receiver's last message.
+    pub last_message: Option<String>,
+    /// Its exit code.
+    pub exit_code: Option<i32>,
+    /// For a review receiver: whether the worktree's fingerprint was unchanged by its turn.
+    pub worktree_unchanged: Option<bool>,
+    /// For a review receiver that changed the worktree: the paths it changed.
+    pub changed: Vec<String>,
+}
+
+/// What `handoff continue` prints: one JSON line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueResult {
+    /// `handoff.continue.v1`.
+    pub schema_version: String,
+    /// How it ended.
+    pub outcome: ContinueOutcome,
+    /// The process exit code.
+    pub exit_code: u8,
+    /// Why it was rejected or not started, in one line.
+    pub reason: Option<String>,
+    /// The task (the new one with `--new-thread`); null when rejected before it was known.
+    pub task_id: Option<TaskId>,
+    /// The original task, with `--new-thread`.
+    pub parent_task_id: Option<TaskId>,
+    /// The handoff row in the timeline; null in a dry run or when rejected.
+    pub handoff_id: Option<HandoffId>,
+    /// How the task was handed over.
+    pub route: Option<Route>,
+    /// Who had the task.
+    pub source: Option<TaskAgent>,
+    /// Who gets it.
+    pub target: Option<ContinueTarget>,
+    /// Where the receiver works.
+    pub worktree: Option<ContinueWorktree>,
+    /// The checkpoint.
+    pub checkpoint: Option<ContinueCheckpoint>,
+    /// The push, with `--push`.
+    pub push: Option<ContinuePush>,
+    /// The note.
+    pub note: Option<ContinueNote>,
+    /// The `--message` text, and whether the receiver got it.
+    pub message: Option<ContinueMessage>,
+    /// The receiver.
+    pub receiver: Option<ContinueReceiver>,
+}
+
+/// The user's message to the receiver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueMessage {
+    /// The text.
+    pub text: String,
+    /// Whether it was delivered as part of the receiver's first prompt.
+    pub sent: bool,
+}
+
+impl ContinueResult {
+    /// An empty result with `outcome` and `exit_code`.
+    pub fn new(outcome: ContinueOutcome, exit_code: u8) -> ContinueResult {
+        ContinueResult {
+            schema_version: CONTINUE_SCHEMA.into(),
+            outcome,
+            exit_code,
+            reason: None,
+            task_id: None,
+            parent_task_id: None,
+            handoff_id: None,
+            route: None,
+            source: None,
+            target: None,
+            worktree: None,
+            checkpoint: None,
+            push: None,
+            note: None,
+            message: None,
+            receiver: None,
+        }
     }
 }
 
@@ -133,9 +334,20 @@ mod tests {
     fn resume_commands_quote_what_needs_it() {
         let c = ResumeCommand::new(
             "/tmp/my repo".into(),
+            BTreeMap::new(),
             vec!["claude".into(), "--resume".into(), "it's".into()],
         );
         assert_eq!(c.shell, r"cd '/tmp/my repo' && claude --resume 'it'\''s'");
+        let env = BTreeMap::from([("CODEX_HOME".to_owned(), "/h/codex work".to_owned())]);
+        let c = ResumeCommand::new(
+            "/r".into(),
+            env,
+            vec!["codex".into(), "resume".into(), "t".into()],
+        );
+        assert_eq!(
+            c.shell,
+            "cd /r && env 'CODEX_HOME=/h/codex work' codex resume t"
+        );
         assert_eq!(shell_word(""), "''");
         assert_eq!(shell_word("a-b_c/d.e"), "a-b_c/d.e");
     }

@@ -652,7 +652,7 @@ impl Engine {
             .map_err(|m| Stop::new(Verdict::REJECTED, m))?;
         let holder = crate::lease::Holder {
             run_id: request.lineage.run_id.clone(),
-            verb: input.verb,
+            verb: input.verb.as_str().to_owned(),
             cwd: Utf8PathBuf::from(&request.cwd),
         };
         let wait = if input.wait {
@@ -1062,7 +1062,8 @@ impl Engine {
 /// A receiver whose process is planned, whose CLI passed preflight and whose files are written:
 /// everything that can refuse has run. Dropping it removes its private directory.
 pub struct PreparedReceiver {
-    run_dir: tempfile::TempDir,
+    // Kept for its Drop: the private directory lives as long as the receiver.
+    _run_dir: tempfile::TempDir,
     invocation: crate::provider::Invocation,
     provider: Arc<dyn Provider>,
     prompt: String,
@@ -1073,6 +1074,8 @@ pub struct PreparedReceiver {
     pub version: Option<String>,
     /// The adapter's policy receipt for the receiver.
     pub policy: serde_json::Value,
+    /// The variables of the account it runs as (empty for the default login).
+    pub account_env: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for PreparedReceiver {
@@ -1095,9 +1098,9 @@ impl PreparedReceiver {
 
     /// How to resume `session_id` interactively in the receiver's worktree.
     pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
-        self.provider
-            .resume_command(session_id)
-            .map(|argv| ResumeCommand::new(self.request.cwd.clone(), argv))
+        self.provider.resume_command(session_id).map(|argv| {
+            ResumeCommand::new(self.request.cwd.clone(), self.account_env.clone(), argv)
+        })
     }
 }
 
@@ -1160,11 +1163,13 @@ impl ReceiverRun {
 impl Engine {
     /// Plans a continuation receiver and proves it can start: the adapter can receive, the CLI
     /// is installed and passes preflight, the configuration applies. Changes nothing outside its
-    /// own private directory. Every error is one line (a rejection, exit 5).
+    /// own private directory. `account` names one of the agent's configured accounts, whose
+    /// variables are set last. Every error is one line (a rejection, exit 5).
     pub async fn prepare_receiver(
         &self,
         request: &ReceiverRequest,
         prompt: &str,
+        account: Option<&str>,
     ) -> Result<PreparedReceiver, String> {
         let provider = self
             .registry
@@ -1219,6 +1224,31 @@ impl Engine {
             .receiver_invocation(&request, &plan)
             .map_err(|e| e.to_string())?;
         apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)?;
+        let account_env = match account {
+            None => BTreeMap::new(),
+            Some(name) => {
+                let Some(acc) = agent_config.accounts.get(name) else {
+                    let known: Vec<&str> =
+                        agent_config.accounts.keys().map(String::as_str).collect();
+                    return Err(if known.is_empty() {
+                        format!(
+                            "unknown account '{name}' for {}: the configuration defines none ([agents.{}.accounts.<name>] env = {{ … }})",
+                            spec.id, spec.id
+                        )
+                    } else {
+                        format!(
+                            "unknown account '{name}' for {}; configured: {}",
+                            spec.id,
+                            known.join(", ")
+                        )
+                    });
+                };
+                acc.env.clone()
+            }
+        };
+        invocation
+            .env
+            .extend(account_env.iter().map(|(k, v)| (k.clone(), v.clone())));
         let Some(exe) = exe else {
             return Err(format!(
                 "{} is not installed: {} was not found on PATH",
@@ -1243,7 +1273,7 @@ impl Engine {
         secrets.extend(credential_values(&invocation.env));
         secrets.extend(config_secrets(&agent_config));
         Ok(PreparedReceiver {
-            run_dir,
+            _run_dir: run_dir,
             policy: invocation.policy.clone(),
             invocation,
             provider,
@@ -1251,6 +1281,7 @@ impl Engine {
             secrets,
             request,
             version: pf.version,
+            account_env,
         })
     }
 

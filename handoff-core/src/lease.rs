@@ -42,7 +42,6 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::engine::now_iso;
-use crate::input::Verb;
 
 const ROOTS: &str = "roots";
 const LEASES: &str = "leases";
@@ -59,8 +58,9 @@ const MAX_ANCESTORS: usize = 4096;
 pub struct Holder {
     /// The root run's id.
     pub run_id: String,
-    /// The verb that started it.
-    pub verb: Verb,
+    /// The command that holds the worktree, as typed (`run`, `run-with-advice`, `advice`,
+    /// `continue`).
+    pub verb: String,
     /// The directory it was started from.
     pub cwd: Utf8PathBuf,
 }
@@ -76,7 +76,7 @@ pub struct HolderRecord {
     pub start_time: u64,
     /// The root run's id.
     pub run_id: String,
-    /// The verb as typed (`run`, `run-with-advice`, `advice`).
+    /// The command as typed (`run`, `run-with-advice`, `advice`, `continue`).
     pub verb: String,
     /// The directory the root run was started from.
     pub cwd: Utf8PathBuf,
@@ -319,6 +319,94 @@ fn ancestors() -> Result<Vec<(u32, u64)>, LeaseError> {
         pid = stat.ppid;
     }
     Ok(out)
+}
+
+/// An agent CLI process whose working directory is inside a worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkingAgent {
+    /// Its process id.
+    pub pid: u32,
+    /// The executable name it was recognised by.
+    pub name: String,
+    /// Its working directory.
+    pub cwd: Utf8PathBuf,
+}
+
+/// Interpreters an agent CLI may run under (`node /usr/bin/claude …`): for these the script's
+/// name is looked at too.
+const INTERPRETERS: [&str; 5] = ["node", "bun", "deno", "python3", "python"];
+
+/// The agent processes whose working directory is `worktree` or inside it, recognised by the
+/// basename of their program (or, under an interpreter, of its script) being one of `names`.
+/// This process and its ancestors are left out: the agent that runs handoff is not "another
+/// agent working in the worktree". Processes that can't be read are skipped. Empty outside
+/// Linux.
+pub fn agents_working_in(worktree: &Utf8Path, names: &[&str]) -> Vec<WorkingAgent> {
+    if !cfg!(target_os = "linux") {
+        return Vec::new();
+    }
+    let mut skip: Vec<u32> = ancestors()
+        .map(|a| a.into_iter().map(|(pid, _)| pid).collect())
+        .unwrap_or_default();
+    skip.push(std::process::id());
+    let worktree = worktree
+        .canonicalize_utf8()
+        .unwrap_or_else(|_| worktree.to_owned());
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if skip.contains(&pid) {
+            continue;
+        }
+        let Ok(cwd) = fs::read_link(format!("/proc/{pid}/cwd")) else {
+            continue;
+        };
+        let Ok(cwd) = Utf8PathBuf::from_path_buf(cwd) else {
+            continue;
+        };
+        if !cwd.starts_with(&worktree) {
+            continue;
+        }
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if let Some(name) = agent_name(&cmdline, names) {
+            found.push(WorkingAgent {
+                pid,
+                name: name.to_owned(),
+                cwd,
+            });
+        }
+    }
+    found.sort_by_key(|a| a.pid);
+    found
+}
+
+/// The agent name a NUL-separated command line runs, if any.
+fn agent_name<'a>(cmdline: &[u8], names: &[&'a str]) -> Option<&'a str> {
+    let mut args = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned());
+    let base = |a: &str| a.rsplit('/').next().unwrap_or(a).to_owned();
+    let program = base(&args.next()?);
+    let pick = |b: &str| names.iter().copied().find(|n| *n == b);
+    if let Some(n) = pick(&program) {
+        return Some(n);
+    }
+    if INTERPRETERS.contains(&program.as_str()) {
+        let script = args.find(|a| !a.starts_with('-'))?;
+        return pick(&base(&script));
+    }
+    None
 }
 
 /// Parses a registry file name `<pid>-<start time>-<hash>.lock`.
@@ -572,7 +660,7 @@ impl Site {
             pid: std::process::id(),
             start_time: self.start_time,
             run_id: holder.run_id.clone(),
-            verb: holder.verb.as_str().to_owned(),
+            verb: holder.verb.clone(),
             cwd: holder.cwd.clone(),
             worktree: self.worktree.clone(),
             started_at: now_iso(),
@@ -631,7 +719,7 @@ mod tests {
     fn holder(run_id: &str) -> Holder {
         Holder {
             run_id: run_id.to_owned(),
-            verb: Verb::Run,
+            verb: "run".into(),
             cwd: "/somewhere".into(),
         }
     }
@@ -689,6 +777,55 @@ mod tests {
 
     /// Helper run in a child process: checks its ancestry and exits [`ALLOWED`], [`REFUSED`] or
     /// [`FAILED`]. Does nothing when run directly.
+    #[test]
+    fn agent_names_come_from_the_program_or_its_script() {
+        let names = ["claude", "codex"];
+        assert_eq!(agent_name(b"/usr/bin/codex\0exec\0", &names), Some("codex"));
+        assert_eq!(
+            agent_name(b"node\0--no-warnings\0/usr/local/bin/claude\0-p\0", &names),
+            Some("claude")
+        );
+        assert_eq!(agent_name(b"bash\0claude\0", &names), None);
+        assert_eq!(agent_name(b"", &names), None);
+    }
+
+    #[test]
+    fn agents_working_in_finds_a_process_by_its_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(dir.path())
+            .unwrap()
+            .canonicalize_utf8()
+            .unwrap();
+        let sub = root.join("sub");
+        fs::create_dir(&sub).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .current_dir(&sub)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Until the child has exec'd, its command line is still this test's.
+        while !fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep")) {
+            std::thread::yield_now();
+        }
+        let found = agents_working_in(&root, &["sleep"]);
+        let elsewhere = agents_working_in(&root.join("other"), &["sleep"]);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            found
+                .iter()
+                .any(|a| a.pid == pid && a.name == "sleep" && a.cwd == sub),
+            "{found:?}"
+        );
+        assert!(elsewhere.iter().all(|a| a.pid != pid));
+        // The process itself is never reported.
+        let exe = std::env::current_exe().unwrap();
+        let me = exe.file_name().unwrap().to_str().unwrap().to_owned();
+        let mine = agents_working_in(Utf8Path::new("/"), &[me.as_str()]);
+        assert!(mine.iter().all(|a| a.pid != std::process::id()), "{mine:?}");
+    }
+
     #[test]
     #[ignore = "helper: run in a child process by the ancestry tests"]
     fn ancestry_probe() {

@@ -33,9 +33,14 @@ mod task;
 mod workspace;
 
 pub use config::{
-    AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override, config_secrets,
+    AccountConfig, AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override,
+    config_secrets, valid_account_name,
 };
-pub use continuation::{ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word};
+pub use continuation::{
+    CONTINUE_SCHEMA, ContinueCheckpoint, ContinueMessage, ContinueNote, ContinueOutcome,
+    ContinuePush, ContinueReceiver, ContinueResult, ContinueTarget, ContinueWorktree,
+    ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word,
+};
 pub use engine::{
     Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, now_iso,
     provider_output_schema,
@@ -45,8 +50,8 @@ pub use input::{
     Instructions, RunInput, Validated, Verb, check_model, intent_hash, registered, request_hash,
 };
 pub use lease::{
-    Holder, HolderRecord, LeaseError, RootLease, Wait, adopt_orphans, check_ancestry,
-    default_runtime_dir,
+    Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
+    agents_working_in, check_ancestry, default_runtime_dir,
 };
 pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,
