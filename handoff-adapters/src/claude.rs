@@ -11,14 +11,17 @@
 use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, NestedAccess,
-    Observation, OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput,
-    Request, RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
+    AgentId, AnswerSource, GrantCapabilities, GrantsResolved, Invocation, InvocationError,
+    NestedAccess, Observation, OutputError, Preflight, PrivateFile, ProbeEnv, Provider,
+    ProviderSpec, RawOutput, ReceiverReport, ReceiverRequest, Request, RunDir, StdinSource,
+    TurnDefaults, Usage, UsageSource, agent_env, file_identity,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
+use crate::common::{
+    PROVIDER_DEFAULT_STR, ResolvedMcp, json_lines, one_line, receiver_grants, render_mcp,
+};
 use crate::probe;
 
 /// The Claude Code adapter.
@@ -176,7 +179,11 @@ fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
 
 /// The tool list for a run (same for `--tools` and `--allowedTools`).
 pub fn tools(request: &Request, mcp_names: &[String]) -> Vec<String> {
-    let g = &request.grants.resolved;
+    tools_for(&request.grants.resolved, mcp_names)
+}
+
+/// The tool list for a set of grants.
+fn tools_for(g: &GrantsResolved, mcp_names: &[String]) -> Vec<String> {
     let mut t: Vec<String> = if g.write {
         vec!["Edit", "Glob", "Grep", "Read", "Write"]
     } else {
@@ -320,6 +327,165 @@ impl Claude {
             secrets,
         })
     }
+}
+
+impl Claude {
+    /// A continuation receiver: the delegated plan's containment (bash sandbox that fails
+    /// closed, tool allowlist, no approvals, no MCP servers, no browser), without what belongs
+    /// to a bounded delegated run. Left out: `--no-session-persistence` (the session is the
+    /// hand-over), `--json-schema` (a receiver answers in its own words), `--max-turns` (an
+    /// owner's first turn is bounded by its time budget, not cut short), and `--safe-mode`,
+    /// which also hides the project's CLAUDE.md and settings: the task's new owner works by the
+    /// project's own instructions, as the user's later `claude --resume` will.
+    fn receiver_plan(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let mut env = agent_env(spec, &run.parent_env);
+        env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
+        let grants = receiver_grants(request.role);
+        let write = grants.write;
+        let tool_names = tools_for(&grants, &[]);
+        let tool_list = tool_names.join(",");
+        let mut args: Vec<String> = vec![
+            "--settings".into(),
+            settings(request.cwd.as_str(), write, None).to_string(),
+            "--strict-mcp-config".into(),
+            "--mcp-config".into(),
+            EMPTY_MCP.into(),
+            "--disable-slash-commands".into(),
+            "--no-chrome".into(),
+            "--permission-mode".into(),
+            "dontAsk".into(),
+            "--tools".into(),
+            tool_list.clone(),
+            "--allowedTools".into(),
+            tool_list,
+            "--session-id".into(),
+            request.session_id.clone(),
+            "-p".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+        ];
+        if let Some(model) = &request.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        if let Some(effort) = &request.effort {
+            args.extend(["--effort".into(), effort.clone()]);
+        }
+        let policy = json!({
+            "role": request.role.as_str(),
+            "enforcement": if write { "native-bash-sandbox-plus-file-tool-permissions" } else { "read-only-tool-allowlist" },
+            "approvals": "never (dontAsk)",
+            "safeMode": false,
+            "projectInstructions": "loaded: CLAUDE.md and project settings apply to the task's owner (no --safe-mode)",
+            "nativeFilesystemIsolation": false,
+            "nativeBashSandbox": true,
+            "sandboxFailIfUnavailable": true,
+            "fileToolConfinement": if write { "worktree writable, everything else by tool permission" } else { "read-only tools only" },
+            "toolAllowlist": tool_names,
+            "maxTurns": "none: bounded by the receiver's time budget",
+            "network": "sandboxed commands have no network; no web tools",
+            "structuredResult": "none: the receiver answers in its own words",
+            "mcpServers": [],
+            "sessionPersistence": true,
+            "sessionId": request.session_id,
+            "sessionStore": "the user's (~/.claude/projects or CLAUDE_CONFIG_DIR)",
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone(),
+            stdin: StdinSource::Prompt,
+            dirs: vec![],
+            files: vec![],
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets: vec![],
+        })
+    }
+}
+
+/// Reads a receiver's `stream-json` output: the session id from any event that names it (the
+/// `init` event first, the `result` event last), the last message from the `result` event (or
+/// the last assistant text), a failure from an error result or a missing one.
+pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
+    let mut report = ReceiverReport::default();
+    let mut result: Option<Result<ResultEvent, String>> = None;
+    for value in json_lines(&raw.stdout).flatten() {
+        if let Some(id) = value.get("session_id").and_then(|v| v.as_str())
+            && !id.is_empty()
+        {
+            report.session_id = Some(id.to_owned());
+        }
+        match value.get("type").and_then(|t| t.as_str()) {
+            // An API error comes as a synthetic assistant message: not the receiver's words.
+            Some("assistant")
+                if value.pointer("/message/model").and_then(|m| m.as_str())
+                    != Some("<synthetic>") =>
+            {
+                let text = value
+                    .pointer("/message/content")
+                    .and_then(|c| c.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b.get("type").and_then(|t| t.as_str()) == Some("text"))
+                    .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if !text.trim().is_empty() {
+                    report.last_message = Some(text);
+                }
+            }
+            Some("result") => {
+                result = Some(serde_json::from_value(value).map_err(|e| e.to_string()));
+            }
+            _ => {}
+        }
+    }
+    let text = || {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&raw.stderr),
+            String::from_utf8_lossy(&raw.stdout)
+        )
+    };
+    match result {
+        None => {
+            report.failure = Some(
+                probe::line_with_ci(&text(), SANDBOX_UNAVAILABLE)
+                    .unwrap_or_else(|| "Claude ended without a result event".into()),
+            );
+        }
+        Some(Err(e)) => {
+            report.failure = Some(one_line(&format!("malformed result event: {e}"), 1024))
+        }
+        Some(Ok(ev)) if ev.is_error == Some(true) => {
+            let detail = ev
+                .errors
+                .as_ref()
+                .map(|e| e.join("; "))
+                .filter(|s| !s.trim().is_empty())
+                .or_else(|| ev.result.clone().filter(|s| !s.trim().is_empty()))
+                .unwrap_or_else(|| "no detail".into());
+            let message = match ev.subtype.as_deref() {
+                Some(s) if s != "success" => format!("{s}: {detail}"),
+                _ => detail,
+            };
+            report.failure = Some(one_line(&message, 1024));
+        }
+        Some(Ok(ev)) => {
+            if let Some(r) = ev.result.filter(|r| !r.trim().is_empty()) {
+                report.last_message = Some(r);
+            }
+        }
+    }
+    report
 }
 
 /// The final `result` event of Claude's stream (also the whole `--output-format json` output).
@@ -479,6 +645,26 @@ impl Provider for Claude {
 
     fn runtime_check(&self, raw: &RawOutput) -> Option<String> {
         runtime_check(raw)
+    }
+
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
+        Some(vec![
+            SPEC.executable.to_owned(),
+            "--resume".to_owned(),
+            session_id.to_owned(),
+        ])
     }
 
     fn preflight_key(&self, probe: &ProbeEnv) -> Option<Vec<String>> {

@@ -13,13 +13,16 @@ use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
-    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Request, RunDir,
-    StdinSource, Usage, UsageSource, agent_env,
+    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
+    ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
 };
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret, toml_array, toml_string};
+use crate::common::{
+    PROVIDER_DEFAULT_STR, json_lines, mcp_secret, one_line, receiver_grants, toml_array,
+    toml_string,
+};
 use crate::probe;
 
 /// The Codex adapter.
@@ -415,6 +418,141 @@ impl Codex {
     }
 }
 
+/// Whether a pinned key keeps the project's instruction files (AGENTS.md) away from the agent.
+fn hides_project_docs(pin: &str) -> bool {
+    pin.starts_with("project_doc_")
+}
+
+impl Codex {
+    /// A continuation receiver: the delegated plan's containment (Codex's sandbox by role,
+    /// approvals never, network and web search off, user config and exec-policy rules ignored,
+    /// strict config), without what belongs to a bounded delegated run. Left out: `--ephemeral`
+    /// (the session is the hand-over: it must land in `$CODEX_HOME/sessions` for
+    /// `codex resume`), `--output-schema` and `--output-last-message` (a receiver answers in its
+    /// own words), and the pins that hide the project's AGENTS.md: the task's new owner works
+    /// by the project's own instructions.
+    fn receiver_plan(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let env = agent_env(spec, &run.parent_env);
+        let grants = receiver_grants(request.role);
+        let mut args: Vec<String> = [
+            "exec",
+            "--json",
+            "--ignore-user-config",
+            "--ignore-rules",
+            "--strict-config",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for pin in PINNED.iter().filter(|p| !hides_project_docs(p)) {
+            args.push("--config".into());
+            args.push((*pin).into());
+        }
+        for o in &run.agent_config.config {
+            args.push("--config".into());
+            args.push(o.clone());
+        }
+        let sandbox = if grants.write {
+            "workspace-write"
+        } else {
+            "read-only"
+        };
+        args.extend([
+            "--sandbox".into(),
+            sandbox.into(),
+            "--cd".into(),
+            request.cwd.to_string(),
+        ]);
+        if let Some(model) = &request.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        if let Some(effort) = &request.effort {
+            args.extend([
+                "--config".into(),
+                format!("model_reasoning_effort={}", toml_string(effort)),
+            ]);
+        }
+        args.push("-".into());
+        let policy = json!({
+            "role": request.role.as_str(),
+            "enforcement": "native-filesystem-sandbox",
+            "filesystem": sandbox,
+            "approvals": "never",
+            "ephemeral": false,
+            "sessionPersistence": true,
+            "sessionStore": "the user's ($CODEX_HOME/sessions)",
+            "userConfiguration": "ignored",
+            "execPolicyRules": "ignored",
+            "projectDocs": "loaded: AGENTS.md applies to the task's owner",
+            "nativeFilesystemIsolation": true,
+            "network": "blocked",
+            "webSearch": "disabled",
+            "bash": "sandboxed",
+            "structuredResult": "none: the receiver answers in its own words",
+            "mcpServers": [],
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone(),
+            stdin: StdinSource::Prompt,
+            dirs: vec![],
+            files: vec![],
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets: vec![],
+        })
+    }
+}
+
+/// Reads a receiver's `--json` events: the session is `thread.started`'s `thread_id`, the last
+/// message the last `agent_message` item; `turn.failed` (or an `error` event before any
+/// completed turn, or no completed turn at all) is a failure. Non-fatal warnings arrive as
+/// `error` *items* and are not failures.
+pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
+    let mut report = ReceiverReport::default();
+    let mut failure: Option<String> = None;
+    let mut last_error: Option<String> = None;
+    let mut completed = false;
+    for value in json_lines(&raw.stdout).flatten() {
+        let str_at = |p: &str| value.pointer(p).and_then(|v| v.as_str()).map(str::to_owned);
+        match value.get("type").and_then(|t| t.as_str()) {
+            Some("thread.started") => {
+                if let Some(id) = str_at("/thread_id").filter(|s| !s.is_empty()) {
+                    report.session_id = Some(id);
+                }
+            }
+            Some("item.completed") if str_at("/item/type").as_deref() == Some("agent_message") => {
+                if let Some(text) = str_at("/item/text") {
+                    report.last_message = Some(text);
+                }
+            }
+            Some("turn.completed") => completed = true,
+            Some("turn.failed") => {
+                failure = Some(
+                    str_at("/error/message")
+                        .or_else(|| last_error.clone())
+                        .unwrap_or_else(|| "turn failed".into()),
+                );
+            }
+            Some("error") => last_error = str_at("/message"),
+            _ => {}
+        }
+    }
+    report.failure = failure
+        .or_else(|| (!completed).then_some(last_error).flatten())
+        .or_else(|| (!completed).then(|| "Codex ended without completing the turn".to_owned()))
+        .map(|f| one_line(&f, 1024));
+    report
+}
+
 /// One line of `codex exec --json`.
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type")]
@@ -533,6 +671,26 @@ impl Provider for Codex {
 
     fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
         parse(raw)
+    }
+
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
+        Some(vec![
+            SPEC.executable.to_owned(),
+            "resume".to_owned(),
+            session_id.to_owned(),
+        ])
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

@@ -1,9 +1,37 @@
 //! Small helpers shared by the adapters.
 
-use handoff_core::{InvocationError, RunDir};
+use handoff_core::{GrantsResolved, InvocationError, ReceiverRole, RunDir};
 
 /// The sentinel for "leave it to the CLI".
 pub const PROVIDER_DEFAULT_STR: &str = handoff_core::PROVIDER_DEFAULT;
+
+/// What a continuation receiver may do, in the grants a delegated run of the same kind gets:
+/// an implementer writes the worktree and runs commands (as a `build` run with bash), a
+/// reviewer reads and runs commands without writing (as a `review` run with bash). Neither
+/// searches the web nor gets MCP servers: nothing in a continuation grants them.
+pub fn receiver_grants(role: ReceiverRole) -> GrantsResolved {
+    GrantsResolved {
+        bash: true,
+        web_search: false,
+        mcp: false,
+        write: role.writes(),
+    }
+}
+
+/// The non-blank lines of a CLI's stdout, each parsed as JSON when it is JSON (`None` when
+/// not): receivers' outputs are read leniently, line by line.
+pub fn json_lines(stdout: &[u8]) -> impl Iterator<Item = Option<serde_json::Value>> + '_ {
+    stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .map(|l| serde_json::from_slice(l).ok())
+}
+
+/// `s` cut to at most `max` characters, on one line.
+pub fn one_line(s: &str, max: usize) -> String {
+    let joined = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    joined.chars().take(max).collect()
+}
 
 /// The value of an MCP secret reference, from handoff's own environment.
 pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {

@@ -18,13 +18,15 @@ use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
-    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Request, RunDir,
-    StdinSource, Usage, UsageSource, agent_env,
+    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
+    ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
+use crate::common::{
+    PROVIDER_DEFAULT_STR, ResolvedMcp, json_lines, one_line, receiver_grants, render_mcp,
+};
 use crate::probe;
 
 /// The OpenCode adapter.
@@ -210,6 +212,22 @@ fn isolated_env(
     env
 }
 
+/// Switches a receiver keeps from the delegated environment: no external or default plugins
+/// (a plugin can answer permission requests itself), no updates, downloads or sharing. Not
+/// `OPENCODE_DISABLE_PROJECT_CONFIG`: OpenCode 1.18 then also leaves the project's AGENTS.md
+/// out, which the task's new owner works by.
+const RECEIVER_SWITCHES: &[(&str, &str)] = &[
+    ("OPENCODE_PURE", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1"),
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_AUTO_SHARE", "false"),
+    ("OPENCODE_ENABLE_EXA", "false"),
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+];
+
 fn config_dirs(root: &Utf8Path) -> Vec<Utf8PathBuf> {
     ["home", "config", "cache", "state"]
         .iter()
@@ -286,6 +304,123 @@ impl OpenCode {
             secrets,
         })
     }
+}
+
+impl OpenCode {
+    /// A continuation receiver: the delegated plan's permission policy (the role's agent with
+    /// an explicit table, everything else denied; no plugins), in the user's own HOME and XDG
+    /// directories rather than private ones, so that the session lands in the user's
+    /// `opencode.db` under the configuration their later `opencode --session` resolves too. The
+    /// inline configuration is OpenCode's last layer: the user's and the project's files cannot
+    /// change the entries of the role's table (they can only name tools it leaves to `*`).
+    fn receiver_plan(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let g = receiver_grants(request.role);
+        let agent = if g.write { WRITER } else { READER };
+        let perm = permission(g.write, g.bash, g.web_search, &[]);
+        let provider = run
+            .agent_config
+            .provider
+            .as_ref()
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null));
+        let config = inline_config(agent, &perm, json!({}), provider);
+        let mut env = agent_env(spec, &run.parent_env);
+        env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
+        env.insert("OPENCODE_PERMISSION".into(), perm.to_string());
+        for (k, v) in RECEIVER_SWITCHES {
+            env.insert((*k).into(), (*v).into());
+        }
+        let mut args: Vec<String> = vec![
+            "--pure".into(),
+            "run".into(),
+            "--agent".into(),
+            agent.into(),
+            "--dir".into(),
+            request.cwd.to_string(),
+            "--format".into(),
+            "json".into(),
+        ];
+        if let Some(model) = &request.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        if let Some(effort) = &request.effort {
+            args.extend(["--variant".into(), effort.clone()]);
+        }
+        let policy = json!({
+            "role": request.role.as_str(),
+            "enforcement": "preflighted-tool-permission-policy",
+            "agent": agent,
+            "permission": perm,
+            "nativeFilesystemIsolation": false,
+            "configurationRoots": "the user's (HOME and XDG directories): the session lands in their opencode.db",
+            "projectConfiguration": "loaded (AGENTS.md, opencode.json): handoff's inline agent and permission table are the last layer",
+            "plugins": "disabled",
+            "structuredResult": "none: the receiver answers in its own words",
+            "mcpServers": [],
+            "sessionPersistence": true,
+            "sessionStore": "the user's ($XDG_DATA_HOME/opencode/opencode.db)",
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone(),
+            stdin: StdinSource::Prompt,
+            files: Vec::new(),
+            dirs: Vec::new(),
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets: Vec::new(),
+        })
+    }
+}
+
+/// Reads a receiver's `--format json` events: the session is the events' `sessionID`, the last
+/// message the last `text` part; an `error` event is a failure, and so is a run that never
+/// finished a step with `reason: "stop"`.
+pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
+    let mut report = ReceiverReport::default();
+    let mut stopped = false;
+    for value in json_lines(&raw.stdout).flatten() {
+        if report.session_id.is_none()
+            && let Some(id) = value.get("sessionID").and_then(Value::as_str)
+            && !id.is_empty()
+        {
+            report.session_id = Some(id.to_owned());
+        }
+        match value.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = value.pointer("/part/text").and_then(Value::as_str) {
+                    report.last_message = Some(text.to_owned());
+                }
+            }
+            Some("step_finish") => {
+                stopped = value.pointer("/part/reason").and_then(Value::as_str) == Some("stop");
+            }
+            Some("error") => {
+                let e = value.get("error");
+                let message = e
+                    .and_then(|e| {
+                        e.pointer("/data/message")
+                            .or_else(|| e.get("message"))
+                            .or_else(|| e.get("name"))
+                    })
+                    .and_then(Value::as_str)
+                    .unwrap_or("OpenCode reported an error");
+                report.failure = Some(one_line(message, 1024));
+            }
+            _ => {}
+        }
+    }
+    if report.failure.is_none() && !stopped {
+        report.failure = Some("OpenCode ended without finishing its turn".into());
+    }
+    report
 }
 
 /// One line of `opencode run --format json`.
@@ -468,6 +603,26 @@ impl Provider for OpenCode {
 
     fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
         parse(raw)
+    }
+
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
+        Some(vec![
+            SPEC.executable.to_owned(),
+            "--session".to_owned(),
+            session_id.to_owned(),
+        ])
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

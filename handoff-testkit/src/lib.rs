@@ -47,6 +47,32 @@
 //! atomically, at start (`stdin: null`) and again once stdin has been read.
 //!
 //!
+//! ## Continuation receivers
+//!
+//! A run handoff starts as a task's new owner is told apart by what decides persistence in the
+//! real CLI: Claude `-p` without `--no-session-persistence` and without `--json-schema`; Codex
+//! `exec` without `--ephemeral`; OpenCode `run` without `OPENCODE_CONFIG_DIR` in its environment
+//! (the delegated adapter gives OpenCode private configuration roots, a receiver keeps the
+//! user's). Such a run reads its prompt and follows `HANDOFF_FAKE_MODE`: `success` (and the other
+//! modes in which the work is done) writes `fake-receiver-<exe>.txt` in the target directory,
+//! overwriting it, with a line naming the CLI and the session — only when the role may write (the
+//! same rule as runs: Claude's `--tools` has `Write`, Codex's sandbox is not `read-only`,
+//! OpenCode's `edit` permission allows); `mutate` writes it anyway; `no-change`, `blocked` and
+//! `failed` write nothing; `agent-error` and `max-turns` print the CLI's own failure and exit 1;
+//! `exit`, `hang` and `grandchild` behave as for runs. The last message is
+//! `Continued the task as <exe> (session <id>).`, in the CLI's native events (Claude stream-json
+//! `init` … `result`, Codex `thread.started` … `turn.completed`, OpenCode `step_start` / `text` /
+//! `step_finish`). The session — Claude's `--session-id` (or a fresh UUID), a UUID v7 thread id
+//! for Codex, a `ses_…` id for OpenCode (or `--session`) — is written to
+//! `$HOME/.fake-agent/sessions/<exe>/<id>.json` = `{"cwd", "prompts": [...], "lastMessage"}`
+//! (`null` after a failed turn), a later turn of the same id appending its prompt.
+//!
+//! The resume commands — `claude --resume <id>`, `codex resume <id>`, `opencode --session <id>` —
+//! print `resumed <id>: <lastMessage>` and exit 0 when the session exists and was started in the
+//! current directory; otherwise they print the CLI's kind of error on stderr
+//! (`No conversation found with session ID: <id>`, `Error: No saved session found with ID <id>. …`,
+//! `Error: Session not found: <id>`) and exit 1.
+//!
 //! ## Nested advice
 //!
 //! Every CLI does the following at the start of a run (not of a probe), in this order, before

@@ -11,5 +11,6 @@ mod kiro;
 mod nested;
 mod opencode;
 mod parse;
+mod receiver;
 mod schema;
 mod support;

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
 use super::json::{J, arr, obj};
+use super::receiver;
 use super::task::{self, Answer, Outcome, Task};
 use super::util;
 
@@ -270,6 +271,14 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         );
     }
     if !parsed.has("print") {
+        // `claude --resume <id>`: the session must exist and belong to this directory.
+        if let Some(id) = parsed.value("resume") {
+            return receiver::resume(
+                ctx.exe.name(),
+                id,
+                &format!("No conversation found with session ID: {id}"),
+            );
+        }
         return fail("fake-agent: interactive claude sessions are not imitated; pass -p/--print");
     }
     let format = parsed.value("output-format").unwrap_or("text");
@@ -300,14 +309,27 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: tools.iter().any(|t| t == "Write"),
         target: cwd.clone(),
     };
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
-        Ok(o) => o,
-        Err(code) => return code,
+    let id = parsed
+        .value("session-id")
+        .map_or_else(util::uuid, str::to_owned);
+    // A run that persists its session and has no result contract is a continuation receiver.
+    let receiving = !parsed.has("no-session-persistence") && !parsed.has("json-schema");
+    let outcome = if receiving {
+        let last = receiver::last_message(task.exe, &id);
+        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &id, &last) {
+            Ok(o) => o,
+            Err(code) => return code,
+        };
+        receiver::save(task.exe, &id, &cwd, &prompt, outcome.text());
+        outcome
+    } else {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => o,
+            Err(code) => return code,
+        }
     };
     let session = Session {
-        id: parsed
-            .value("session-id")
-            .map_or_else(util::uuid, str::to_owned),
+        id,
         model: parsed.value("model").unwrap_or(DEFAULT_MODEL).to_owned(),
         cwd: cwd.to_string_lossy().into_owned(),
         version: ctx.version(VERSION),

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, Parsed, opt};
 use super::json::{J, obj};
+use super::receiver;
 use super::task::{self, Outcome, Task};
 use super::util;
 
@@ -151,6 +152,19 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     let sub_args: Vec<String> = top.rest[1..].to_vec();
     match command.as_str() {
         "exec" | "e" => exec(ctx, &top, &sub_args),
+        // `codex resume <id>`: the session must exist and belong to this directory.
+        "resume" => match sub_args.iter().find(|a| !a.starts_with('-')) {
+            Some(id) => receiver::resume(
+                ctx.exe.name(),
+                id,
+                &format!(
+                    "Error: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions."
+                ),
+            ),
+            None => fail(
+                "fake-agent: the interactive session picker is not imitated; pass a session id",
+            ),
+        },
         "help" => match sub_args.first().map(String::as_str) {
             Some("exec" | "e") => ctx.print_help(EXEC_HELP, "--strict-config"),
             _ => ctx.print_help(HELP, "--strict-config"),
@@ -294,9 +308,22 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         writable: sandbox != "read-only",
         target,
     };
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
-        Ok(o) => o,
-        Err(code) => return code,
+    let thread_id = receiver::codex_thread_id();
+    // Without `--ephemeral` the session is persisted: a continuation receiver.
+    let outcome = if parsed.has("ephemeral") {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => o,
+            Err(code) => return code,
+        }
+    } else {
+        let last = receiver::last_message(task.exe, &thread_id);
+        let outcome =
+            match task::perform_receiver(ctx, behaviour, &task, &prompt, &thread_id, &last) {
+                Ok(o) => o,
+                Err(code) => return code,
+            };
+        receiver::save(task.exe, &thread_id, &task.target, &prompt, outcome.text());
+        outcome
     };
     let model = parsed
         .value("model")
@@ -306,7 +333,7 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
     let last_message = parsed.value("output-last-message").map(PathBuf::from);
     if parsed.has("json") {
-        emit_json(&outcome, &model, last_message.as_deref())
+        emit_json(&outcome, &model, &thread_id, last_message.as_deref())
     } else {
         emit_human(
             &outcome,
@@ -338,9 +365,14 @@ fn write_last_message(path: Option<&Path>, text: &str) {
     }
 }
 
-fn emit_json(outcome: &Outcome, model: &str, last_message: Option<&Path>) -> ExitCode {
+fn emit_json(
+    outcome: &Outcome,
+    model: &str,
+    thread_id: &str,
+    last_message: Option<&Path>,
+) -> ExitCode {
     let mut lines: Vec<J> = vec![
-        obj! { "type" => "thread.started", "thread_id" => util::uuid() },
+        obj! { "type" => "thread.started", "thread_id" => thread_id },
         obj! {
             "type" => "item.completed",
             "item" => obj! {

@@ -9,6 +9,7 @@
 pub(crate) mod advice;
 pub(crate) mod args;
 pub(crate) mod json;
+pub(crate) mod receiver;
 pub(crate) mod record;
 pub mod settings;
 pub(crate) mod util;

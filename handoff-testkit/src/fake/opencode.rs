@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
 use super::json::{J, obj};
+use super::receiver;
 use super::task::{self, Answer, Task};
 use super::util;
 
@@ -20,6 +21,10 @@ const TOP_OPTS: &[Opt] = &[
     opt("print-logs", &["--print-logs"], Kind::Flag),
     opt("log-level", &["--log-level"], Kind::Value),
     opt("pure", &["--pure"], Kind::Flag),
+    opt("model", &["-m", "--model"], Kind::Value),
+    opt("continue", &["-c", "--continue"], Kind::Flag),
+    opt("session", &["-s", "--session"], Kind::Value),
+    opt("agent", &["--agent"], Kind::Value),
 ];
 
 const RUN_OPTS: &[Opt] = &[
@@ -77,6 +82,14 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         }
         if top.has("help") {
             return ctx.print_help(HELP, "--pure");
+        }
+        // `opencode --session <id>`: the session must exist and belong to this directory.
+        if let Some(id) = top.value("session") {
+            return receiver::resume(
+                ctx.exe.name(),
+                id,
+                &format!("Error: Session not found: {id}"),
+            );
         }
         return fail("fake-agent: the opencode TUI is not imitated; use `opencode run`");
     };
@@ -169,12 +182,28 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
         writable: edit_allowed(parsed.value("agent")),
         target,
     };
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
-        Ok(o) => o,
-        Err(code) => return code,
+    let session = parsed
+        .value("session")
+        .map_or_else(receiver::opencode_session_id, str::to_owned);
+    // A delegated run's configuration roots are private (`OPENCODE_CONFIG_DIR`); a run in the
+    // user's own is a continuation receiver.
+    let receiving = std::env::var_os("OPENCODE_CONFIG_DIR").is_none();
+    let outcome = if receiving {
+        let last = receiver::last_message(task.exe, &session);
+        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &session, &last)
+        {
+            Ok(o) => o,
+            Err(code) => return code,
+        };
+        receiver::save(task.exe, &session, &task.target, &prompt, outcome.text());
+        outcome
+    } else {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => o,
+            Err(code) => return code,
+        }
     };
     let json = parsed.value("format") == Some("json");
-    let session = format!("ses_{}", &util::short_id("")[..20]);
     let text = match &outcome.answer {
         Answer::Json { text, .. } => text.clone(),
         Answer::Prose(p) => p.clone(),

@@ -216,36 +216,7 @@ pub(crate) fn perform(
     prompt: &str,
 ) -> Result<Outcome, ExitCode> {
     let nested = advice::before_answer(ctx, task.exe, prompt);
-    let settings = &ctx.settings;
-    match behaviour {
-        Behaviour::Hang => {
-            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
-            util::sleep_forever();
-        }
-        Behaviour::Grandchild => {
-            let child = spawn_grandchild()?;
-            write_pid_file(settings.get(settings::GRANDCHILD_PID_FILE), child);
-            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
-            util::sleep_forever();
-        }
-        Behaviour::Exit => {
-            let code = settings
-                .get(settings::EXIT)
-                .and_then(|c| c.trim().parse::<u8>().ok())
-                .unwrap_or(23);
-            util::err_line(&format!(
-                "{}: fatal: simulated crash ({}=exit), exiting with status {code}",
-                task.exe,
-                settings::MODE
-            ));
-            return Err(ExitCode::from(code));
-        }
-        Behaviour::StderrSecret => {
-            util::err_line("debug: using api_key=sk-fakesecret0123456789abcdef");
-            util::err_line("debug: request header Authorization: Bearer tok-fakesecret0123456789");
-        }
-        _ => {}
-    }
+    side_effects(&ctx.settings, behaviour, task.exe)?;
 
     // An advisor never writes, whatever the switches say: nested advice runs in the worktree of
     // the worker that asked, whose changes must stay its own.
@@ -270,6 +241,68 @@ pub(crate) fn perform(
         }
     };
     Ok(Outcome { wrote, answer })
+}
+
+/// A continuation receiver's turn: the same preliminaries and side effects as a run, then the
+/// receiver's own work. It writes `fake-receiver-<exe>.txt` (overwriting it) when the work is
+/// done and it may write, or whatever it may do under `mutate`; it answers in prose
+/// (`last_message`), or fails like the CLI under `agent-error` / `max-turns`.
+pub(crate) fn perform_receiver(
+    ctx: &mut Ctx,
+    behaviour: Behaviour,
+    task: &Task,
+    prompt: &str,
+    session: &str,
+    last_message: &str,
+) -> Result<Outcome, ExitCode> {
+    let _nested = advice::before_answer(ctx, task.exe, prompt);
+    side_effects(&ctx.settings, behaviour, task.exe)?;
+    let works = behaviour.does_the_work() && task.writable;
+    let wrote = if works || behaviour == Behaviour::Mutate {
+        let rel = format!("fake-receiver-{}.txt", task.exe);
+        let content = format!("{} continued the task in session {session}\n", task.exe);
+        Some(write_content(task, &rel, content)?)
+    } else {
+        None
+    };
+    let answer = match behaviour {
+        Behaviour::AgentError | Behaviour::MaxTurns => Answer::AgentError(API_ERROR.to_owned()),
+        _ => Answer::Prose(last_message.to_owned()),
+    };
+    Ok(Outcome { wrote, answer })
+}
+
+/// `hang`, `grandchild`, `exit` and `stderr-secret`: what happens before any answer.
+fn side_effects(settings: &Settings, behaviour: Behaviour, exe: &str) -> Result<(), ExitCode> {
+    match behaviour {
+        Behaviour::Hang => {
+            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
+            util::sleep_forever();
+        }
+        Behaviour::Grandchild => {
+            let child = spawn_grandchild()?;
+            write_pid_file(settings.get(settings::GRANDCHILD_PID_FILE), child);
+            write_pid_file(settings.get(settings::READY_FILE), std::process::id());
+            util::sleep_forever();
+        }
+        Behaviour::Exit => {
+            let code = settings
+                .get(settings::EXIT)
+                .and_then(|c| c.trim().parse::<u8>().ok())
+                .unwrap_or(23);
+            util::err_line(&format!(
+                "{exe}: fatal: simulated crash ({}=exit), exiting with status {code}",
+                settings::MODE
+            ));
+            return Err(ExitCode::from(code));
+        }
+        Behaviour::StderrSecret => {
+            util::err_line("debug: using api_key=sk-fakesecret0123456789abcdef");
+            util::err_line("debug: request header Authorization: Bearer tok-fakesecret0123456789");
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The provider-output object.
@@ -318,13 +351,17 @@ fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>, nested
 }
 
 fn write_file(task: &Task, rel: &str) -> Result<Wrote, ExitCode> {
-    let abs = task.target.join(rel);
     let content = format!(
         "written by fake {} (mode {}) at {} ns\n",
         task.exe,
         task.mode,
         util::now_nanos()
     );
+    write_content(task, rel, content)
+}
+
+fn write_content(task: &Task, rel: &str, content: String) -> Result<Wrote, ExitCode> {
+    let abs = task.target.join(rel);
     std::fs::write(&abs, &content).map_err(|e| {
         util::err_line(&format!(
             "{}: fake-agent: cannot write {}: {e}",

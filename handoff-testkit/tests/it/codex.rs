@@ -118,7 +118,7 @@ fn outside_a_git_repo_codex_refuses() {
     let w = World::new();
     let out = w.run_in(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
         w.tmp.path(),
         &[],
@@ -127,7 +127,13 @@ fn outside_a_git_repo_codex_refuses() {
     assert!(stderr(&out).contains("--skip-git-repo-check"));
     let out = w.run_in(
         "codex",
-        &args(&["exec", "--json", "--skip-git-repo-check", "-"]),
+        &args(&[
+            "exec",
+            "--ephemeral",
+            "--json",
+            "--skip-git-repo-check",
+            "-",
+        ]),
         Some(REVIEW_PROMPT),
         w.tmp.path(),
         &[],
@@ -138,7 +144,11 @@ fn outside_a_git_repo_codex_refuses() {
 #[test]
 fn human_output_prints_the_final_message() {
     let w = World::new();
-    let out = w.run("codex", &args(&["exec", "-"]), Some(REVIEW_PROMPT));
+    let out = w.run(
+        "codex",
+        &args(&["exec", "--ephemeral", "-"]),
+        Some(REVIEW_PROMPT),
+    );
     assert!(out.status.success());
     let answer: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert_answer(&answer);

@@ -11,7 +11,7 @@ fn env_file_is_honoured_with_a_scrubbed_environment() {
     w.agents.set("HANDOFF_FAKE_EXIT", "7");
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert_eq!(out.status.code(), Some(7));
@@ -27,14 +27,14 @@ fn env_file_is_honoured_with_a_scrubbed_environment() {
     );
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert_eq!(out.status.code(), Some(9));
     w.agents.unset("HANDOFF_FAKE_MODE");
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert!(out.status.success());
@@ -47,7 +47,7 @@ fn real_environment_wins_over_the_file() {
     let mode = std::ffi::OsString::from("no-change");
     let out = w.run_in(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
         w.repo.path(),
         &[("HANDOFF_FAKE_MODE", &mode)],
@@ -62,7 +62,7 @@ fn env_file_found_through_path_lookup() {
     w.agents.set("HANDOFF_FAKE_MODE", "exit");
     w.agents.set("HANDOFF_FAKE_EXIT", "31");
     let mut cmd = Command::new("codex");
-    cmd.args(["exec", "--json", "-"])
+    cmd.args(["exec", "--ephemeral", "--json", "-"])
         .current_dir(w.repo.path())
         .env_clear()
         .env("PATH", w.agents.path_env());
@@ -80,7 +80,7 @@ fn comments_and_blank_lines_in_the_env_file() {
     .unwrap();
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert_eq!(out.status.code(), Some(12));

@@ -12,4 +12,5 @@ mod modes;
 mod nested;
 mod others;
 mod probes;
+mod receiver;
 mod support;

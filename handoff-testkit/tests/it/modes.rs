@@ -36,7 +36,11 @@ fn exit_mode_uses_the_default_and_configured_codes() {
     assert_eq!(stderr(&out).lines().count(), 1);
 
     w.agents.set("HANDOFF_FAKE_EXIT", "42");
-    let out = w.run("codex", &args(&["exec", "--json", "-"]), Some(BUILD_PROMPT));
+    let out = w.run(
+        "codex",
+        &args(&["exec", "--ephemeral", "--json", "-"]),
+        Some(BUILD_PROMPT),
+    );
     assert_eq!(out.status.code(), Some(42));
     assert!(out.stdout.is_empty());
     // Probes still answer.
@@ -86,7 +90,7 @@ fn oversized_mode() {
     w.agents.set("HANDOFF_FAKE_MODE", "oversized");
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert!(out.stdout.len() > 1_153_434, "{}", out.stdout.len());
@@ -98,7 +102,14 @@ fn mutate_mode_writes_even_read_only() {
     w.agents.set("HANDOFF_FAKE_MODE", "mutate");
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "--sandbox", "read-only", "-"]),
+        &args(&[
+            "exec",
+            "--ephemeral",
+            "--json",
+            "--sandbox",
+            "read-only",
+            "-",
+        ]),
         Some(REVIEW_PROMPT),
     );
     assert!(out.status.success());
@@ -141,7 +152,7 @@ fn hang_mode_writes_the_ready_file_and_sleeps() {
     w.agents.set("HANDOFF_FAKE_READY_FILE", &ready);
     let records = w.agents.record_dir();
     let mut child = Command::new(w.agents.bin("codex"))
-        .args(args(&["exec", "--json", "-"]))
+        .args(args(&["exec", "--ephemeral", "--json", "-"]))
         .current_dir(w.repo.path())
         .env_clear()
         .env("PATH", w.agents.path_env())
@@ -211,7 +222,7 @@ fn unknown_mode_is_reported() {
     w.agents.set("HANDOFF_FAKE_MODE", "bogus");
     let out = w.run(
         "codex",
-        &args(&["exec", "--json", "-"]),
+        &args(&["exec", "--ephemeral", "--json", "-"]),
         Some(REVIEW_PROMPT),
     );
     assert_eq!(out.status.code(), Some(2));

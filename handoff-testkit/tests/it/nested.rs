@@ -262,7 +262,7 @@ fn every_cli_asks() {
     let settings = sandbox_settings(w.repo.path(), false);
     let runs: [(&str, Vec<String>); 6] = [
         ("claude", claude_run_args(READ_TOOLS, &settings, SCHEMA)),
-        ("codex", args(&["exec", "--json", "-"])),
+        ("codex", args(&["exec", "--ephemeral", "--json", "-"])),
         ("grok", args(&["--cwd", &repo, "--sandbox", "read-only"])),
         (
             "kiro-cli",
@@ -276,7 +276,13 @@ fn every_cli_asks() {
     ];
     for (exe, argv) in runs {
         let records = w.agents.record_dir();
-        let out = w.run_in(exe, &argv, Some(&prompt), w.repo.path(), &context_env());
+        // OpenCode runs delegated when its configuration roots are private.
+        let config_dir = w.scratch("opencode-config");
+        let mut env = context_env().to_vec();
+        if exe == "opencode" {
+            env.push(("OPENCODE_CONFIG_DIR", config_dir.as_os_str()));
+        }
+        let out = w.run_in(exe, &argv, Some(&prompt), w.repo.path(), &env);
         assert!(out.status.success(), "{exe}: {}", stderr(&out));
         let record = only_record(&w);
         let nested = record["nested"].as_array().unwrap();
@@ -317,7 +323,14 @@ fn wait_file_holds_the_answer_after_the_record_shows_the_call() {
     let prompt = with_line(BUILD_PROMPT, &advice_line(&handoff, w.repo.path()));
 
     let mut child = Command::new(w.agents.bin("codex"))
-        .args(["exec", "--json", "--sandbox", "workspace-write", "-"])
+        .args([
+            "exec",
+            "--ephemeral",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "-",
+        ])
         .current_dir(w.repo.path())
         .env_clear()
         .env("PATH", w.agents.path_env())

@@ -121,7 +121,13 @@ fn opencode_ndjson_events() {
         ]),
         Some(BUILD_PROMPT),
         w.tmp.path(),
-        &[("OPENCODE_CONFIG_CONTENT", &config_os)],
+        &[
+            ("OPENCODE_CONFIG_CONTENT", &config_os),
+            (
+                "OPENCODE_CONFIG_DIR",
+                w.scratch("opencode-config").as_os_str(),
+            ),
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let events = json_lines(&out);

@@ -1,0 +1,513 @@
+//! Continuation receivers: the planned first turn of Claude Code, Codex and OpenCode per role
+//! (snapshots and invariants), their reports read from real and synthetic outputs, the resume
+//! commands, and the refusals of the agents that cannot receive a task.
+
+use handoff_core::{
+    AgentId, AnswerSource, Invocation, InvocationError, RawOutput, ReceiverReport, ReceiverRequest,
+    ReceiverRole, RunDir, StdinSource,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const SESSION: &str = "6f1c2f7e-3b8a-4c1d-9e2f-0a1b2c3d4e5f";
+const PROMPT: &str = "# Handoff note\n\nCarry on with the parser.\n\nPlease finish the tests.\n";
+const RECEIVERS: [&str; 3] = ["claude", "codex", "opencode"];
+
+fn exe(harness: &str) -> String {
+    format!("/usr/local/bin/{harness}")
+}
+
+fn request(fx: &Fixture, harness: &str, role: ReceiverRole, selected: bool) -> ReceiverRequest {
+    let (model, effort) = match (harness, selected) {
+        (_, false) => (None, None),
+        ("claude", true) => (Some("claude-sonnet-4-5"), Some("xhigh")),
+        ("codex", true) => (Some("gpt-5.5"), Some("high")),
+        (_, true) => (Some("anthropic/claude-sonnet-4-5"), Some("max")),
+    };
+    ReceiverRequest {
+        target: AgentId::parse(harness).unwrap(),
+        cwd: fx.cwd.clone(),
+        role,
+        model: model.map(str::to_owned),
+        effort: effort.map(str::to_owned),
+        session_id: SESSION.to_owned(),
+    }
+}
+
+fn run_dir(fx: &Fixture, harness: &str) -> RunDir {
+    RunDir {
+        path: fx.run_path.clone(),
+        executable: exe(harness).into(),
+        prompt: PROMPT.to_owned(),
+        output_schema: Value::Null,
+        mcp: None,
+        parent_env: parent_env(),
+        agent_config: Default::default(),
+        nested: None,
+    }
+}
+
+fn plan(fx: &Fixture, harness: &str, role: ReceiverRole, selected: bool) -> Invocation {
+    provider(harness)
+        .receiver_invocation(&request(fx, harness, role, selected), &run_dir(fx, harness))
+        .unwrap_or_else(|e| panic!("{harness} refused a receiver: {e}"))
+}
+
+/// The invocation as JSON; JSON-valued arguments and variables are shown parsed.
+fn describe(inv: &Invocation) -> Value {
+    let parsed = |s: &String| serde_json::from_str::<Value>(s).unwrap_or(json!(s));
+    let args: Vec<Value> = inv
+        .args
+        .iter()
+        .map(|a| {
+            if a.starts_with('{') {
+                parsed(a)
+            } else {
+                json!(a)
+            }
+        })
+        .collect();
+    let env: serde_json::Map<String, Value> = inv
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let v = if v.starts_with('{') {
+                parsed(v)
+            } else {
+                json!(v)
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    json!({
+        "program": inv.program,
+        "args": args,
+        "env": env,
+        "cwd": inv.cwd,
+        "stdin": matches!(inv.stdin, StdinSource::Prompt).then_some("prompt"),
+        "dirs": inv.dirs,
+        "files": inv.files.iter().map(|f| &f.path).collect::<Vec<_>>(),
+        "answer": matches!(inv.answer, AnswerSource::Stdout).then_some("stdout"),
+        "policy": inv.policy,
+        "secrets": inv.secrets,
+    })
+}
+
+#[test]
+fn receiver_invocation_snapshots() {
+    let fx = Fixture::new();
+    for harness in RECEIVERS {
+        for role in [ReceiverRole::Implement, ReceiverRole::Review] {
+            for (profile, selected) in [("defaults", false), ("selected", true)] {
+                let inv = plan(&fx, harness, role, selected);
+                let mut settings = fx.insta_settings();
+                settings.set_snapshot_suffix(format!("{}-{profile}", role.as_str()));
+                settings.set_description(format!(
+                    "{harness} receiver, role {}, {profile}",
+                    role.as_str()
+                ));
+                let name = format!("{harness}_receiver");
+                settings.bind(|| insta::assert_json_snapshot!(name, describe(&inv)));
+            }
+        }
+    }
+}
+
+#[test]
+fn receivers_persist_their_session_and_carry_no_result_contract() {
+    let fx = Fixture::new();
+    let forbidden = [
+        "--no-session-persistence",
+        "--json-schema",
+        "--ephemeral",
+        "--output-schema",
+        "--output-last-message",
+        "-o",
+        "--max-turns",
+    ];
+    for harness in RECEIVERS {
+        for role in [ReceiverRole::Implement, ReceiverRole::Review] {
+            let inv = plan(&fx, harness, role, false);
+            for flag in forbidden {
+                assert!(!inv.args.iter().any(|a| a == flag), "{harness}: {flag}");
+            }
+            assert_eq!(inv.cwd, fx.cwd, "{harness}");
+            assert_eq!(inv.stdin, StdinSource::Prompt, "{harness}");
+            assert_eq!(inv.answer, AnswerSource::Stdout, "{harness}");
+            assert!(inv.files.is_empty() && inv.dirs.is_empty(), "{harness}");
+            assert_eq!(inv.policy["sessionPersistence"], true, "{harness}");
+            assert_eq!(inv.policy["role"], role.as_str(), "{harness}");
+            // The user's own session stores: never redirected.
+            assert_eq!(inv.env.get("HOME"), parent_env().get("HOME"), "{harness}");
+            for var in [
+                "CODEX_HOME",
+                "CLAUDE_CONFIG_DIR",
+                "XDG_DATA_HOME",
+                "XDG_CONFIG_HOME",
+            ] {
+                if let Some(v) = inv.env.get(var) {
+                    assert_eq!(Some(v), parent_env().get(var), "{harness}: {var}");
+                }
+            }
+            for var in NEVER_PASSED {
+                assert!(!inv.env.contains_key(*var), "{harness}: {var}");
+            }
+        }
+    }
+}
+
+#[test]
+fn receivers_keep_the_roles_containment() {
+    let fx = Fixture::new();
+    for (role, write) in [
+        (ReceiverRole::Implement, true),
+        (ReceiverRole::Review, false),
+    ] {
+        let claude = plan(&fx, "claude", role, false);
+        let tools = arg_after(&claude.args, "--tools").unwrap();
+        assert_eq!(tools.contains("Write") || tools.contains("Edit"), write);
+        assert!(tools.contains("Bash") && !tools.contains("Web"));
+        assert_eq!(arg_after(&claude.args, "--allowedTools"), Some(tools));
+        assert_eq!(
+            arg_after(&claude.args, "--permission-mode"),
+            Some("dontAsk")
+        );
+        assert_eq!(arg_after(&claude.args, "--session-id"), Some(SESSION));
+        let settings: Value =
+            serde_json::from_str(arg_after(&claude.args, "--settings").unwrap()).unwrap();
+        assert_eq!(settings["sandbox"]["enabled"], true);
+        assert_eq!(settings["sandbox"]["failIfUnavailable"], true);
+        let writable = settings["sandbox"]["filesystem"]["allowWrite"]
+            .as_array()
+            .unwrap();
+        assert_eq!(!writable.is_empty(), write);
+        assert!(claude.args.iter().any(|a| a == "--strict-mcp-config"));
+        assert!(!claude.args.iter().any(|a| a == "--safe-mode"));
+
+        let codex = plan(&fx, "codex", role, false);
+        assert_eq!(
+            arg_after(&codex.args, "--sandbox"),
+            Some(if write {
+                "workspace-write"
+            } else {
+                "read-only"
+            })
+        );
+        assert_eq!(arg_after(&codex.args, "--cd"), Some(fx.cwd.as_str()));
+        let configs = args_after(&codex.args, "--config");
+        assert!(configs.contains(&"approval_policy=\"never\""));
+        assert!(configs.contains(&"sandbox_workspace_write.network_access=false"));
+        assert!(configs.contains(&"web_search=\"disabled\""));
+        assert!(!configs.iter().any(|c| c.starts_with("project_doc")));
+        assert_eq!(codex.args.last().map(String::as_str), Some("-"));
+
+        let opencode = plan(&fx, "opencode", role, false);
+        let perm: Value = serde_json::from_str(&opencode.env["OPENCODE_PERMISSION"]).unwrap();
+        assert_eq!(perm["edit"], if write { "allow" } else { "deny" });
+        assert_eq!(perm["*"], "deny");
+        let config: Value = serde_json::from_str(&opencode.env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+        let agent = arg_after(&opencode.args, "--agent").unwrap();
+        assert_eq!(config["agent"][agent]["permission"], perm);
+        assert_eq!(opencode.args[0], "--pure");
+    }
+}
+
+#[test]
+fn receiver_plans_are_pure() {
+    let fx = Fixture::new();
+    for harness in RECEIVERS {
+        let a = plan(&fx, harness, ReceiverRole::Implement, true);
+        let b = plan(&fx, harness, ReceiverRole::Implement, true);
+        assert_eq!(a, b);
+    }
+}
+
+#[test]
+fn the_user_overrides_reach_a_codex_receiver() {
+    let fx = Fixture::new();
+    let mut run = run_dir(&fx, "codex");
+    run.agent_config.config = vec!["model_provider=\"fake\"".into()];
+    let inv = provider("codex")
+        .receiver_invocation(&request(&fx, "codex", ReceiverRole::Implement, false), &run)
+        .unwrap();
+    assert!(args_after(&inv.args, "--config").contains(&"model_provider=\"fake\""));
+}
+
+#[test]
+fn resume_commands() {
+    let cmd = |h: &str| provider(h).resume_command(SESSION);
+    assert_eq!(
+        cmd("claude"),
+        Some(vec!["claude".into(), "--resume".into(), SESSION.into()])
+    );
+    assert_eq!(
+        cmd("codex"),
+        Some(vec!["codex".into(), "resume".into(), SESSION.into()])
+    );
+    assert_eq!(
+        cmd("opencode"),
+        Some(vec!["opencode".into(), "--session".into(), SESSION.into()])
+    );
+    for h in ["grok", "kiro", "cursor"] {
+        assert_eq!(cmd(h), None, "{h}");
+    }
+}
+
+#[test]
+fn agents_without_resumable_sessions_refuse() {
+    let fx = Fixture::new();
+    for harness in ["grok", "kiro", "cursor"] {
+        let err = provider(harness)
+            .receiver_invocation(
+                &request(&fx, harness, ReceiverRole::Implement, false),
+                &run_dir(&fx, harness),
+            )
+            .unwrap_err();
+        let InvocationError::Unsupported(message) = err else {
+            panic!("{harness}: {err:?}");
+        };
+        assert!(
+            message.starts_with(&format!("{harness} cannot receive a continuation")),
+            "{message}"
+        );
+        let report = provider(harness).parse_receiver(&stdout("{}"));
+        assert!(report.failure.is_some(), "{harness}");
+    }
+    // grok says why.
+    let InvocationError::Unsupported(message) = provider("grok")
+        .receiver_invocation(
+            &request(&fx, "grok", ReceiverRole::Review, false),
+            &run_dir(&fx, "grok"),
+        )
+        .unwrap_err()
+    else {
+        unreachable!()
+    };
+    assert!(message.contains("keeps no sessions"), "{message}");
+}
+
+fn report(harness: &str, raw: &RawOutput) -> ReceiverReport {
+    provider(harness).parse_receiver(raw)
+}
+
+fn lines(values: &[Value]) -> Vec<u8> {
+    values
+        .iter()
+        .map(|v| format!("{v}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn claude_reports_from_recorded_outputs() {
+    // `--output-format json`: one result object.
+    let r = report("claude", &stdout(fixture("claude-hello.out")));
+    assert_eq!(
+        r.session_id.as_deref(),
+        Some("998326c3-cc62-4276-9519-41fadcd8d7a4")
+    );
+    assert_eq!(r.last_message.as_deref(), Some("Hello! (from fake llm)"));
+    assert_eq!(r.failure, None);
+    // stream-json with a tool call.
+    let r = report("claude", &stdout(fixture("claude-write.out")));
+    assert!(r.session_id.is_some());
+    assert_eq!(r.last_message.as_deref(), Some("Done: wrote the file."));
+    assert_eq!(r.failure, None);
+}
+
+/// Receivers' first turns recorded from Claude Code 2.1.197, Codex 0.171.0 and OpenCode
+/// 1.18.33 run with the planned argv against a scripted model (a file write, then a message).
+#[test]
+fn reports_from_recorded_receivers() {
+    for (harness, session) in [
+        ("claude", "5a5a1234-9876-4bcd-88ed-1d334e60a791"),
+        ("codex", "01a23036-0807-7d42-ac76-f04b49ac762c"),
+        ("opencode", "ses_dcfc94f28ffeEl6tsDpr0UekCx"),
+    ] {
+        let r = report(
+            harness,
+            &stdout(fixture(&format!("{harness}-receiver.out"))),
+        );
+        assert_eq!(r.session_id.as_deref(), Some(session), "{harness}");
+        assert_eq!(
+            r.last_message.as_deref(),
+            Some("Done: continued."),
+            "{harness}"
+        );
+        assert_eq!(r.failure, None, "{harness}");
+    }
+}
+
+#[test]
+fn claude_reports_failures() {
+    let init = json!({"type":"system","subtype":"init","session_id":SESSION,"cwd":"/w"});
+    let api_error = lines(&[
+        init.clone(),
+        json!({"type":"assistant","message":{"model":"<synthetic>","content":[{"type":"text","text":"API Error: 500 boom"}]},"session_id":SESSION}),
+        json!({"type":"result","subtype":"success","is_error":true,"api_error_status":500,"result":"API Error: 500 boom","session_id":SESSION}),
+    ]);
+    let r = report("claude", &stdout(api_error));
+    assert_eq!(r.session_id.as_deref(), Some(SESSION));
+    assert_eq!(r.failure.as_deref(), Some("API Error: 500 boom"));
+    assert_eq!(r.last_message, None);
+
+    // Killed before the result: the session is known, the turn failed.
+    let r = report("claude", &stdout(lines(&[init])));
+    assert_eq!(r.session_id.as_deref(), Some(SESSION));
+    assert_eq!(
+        r.failure.as_deref(),
+        Some("Claude ended without a result event")
+    );
+
+    // No session id anywhere.
+    let r = report(
+        "claude",
+        &stdout(lines(&[
+            json!({"type":"result","subtype":"success","is_error":false,"result":"done"}),
+        ])),
+    );
+    assert_eq!(r.session_id, None);
+    assert_eq!(r.last_message.as_deref(), Some("done"));
+
+    // The sandbox could not start.
+    let raw = RawOutput {
+        stderr: b"Error: sandbox required but unavailable: socat not installed".to_vec(),
+        exit_code: Some(1),
+        ..RawOutput::default()
+    };
+    let r = report("claude", &raw);
+    assert!(
+        r.failure
+            .unwrap()
+            .contains("sandbox required but unavailable")
+    );
+}
+
+#[test]
+fn codex_reports() {
+    let r = report("codex", &stdout(fixture("codex-hello.out")));
+    assert_eq!(
+        r.session_id.as_deref(),
+        Some("01a22e34-1785-7751-b261-1de0c6f86416")
+    );
+    assert_eq!(r.last_message.as_deref(), Some("Hello! (from fake llm)"));
+    assert_eq!(r.failure, None);
+
+    let failed = lines(&[
+        json!({"type":"thread.started","thread_id":SESSION}),
+        json!({"type":"turn.started"}),
+        json!({"type":"error","message":"We're currently experiencing high demand"}),
+        json!({"type":"turn.failed","error":{"message":"unexpected status 500"}}),
+    ]);
+    let r = report("codex", &stdout(failed));
+    assert_eq!(r.session_id.as_deref(), Some(SESSION));
+    assert_eq!(r.failure.as_deref(), Some("unexpected status 500"));
+
+    // An error event and no completed turn (killed while reconnecting).
+    let r = report(
+        "codex",
+        &stdout(lines(&[
+            json!({"type":"thread.started","thread_id":SESSION}),
+            json!({"type":"error","message":"Reconnecting... 1/5"}),
+        ])),
+    );
+    assert_eq!(r.failure.as_deref(), Some("Reconnecting... 1/5"));
+
+    // A completed turn without a thread id.
+    let r = report(
+        "codex",
+        &stdout(lines(&[
+            json!({"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"ok"}}),
+            json!({"type":"turn.completed"}),
+        ])),
+    );
+    assert_eq!(r.session_id, None);
+    assert_eq!(r.last_message.as_deref(), Some("ok"));
+    assert_eq!(r.failure, None);
+}
+
+#[test]
+fn opencode_reports() {
+    let r = report("opencode", &stdout(fixture("opencode-write.out")));
+    assert!(r.session_id.as_deref().unwrap().starts_with("ses_"));
+    assert_eq!(r.last_message.as_deref(), Some("Done: wrote the file."));
+    assert_eq!(r.failure, None);
+
+    let error = lines(&[json!({
+        "type":"error","sessionID":"ses_abc","error":{"name":"APIError","data":{"message":"Cannot connect to API: refused"}}
+    })]);
+    let r = report("opencode", &stdout(error));
+    assert_eq!(r.session_id.as_deref(), Some("ses_abc"));
+    assert_eq!(r.failure.as_deref(), Some("Cannot connect to API: refused"));
+
+    // A step that stopped for a tool call and nothing after it.
+    let r = report(
+        "opencode",
+        &stdout(lines(&[
+            json!({"type":"step_finish","sessionID":"ses_abc","part":{"reason":"tool-calls"}}),
+        ])),
+    );
+    assert_eq!(
+        r.failure.as_deref(),
+        Some("OpenCode ended without finishing its turn")
+    );
+}
+
+#[test]
+fn garbage_is_a_failure() {
+    for harness in RECEIVERS {
+        for bytes in [
+            &b""[..],
+            b"not json at all\n",
+            b"\xff\xfe{\n",
+            b"[1,2,3]\n",
+            b"{\"type\":\"result\",\"is_error\":\"yes\"}\n",
+        ] {
+            let r = report(harness, &stdout(bytes.to_vec()));
+            assert!(r.failure.is_some(), "{harness}: {bytes:?}");
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn parse_receiver_never_panics(
+        out in prop::collection::vec(any::<u8>(), 0..512),
+        err in prop::collection::vec(any::<u8>(), 0..128),
+        code in prop::option::of(any::<i32>()),
+    ) {
+        let raw = RawOutput { stdout: out, stderr: err, exit_code: code, answer_file: None };
+        for h in ["claude", "codex", "opencode", "grok", "kiro", "cursor"] {
+            let _ = provider(h).parse_receiver(&raw);
+        }
+    }
+
+    #[test]
+    fn parse_receiver_never_panics_on_event_lines(
+        events in prop::collection::vec(
+            (
+                prop_oneof![
+                    Just("result"), Just("system"), Just("assistant"), Just("thread.started"),
+                    Just("item.completed"), Just("turn.failed"), Just("error"), Just("text"),
+                    Just("step_finish"),
+                ],
+                prop_oneof![Just(json!(null)), Just(json!(1)), Just(json!("s")), Just(json!([])), Just(json!({}))],
+            ),
+            0..8,
+        ),
+    ) {
+        let values: Vec<Value> = events
+            .into_iter()
+            .map(|(t, v)| json!({
+                "type": t, "session_id": v, "sessionID": v, "thread_id": v, "result": v,
+                "is_error": v, "item": v, "part": v, "error": v, "message": v,
+            }))
+            .collect();
+        let raw = stdout(lines(&values));
+        for h in RECEIVERS {
+            let _ = provider(h).parse_receiver(&raw);
+        }
+    }
+}
