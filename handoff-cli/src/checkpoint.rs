@@ -63,7 +63,7 @@ pub struct CheckpointArgs {
 }
 
 /// Why a checkpoint was not made: refused (nothing changed) or failed (exit 1).
-enum Stop {
+pub(crate) enum Stop {
     Refused(String),
     Failed(String),
 }
@@ -176,53 +176,14 @@ fn checkpoint(args: &CheckpointArgs) -> Result<u8, Stop> {
             .or_else(|| task.as_ref().and_then(|t| t.agent.model.clone())),
     };
 
-    // Build the commit in a private index made from HEAD.
-    let index = PrivateIndex::new(&git)?;
-    index.run(&git, &["read-tree", "HEAD"])?;
-    let mut add = vec!["--literal-pathspecs", "add", "-A", "--"];
-    add.extend(pathspecs.iter().map(String::as_str));
-    index.run(&git, &add)?;
-    let names = index.run(&git, &["diff", "--cached", "--name-only", "-z", "HEAD"])?;
-    let committed = split_z(&names.stdout);
-    if committed.is_empty() {
+    let prepared = Prepared::new(&git, &pathspecs)?;
+    if prepared.committed.is_empty() {
         return Err("nothing to commit: the named files do not differ from HEAD"
             .to_owned()
             .into());
     }
-    for path in &committed {
-        if is_note(&root.join(path)) {
-            return Err(format!(
-                "'{path}' is a handoff note ({NOTE_SCHEMA}); notes are never committed: leave it out"
-            )
-            .into());
-        }
-    }
-    let check = index.output(&git, &["diff", "--cached", "--check", "HEAD"])?;
-    if !check.status.success() {
-        let problems = String::from_utf8_lossy(&check.stdout);
-        let lines: Vec<&str> = problems
-            .lines()
-            .filter(|l| !l.starts_with('+'))
-            .map(str::trim)
-            .collect();
-        return Err(format!("git diff --check: {}", lines.join("; ")).into());
-    }
-
-    let commit = index.output(&git, &["commit", "-q", "-m", &args.message])?;
-    if !commit.status.success() {
-        return Err(Stop::Failed(format!(
-            "git commit failed ({}): {}",
-            commit.status,
-            tail(&commit)
-        )));
-    }
-    drop(index);
-    // The user's index catches up with the new HEAD for the committed paths only.
-    let mut reset = vec!["--literal-pathspecs", "reset", "-q", "HEAD", "--"];
-    reset.extend(committed.iter().map(String::as_str));
-    git.run(&reset).map_err(Stop::Failed)?;
-    let head = git.run(&["rev-parse", "HEAD"]).map_err(Stop::Failed)?;
-    let head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    let committed = prepared.committed.clone();
+    let head = prepared.commit(&git, &args.message)?;
 
     let after = handoff_git::repo_state(&root).map_err(|e| Stop::Failed(e.to_string()))?;
     let uncommitted: Vec<String> = after.uncommitted.into_iter().map(|c| c.path).collect();
@@ -288,6 +249,77 @@ fn checkpoint(args: &CheckpointArgs) -> Result<u8, Stop> {
     Ok(exit::OK)
 }
 
+/// A commit built in a private index from HEAD plus the selected paths, checked and ready.
+pub(crate) struct Prepared {
+    index: PrivateIndex,
+    /// Repository-relative paths the commit holds, as git lists them.
+    pub committed: Vec<String>,
+}
+
+impl Prepared {
+    /// Builds the index; refuses a handoff note among the files and `git diff --check`
+    /// problems. Nothing outside the private index changes.
+    pub(crate) fn new(git: &Git, pathspecs: &[String]) -> Result<Prepared, Stop> {
+        let index = PrivateIndex::new(git)?;
+        index.run(git, &["read-tree", "HEAD"])?;
+        if !pathspecs.is_empty() {
+            let mut add = vec!["--literal-pathspecs", "add", "-A", "--"];
+            add.extend(pathspecs.iter().map(String::as_str));
+            index.run(git, &add)?;
+        }
+        let names = index.run(git, &["diff", "--cached", "--name-only", "-z", "HEAD"])?;
+        let committed = split_z(&names.stdout);
+        for path in &committed {
+            if is_note(&git.root.join(path)) {
+                return Err(format!(
+                    "'{path}' is a handoff note ({NOTE_SCHEMA}); notes are never committed: leave it out"
+                )
+                .into());
+            }
+        }
+        let check = index.output(git, &["diff", "--cached", "--check", "HEAD"])?;
+        if !check.status.success() {
+            let problems = String::from_utf8_lossy(&check.stdout);
+            let lines: Vec<&str> = problems
+                .lines()
+                .filter(|l| !l.starts_with('+'))
+                .map(str::trim)
+                .collect();
+            return Err(format!("git diff --check: {}", lines.join("; ")).into());
+        }
+        Ok(Prepared { index, committed })
+    }
+
+    /// Makes the commit without moving any branch or touching the worktree or the user's index
+    /// (`write-tree` + `commit-tree` on HEAD; no hooks). Returns its id.
+    pub(crate) fn commit_detached(self, git: &Git, message: &str) -> Result<String, Stop> {
+        let tree = self.index.run(git, &["write-tree"]).map_err(Stop::Failed)?;
+        let tree = String::from_utf8_lossy(&tree.stdout).trim().to_owned();
+        let commit = git
+            .run(&["commit-tree", &tree, "-p", "HEAD", "-m", message])
+            .map_err(Stop::Failed)?;
+        Ok(String::from_utf8_lossy(&commit.stdout).trim().to_owned())
+    }
+
+    /// Commits (hooks run), then lets the user's index catch up with the new HEAD for the
+    /// committed paths only. Returns the new HEAD.
+    pub(crate) fn commit(self, git: &Git, message: &str) -> Result<String, Stop> {
+        let commit = self.index.output(git, &["commit", "-q", "-m", message])?;
+        if !commit.status.success() {
+            return Err(Stop::Failed(format!(
+                "git commit failed ({}): {}",
+                commit.status,
+                tail(&commit)
+            )));
+        }
+        drop(self.index);
+        let mut reset = vec!["--literal-pathspecs", "reset", "-q", "HEAD", "--"];
+        reset.extend(self.committed.iter().map(String::as_str));
+        git.run(&reset).map_err(Stop::Failed)?;
+        git.head().map_err(Stop::Failed)
+    }
+}
+
 /// A named path as a pathspec relative to the worktree root, or why it cannot be committed.
 fn select(git: &Git, cwd: &Utf8Path, given: &str) -> Result<String, String> {
     if given.is_empty() || given.contains('\0') {
@@ -332,7 +364,7 @@ fn normalize(path: &Utf8Path) -> Utf8PathBuf {
 }
 
 /// Whether the file starts with front matter naming the handoff note schema.
-fn is_note(path: &Utf8Path) -> bool {
+pub(crate) fn is_note(path: &Utf8Path) -> bool {
     let Ok(text) = std::fs::read(path) else {
         return false;
     };
@@ -356,7 +388,7 @@ fn is_note(path: &Utf8Path) -> bool {
     false
 }
 
-fn split_z(bytes: &[u8]) -> Vec<String> {
+pub(crate) fn split_z(bytes: &[u8]) -> Vec<String> {
     bytes
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())
@@ -365,7 +397,7 @@ fn split_z(bytes: &[u8]) -> Vec<String> {
 }
 
 /// The last lines of a failed command's output.
-fn tail(output: &Output) -> String {
+pub(crate) fn tail(output: &Output) -> String {
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -380,12 +412,18 @@ fn tail(output: &Output) -> String {
 }
 
 /// The git CLI, run at the worktree root.
-struct Git {
-    root: Utf8PathBuf,
+pub(crate) struct Git {
+    pub(crate) root: Utf8PathBuf,
 }
 
 impl Git {
-    fn command(&self, args: &[&str]) -> Command {
+    /// The full id of HEAD.
+    pub(crate) fn head(&self) -> Result<String, String> {
+        let out = self.run(&["rev-parse", "--verify", "HEAD"])?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new("git");
         c.args(args)
             .current_dir(&self.root)
@@ -395,7 +433,7 @@ impl Git {
         c
     }
 
-    fn output_of(mut command: Command, args: &[&str]) -> Result<Output, String> {
+    pub(crate) fn output_of(mut command: Command, args: &[&str]) -> Result<Output, String> {
         command
             .stdin(std::process::Stdio::null())
             .output()
@@ -403,7 +441,7 @@ impl Git {
     }
 
     /// Runs git; a non-zero exit is an error naming the command and its output's tail.
-    fn run(&self, args: &[&str]) -> Result<Output, String> {
+    pub(crate) fn run(&self, args: &[&str]) -> Result<Output, String> {
         let out = Self::output_of(self.command(args), args)?;
         if out.status.success() {
             Ok(out)
@@ -419,7 +457,7 @@ impl Git {
 
     /// The project's main worktree: the parent of the common git directory when it is a
     /// `.git` directory, else this worktree.
-    fn project_root(&self) -> Utf8PathBuf {
+    pub(crate) fn project_root(&self) -> Utf8PathBuf {
         let common = self
             .run(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
             .ok()

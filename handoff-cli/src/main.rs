@@ -5,11 +5,14 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod attribute;
 mod checkpoint;
+mod continuation;
 mod fingerprint;
 mod log;
 mod nested;
 mod note;
+mod record;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -68,6 +71,13 @@ enum Command {
     Checkpoint(checkpoint::CheckpointArgs),
     /// Show a task's timeline: turns, checkpoints, checks, delegated runs and handoffs.
     Log(log::LogArgs),
+    /// Hand the task itself to another agent: checkpoint, write the verified note outside the
+    /// repository, start the receiver in a session it keeps, and record the handoff.
+    Continue(continuation::ContinueArgs),
+    /// Attribute a task's changes to the providers that held it (files, lines, flags for
+    /// configuration, lockfiles, permissions, generated and out-of-scope files); --verify runs
+    /// the handoff note's verification commands and records them as checks.
+    Attribute(attribute::AttributeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -213,7 +223,9 @@ fn verb_of(command: &Command) -> Option<Verb> {
         | Command::Fingerprint(_)
         | Command::Note(_)
         | Command::Checkpoint(_)
-        | Command::Log(_) => None,
+        | Command::Log(_)
+        | Command::Continue(_)
+        | Command::Attribute(_) => None,
     }
 }
 
@@ -323,7 +335,9 @@ async fn run_delegation(input: RunInput) -> u8 {
         Ok(c) => c,
         Err(message) => return rejected_early(input, message).await,
     };
+    let result_path = input.result.clone();
     let outcome = engine(Some(config)).run(input, rx).await;
+    record::delegated_run(&outcome, result_path.as_deref());
     let r = &outcome.result;
     let summary = match &r.diagnostics.message {
         Some(m) => m.clone(),
@@ -487,6 +501,10 @@ fn main() -> ExitCode {
             (_, Command::Note(n)) => note::main(n),
             (_, Command::Checkpoint(c)) => checkpoint::main(c),
             (_, Command::Log(l)) => log::main(l),
+            (_, Command::Continue(c)) => {
+                continuation::main(c, load_config().map(|c| engine(Some(c)))).await
+            }
+            (_, Command::Attribute(a)) => attribute::main(a).await,
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 let context = std::env::var(handoff_core::CONTEXT_ENV)
                     .ok()

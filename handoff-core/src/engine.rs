@@ -1185,21 +1185,21 @@ impl Engine {
         if request.effort.is_none() {
             request.effort = agent_config.effort.clone();
         }
-        if let Some(effort) = &request.effort {
-            if !spec.effort.contains(&effort.as_str()) {
-                return Err(if spec.effort.is_empty() {
-                    format!(
-                        "{} has no exact effort control; leave --effort out",
-                        spec.id
-                    )
-                } else {
-                    format!(
-                        "effort '{effort}' is not accepted by {}; expected one of: {}",
-                        spec.id,
-                        spec.effort.join(", ")
-                    )
-                });
-            }
+        if let Some(effort) = &request.effort
+            && !spec.effort.contains(&effort.as_str())
+        {
+            return Err(if spec.effort.is_empty() {
+                format!(
+                    "{} has no exact effort control; leave --effort out",
+                    spec.id
+                )
+            } else {
+                format!(
+                    "effort '{effort}' is not accepted by {}; expected one of: {}",
+                    spec.id,
+                    spec.effort.join(", ")
+                )
+            });
         }
         let run_dir = self
             .scratch_dir()

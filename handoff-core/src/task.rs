@@ -302,6 +302,8 @@ pub enum HandoffOutcome {
     },
     /// A dry run: everything was prepared, nothing was started.
     DryRun,
+    /// The note was written for the target; no receiver was started (`--note-only`).
+    NoteWritten,
 }
 
 impl HandoffOutcome {
@@ -312,6 +314,7 @@ impl HandoffOutcome {
             HandoffOutcome::Started => "started",
             HandoffOutcome::NotStarted { .. } => "not-started",
             HandoffOutcome::DryRun => "dry-run",
+            HandoffOutcome::NoteWritten => "note-written",
         }
     }
 
@@ -322,6 +325,7 @@ impl HandoffOutcome {
             ("started", None) => Some(HandoffOutcome::Started),
             ("not-started", Some(reason)) => Some(HandoffOutcome::NotStarted { reason }),
             ("dry-run", None) => Some(HandoffOutcome::DryRun),
+            ("note-written", None) => Some(HandoffOutcome::NoteWritten),
             _ => None,
         }
     }
@@ -896,6 +900,7 @@ mod tests {
             HandoffOutcome::Started,
             HandoffOutcome::NotStarted { reason: "x".into() },
             HandoffOutcome::DryRun,
+            HandoffOutcome::NoteWritten,
         ] {
             let back = HandoffOutcome::from_parts(o.as_str(), o.reason().map(str::to_owned));
             assert_eq!(back, Some(o));

@@ -7,8 +7,9 @@
 use std::path::Path;
 
 use handoff_core::{
-    Capabilities, Dag, Fingerprint, GitState, HandoffResult, McpDescriptor, NestedReply,
-    NestedRequest, NoteCheck, ProviderOutput, Request, SupervisorContext, TimelineEntry,
+    Capabilities, ContinueResult, Dag, Fingerprint, GitState, HandoffResult, McpDescriptor,
+    NestedReply, NestedRequest, NoteCheck, ProviderOutput, Request, SupervisorContext,
+    TimelineEntry,
 };
 use schemars::{JsonSchema, generate::SchemaSettings};
 
@@ -75,6 +76,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "timeline-entry.schema.json",
             schema_of::<TimelineEntry>("handoff.timeline-entry.v1"),
+        ),
+        (
+            "continue.schema.json",
+            schema_of::<ContinueResult>("handoff.continue.v1"),
         ),
     ]
 }

@@ -206,6 +206,85 @@ fn demo() -> Result<()> {
         "\nall three handoffs succeeded (the last one with nested advice); the result files and \
          stdout agree."
     );
+    continue_demo(&handoff, &sb, &repo, &cwd)
+}
+
+/// The task itself moves from Claude Code to Codex: checkpoint, note, receiver, timeline.
+fn continue_demo(handoff: &Path, sb: &Sandbox, repo: &ScratchRepo, cwd: &str) -> Result<()> {
+    for (k, v) in [
+        ("user.name", "handoff demo"),
+        ("user.email", "demo@example.invalid"),
+    ] {
+        repo.git(&["config", k, v]);
+    }
+    let sections = [
+        ("Goal", "Welcome new contributors with a greeting file."),
+        (
+            "Current state",
+            "The greeting file exists and was reviewed twice.",
+        ),
+        (
+            "Done and verified",
+            "Greeting added; two reviews found nothing blocking.",
+        ),
+        ("In progress", "None"),
+        ("Next steps", "1. Link the greeting from README.md."),
+        (
+            "Decisions and constraints",
+            "Keep the greeting to one short paragraph.",
+        ),
+        ("Open questions", "None"),
+        ("How to verify", "- `git log --oneline -3`"),
+        ("Git state", "Filled in by handoff."),
+    ];
+    let mut note = String::from("# Handoff note\n");
+    for (title, body) in sections {
+        note.push_str(&format!("\n## {title}\n\n{body}\n"));
+    }
+    let note_path = sb.root.join("private/handoff-note.md");
+    std::fs::write(&note_path, note)?;
+    println!(
+        "\n$ handoff continue --cwd {cwd} --from claude --to codex --note-file {} --message 'Link the greeting from the README'",
+        note_path.display()
+    );
+    let out = sb
+        .command(handoff)
+        .args([
+            "continue", "--cwd", cwd, "--from", "claude", "--to", "codex",
+        ])
+        .arg("--note-file")
+        .arg(&note_path)
+        .args(["--message", "Link the greeting from the README"])
+        .output()
+        .context("cannot run handoff continue")?;
+    let code = out.status.code().unwrap_or(-1);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "handoff continue printed no result: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    if code != 0 {
+        bail!("the continuation did not start (exit {code})");
+    }
+    println!(
+        "--> the task is with codex now; resume its session with: {}",
+        value["receiver"]["resume"]["shell"].as_str().unwrap_or("?")
+    );
+    println!("\n$ handoff log --cwd {cwd}");
+    let log = sb
+        .command(handoff)
+        .args(["log", "--cwd", cwd])
+        .output()
+        .context("cannot run handoff log")?;
+    print!("{}", String::from_utf8_lossy(&log.stdout));
+    if !log.status.success() {
+        bail!(
+            "handoff log failed: {}",
+            String::from_utf8_lossy(&log.stderr)
+        );
+    }
     Ok(())
 }
 

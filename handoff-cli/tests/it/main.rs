@@ -7,8 +7,10 @@
 )]
 
 mod advice;
+mod attribute;
 mod checkpoint;
 mod config;
+mod continuation;
 mod lifecycle;
 mod note;
 mod statuses;

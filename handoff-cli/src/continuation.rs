@@ -1,0 +1,1042 @@
+//! `handoff continue`: hand the task itself to another agent.
+//!
+//! The order is fixed and every refusal comes before the first change:
+//!
+//! 1. validate: the flags, the note (all nine sections), the repository (a branch with a
+//!    commit), the task store and who has the task, the checkpoint's contents (no note, no
+//!    likely secret staged, `git diff --check`), the remote for `--push`, and the receiver
+//!    (an adapter that keeps resumable sessions, installed, passing preflight, model, effort
+//!    and account accepted);
+//! 2. the worktree: no delegated run or other continuation holds it (the root lease; `--wait`
+//!    waits) and no agent process works in it (found by its cwd; `--wait` waits);
+//! 3. checkpoint: tracked changes and staged files are committed (with `--new-thread` the
+//!    commit is made without touching the original branch, worktree or index); `--push`
+//!    pushes the branch, never forced;
+//! 4. the note, rendered with the git state read from the repository, is written outside the
+//!    repository (`$XDG_STATE_HOME/handoff/notes/<task>/`) and a handoff row is recorded;
+//! 5. the receiver's first turn runs headless in a session its CLI persists, with the note and
+//!    `--message` as its first prompt; a review receiver must leave the worktree's fingerprint
+//!    unchanged;
+//! 6. one JSON line (`handoff.continue.v1`) is printed.
+//!
+//! Exit codes: 0 started (or `--dry-run`, `--note-only`); 1 not started — the task stays with
+//! its provider, the timeline says why, the message was not delivered; 5 rejected, nothing
+//! changed; 9 cancelled; 10 a review receiver changed the worktree.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::time::Duration;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use clap::{Args, ValueEnum};
+use handoff_core::{
+    AgentRef, Checkpoint, ContinueCheckpoint, ContinueMessage, ContinueNote, ContinueOutcome,
+    ContinuePush, ContinueReceiver, ContinueResult, ContinueTarget, ContinueWorktree, Engine, Fork,
+    HandoffContext, HandoffOutcome, Holder, MAX_NOTE_BYTES, NewHandoff, NewTask, NoteOrigin,
+    PreparedReceiver, ReceiverRequest, ReceiverRole, Record, RootLease, Route, Task, TaskAgent,
+    TaskStore, Turn, Wait, Workspace, agents_working_in, check_cwd, check_model, check_note,
+    decode_note, default_runtime_dir, exit, now_iso, parse_note, read_note, render_note,
+    valid_account_name,
+};
+use handoff_store::SqliteStore;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::checkpoint::{Git, Prepared, Stop, is_note, known_provider, open_store, split_z};
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  0   the receiver started and finished its first turn (or --dry-run, --note-only)
+  1   the receiver did not start or its first turn failed; the task stays where it was
+  5   rejected before anything changed
+  9   cancelled by SIGINT/SIGTERM
+  10  a review receiver changed the worktree
+
+Prints one JSON line (handoff.continue.v1) on stdout in every case.";
+
+/// Exit code when the receiver did not start.
+const NOT_STARTED: u8 = 1;
+/// Exit code when a review receiver changed the worktree.
+const REVIEW_CHANGED: u8 = exit::POLICY_BLOCK;
+/// The receiver's first turn may take this long unless `--timeout` says otherwise.
+const DEFAULT_TIMEOUT_SECS: u64 = 30 * 60;
+/// How often `--wait` looks again for agents working in the worktree.
+const AGENT_POLL: Duration = Duration::from_millis(250);
+
+/// File names that are never committed by a checkpoint when only staged.
+const SECRET_NAMES: [&str; 8] = [
+    ".env",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    "id_rsa",
+    "id_ed25519",
+    "id_ecdsa",
+    "credentials.json",
+];
+const SECRET_SUFFIXES: [&str; 4] = [".pem", ".key", ".p12", ".pfx"];
+
+/// The receiver's role.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RoleArg {
+    /// Carry the work on: edit files, run commands.
+    Implement,
+    /// Review the work without changing the worktree.
+    Review,
+}
+
+/// Arguments of `handoff continue`.
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct ContinueArgs {
+    /// The agent that takes the task over.
+    #[arg(long, value_name = "PROVIDER")]
+    pub to: String,
+    /// The receiver's model (default: the configuration's, else the CLI's).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// The receiver's reasoning effort, one its CLI accepts.
+    #[arg(long, value_name = "EFFORT")]
+    pub effort: Option<String>,
+    /// The receiver's account, one of `[agents.<provider>.accounts.<name>]` in the
+    /// configuration. Another account of the task's current provider implies --new-thread.
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// What the receiver may do.
+    #[arg(long, value_enum, default_value = "implement")]
+    pub role: RoleArg,
+    /// The handoff note (`handoff note template`), or `-` for stdin. All nine sections must
+    /// be filled in ("None" counts).
+    #[arg(long, value_name = "FILE")]
+    pub note_file: String,
+    /// A message for the receiver, sent after the note.
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: String,
+    /// Who has the task now (required when the worktree has no task yet).
+    #[arg(long, value_name = "PROVIDER")]
+    pub from: Option<String>,
+    /// The model the current agent runs.
+    #[arg(long, value_name = "MODEL")]
+    pub from_model: Option<String>,
+    /// Start the receiver on a new task, in a new linked worktree and branch made from the
+    /// checkpoint; the original task, worktree, branch and index are left untouched.
+    #[arg(long)]
+    pub new_thread: bool,
+    /// Checkpoint and write the note, but start no receiver.
+    #[arg(long, conflicts_with = "new_thread")]
+    pub note_only: bool,
+    /// Validate and plan everything, print what would happen, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Push the branch to its remote after the checkpoint (never forced).
+    #[arg(long)]
+    pub push: bool,
+    /// Wait while a delegated run or continuation holds the worktree, or an agent works in
+    /// it, instead of refusing.
+    #[arg(long)]
+    pub wait: bool,
+    /// Seconds the receiver's first turn may take.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TIMEOUT_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+}
+
+/// Runs `handoff continue`; returns the exit code.
+pub async fn main(args: ContinueArgs, engine: Result<Engine, String>) -> u8 {
+    let (tx, cancel) = watch::channel(false);
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        let _ = tx.send(true);
+        std::future::pending::<()>().await;
+    });
+    let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
+    let code = match engine {
+        Err(message) => reject(&mut result, message),
+        Ok(engine) => match run(&args, &engine, &mut result, cancel).await {
+            Ok(code) => code,
+            Err(End::Rejected(message)) => reject(&mut result, message),
+            Err(End::NotStarted(message)) => {
+                result.outcome = ContinueOutcome::NotStarted;
+                result.exit_code = NOT_STARTED;
+                result.reason = Some(message);
+                NOT_STARTED
+            }
+            Err(End::Cancelled(message)) => {
+                result.outcome = ContinueOutcome::NotStarted;
+                result.exit_code = exit::CANCELLED;
+                result.reason = Some(message);
+                exit::CANCELLED
+            }
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "{}",
+        serde_json::to_string(&result).unwrap_or_default()
+    );
+    let _ = out.flush();
+    if let Some(reason) = &result.reason {
+        let _ = writeln!(std::io::stderr(), "handoff: {reason}");
+    }
+    code
+}
+
+fn reject(result: &mut ContinueResult, message: String) -> u8 {
+    result.outcome = ContinueOutcome::Rejected;
+    result.exit_code = exit::USAGE;
+    result.reason = Some(message);
+    // Nothing happened: nothing was handed over.
+    result.handoff_id = None;
+    exit::USAGE
+}
+
+/// How `run` stopped early.
+enum End {
+    /// Before any change (exit 5).
+    Rejected(String),
+    /// After a change: the receiver did not start (exit 1).
+    NotStarted(String),
+    /// By a signal (exit 9).
+    Cancelled(String),
+}
+
+impl From<String> for End {
+    fn from(value: String) -> Self {
+        End::Rejected(value)
+    }
+}
+
+impl From<Stop> for End {
+    fn from(value: Stop) -> Self {
+        match value {
+            Stop::Refused(m) => End::Rejected(m),
+            Stop::Failed(m) => End::NotStarted(m),
+        }
+    }
+}
+
+/// Everything validated, before the first change.
+struct Plan {
+    git: Git,
+    root: Utf8PathBuf,
+    branch: String,
+    head: String,
+    task: Option<Task>,
+    source: TaskAgent,
+    target: ContinueTarget,
+    route: Route,
+    prepared: Prepared,
+    uncommitted: Vec<String>,
+    push_remote: Option<String>,
+    new_thread: Option<(Utf8PathBuf, String)>,
+    note: handoff_core::Note,
+    note_dir: Utf8PathBuf,
+    message: Option<String>,
+}
+
+async fn run(
+    args: &ContinueArgs,
+    engine: &Engine,
+    result: &mut ContinueResult,
+    cancel: watch::Receiver<bool>,
+) -> Result<u8, End> {
+    let store = open_store()?;
+    let plan = validate(args, &store, result)?;
+    if !args.dry_run {
+        store.check_writable().map_err(|e| e.to_string())?;
+    }
+
+    // The receiver, planned in the worktree it will work in; the real prompt comes later, once
+    // the note is rendered against the checkpoint.
+    let receiver_cwd = plan
+        .new_thread
+        .as_ref()
+        .map_or_else(|| plan.root.clone(), |(path, _)| path.clone());
+    let request = ReceiverRequest {
+        target: plan.target.provider.clone(),
+        cwd: receiver_cwd.clone(),
+        role: role_of(args.role),
+        model: plan.target.model.clone(),
+        effort: plan.target.effort.clone(),
+        session_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+    };
+    let planned = if args.note_only {
+        None
+    } else {
+        let p = engine
+            .prepare_receiver(&request, "", args.account.as_deref())
+            .await?;
+        result.target = Some(ContinueTarget {
+            model: p.request.model.clone(),
+            effort: p.request.effort.clone(),
+            ..plan.target.clone()
+        });
+        result.receiver = Some(ContinueReceiver {
+            argv: p.argv(),
+            version: p.version.clone(),
+            policy: p.policy.clone(),
+            session_id: None,
+            resume: None,
+            last_message: None,
+            exit_code: None,
+            worktree_unchanged: None,
+            changed: Vec::new(),
+        });
+        Some(p)
+    };
+
+    // The worktree must be free: no root run or continuation, no agent working in it.
+    let lease = hold_worktree(&plan.root, args.wait, cancel.clone()).await?;
+    wait_for_agents(engine, &plan.root, args.wait, cancel.clone()).await?;
+
+    let note_name = format!(
+        "{}-{}.md",
+        now_iso().replace([':', '.'], ""),
+        plan.target.provider
+    );
+    let note_path = plan
+        .note_dir
+        .join(
+            plan.task
+                .as_ref()
+                .map_or_else(|| "new-task".to_owned(), |t| t.id.to_string()),
+        )
+        .join(&note_name);
+    result.note = Some(ContinueNote {
+        path: note_path.clone(),
+        digest: None,
+    });
+    result.checkpoint = Some(ContinueCheckpoint {
+        commit: plan
+            .prepared
+            .committed
+            .is_empty()
+            .then(|| plan.head.clone()),
+        created: !plan.prepared.committed.is_empty(),
+        committed: plan.prepared.committed.clone(),
+        uncommitted: plan.uncommitted.clone(),
+    });
+    if args.dry_run {
+        result.outcome = ContinueOutcome::DryRun;
+        result.exit_code = exit::OK;
+        drop(lease);
+        return Ok(exit::OK);
+    }
+    if *cancel.borrow() {
+        return Err(End::Cancelled(
+            "cancelled by a signal before anything changed".into(),
+        ));
+    }
+    drop(planned);
+
+    // From here on, things change. The checkpoint first.
+    let Plan {
+        git,
+        root,
+        branch,
+        head,
+        task,
+        source,
+        target,
+        route,
+        prepared,
+        uncommitted,
+        push_remote,
+        new_thread,
+        note,
+        note_dir,
+        message,
+    } = plan;
+    let committed = prepared.committed.clone();
+    let checkpoint_message = format!(
+        "handoff: checkpoint before continuing on {}",
+        target.provider
+    );
+    let commit = match (&new_thread, committed.is_empty()) {
+        (_, true) => head.clone(),
+        (None, false) => prepared.commit(&git, &checkpoint_message)?,
+        (Some(_), false) => prepared.commit_detached(&git, &checkpoint_message)?,
+    };
+    if let Some(c) = result.checkpoint.as_mut() {
+        c.commit = Some(commit.clone());
+    }
+    let task = match task {
+        Some(t) => t,
+        None => store
+            .create_task(&NewTask {
+                project_root: git.project_root(),
+                worktree: root.clone(),
+                branch: Some(branch.clone()),
+                agent: source.clone(),
+            })
+            .map_err(|e| {
+                End::NotStarted(format!(
+                    "checkpoint {commit} made but the task store failed: {e}"
+                ))
+            })?,
+    };
+    result.task_id = Some(task.id.clone());
+    let source_ref = AgentRef {
+        provider: source.provider.clone(),
+        model: source.model.clone(),
+    };
+    store
+        .append(
+            &task.id,
+            &Record::Checkpoint(Checkpoint {
+                commit: commit.clone(),
+                author: source_ref.clone(),
+                message: checkpoint_message,
+                committed,
+                uncommitted,
+            }),
+        )
+        .map_err(|e| End::NotStarted(format!("checkpoint {commit} made but not recorded: {e}")))?;
+
+    // The branch the receiver works on, pushed when asked.
+    let (work_root, work_branch, work_task) = match &new_thread {
+        None => (root.clone(), branch.clone(), task.clone()),
+        Some((path, new_branch)) => {
+            git.run(&[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                new_branch,
+                path.as_str(),
+                &commit,
+            ])
+            .map_err(End::NotStarted)?;
+            let forked = store
+                .fork_task(
+                    &task.id,
+                    &Fork {
+                        worktree: path.clone(),
+                        branch: Some(new_branch.clone()),
+                        agent: Some(source.clone()),
+                    },
+                )
+                .map_err(|e| {
+                    End::NotStarted(format!(
+                        "worktree {path} made but the task store failed: {e}"
+                    ))
+                })?;
+            result.parent_task_id = Some(task.id.clone());
+            result.task_id = Some(forked.id.clone());
+            (path.clone(), new_branch.clone(), forked)
+        }
+    };
+    result.worktree = Some(ContinueWorktree {
+        path: work_root.clone(),
+        branch: work_branch.clone(),
+        created: new_thread.is_some(),
+    });
+    if let Some(remote) = &push_remote {
+        let refspec = format!("{commit}:refs/heads/{work_branch}");
+        git.run(&["push", "-q", remote, &refspec])
+            .map_err(|e| End::NotStarted(format!("push failed (checkpoint {commit} kept): {e}")))?;
+        result.push = Some(ContinuePush {
+            remote: remote.clone(),
+            branch: work_branch.clone(),
+            pushed: true,
+        });
+    }
+
+    // The note, rendered against the receiver's worktree, outside the repository.
+    let git_state =
+        handoff_git::repo_state(&work_root).map_err(|e| End::NotStarted(e.to_string()))?;
+    let origin = NoteOrigin {
+        created_at: Some(now_iso()),
+        source_provider: Some(source.provider.clone()),
+        source_model: source.model.clone(),
+    };
+    let rendered = render_note(&note, &git_state, &origin);
+    let note_path = note_dir.join(work_task.id.as_str()).join(&note_name);
+    write_note(&note_path, &rendered).map_err(End::NotStarted)?;
+    let digest = format!("sha256:{:x}", Sha256::digest(rendered.as_bytes()));
+    result.note = Some(ContinueNote {
+        path: note_path.clone(),
+        digest: Some(digest.clone()),
+    });
+
+    let target_ref = AgentRef {
+        provider: target.provider.clone(),
+        model: result
+            .target
+            .as_ref()
+            .and_then(|t| t.model.clone())
+            .or_else(|| target.model.clone()),
+    };
+    let mut details = serde_json::Map::new();
+    details.insert("checkpoint".into(), commit.clone().into());
+    details.insert("task".into(), work_task.id.as_str().into());
+    details.insert("role".into(), target.role.as_str().into());
+    details.insert("worktree".into(), work_root.as_str().into());
+    details.insert("branch".into(), work_branch.clone().into());
+    if let Some(a) = &target.account {
+        details.insert("account".into(), a.clone().into());
+    }
+    if let Some(e) = result.target.as_ref().and_then(|t| t.effort.clone()) {
+        details.insert("effort".into(), e.into());
+    }
+    let row = store
+        .record_handoff(
+            &work_task.id,
+            &NewHandoff {
+                source: source_ref.clone(),
+                target: target_ref.clone(),
+                context: HandoffContext {
+                    note_path: Some(note_path.clone()),
+                    note_digest: Some(digest),
+                    transcript_messages: None,
+                    message: message.clone(),
+                    details: Some(details),
+                },
+                route,
+            },
+        )
+        .map_err(|e| End::NotStarted(format!("the task store failed: {e}")))?;
+    result.handoff_id = Some(row.id.clone());
+
+    if args.note_only {
+        store
+            .finish_handoff(&row.id, &HandoffOutcome::NoteWritten)
+            .map_err(|e| End::NotStarted(format!("the task store failed: {e}")))?;
+        result.outcome = ContinueOutcome::NoteWritten;
+        result.exit_code = exit::OK;
+        result.message = message.map(|text| ContinueMessage { text, sent: false });
+        return Ok(exit::OK);
+    }
+
+    // The receiver.
+    let prompt = receiver_prompt(
+        &rendered,
+        &note_path,
+        &source_ref,
+        role_of(args.role),
+        message.as_deref(),
+    );
+    let not_started = |reason: String, result: &mut ContinueResult| {
+        let _ = store.finish_handoff(
+            &row.id,
+            &HandoffOutcome::NotStarted {
+                reason: reason.clone(),
+            },
+        );
+        result.message = message
+            .clone()
+            .map(|text| ContinueMessage { text, sent: false });
+        End::NotStarted(format!("the receiver did not start: {reason}"))
+    };
+    let receiver = match engine
+        .prepare_receiver(&request, &prompt, args.account.as_deref())
+        .await
+    {
+        Ok(r) => r,
+        Err(reason) => return Err(not_started(reason, result)),
+    };
+    let workspace = handoff_git::GitWorkspace::new();
+    let before = if request.role.writes() {
+        None
+    } else {
+        Some(
+            workspace
+                .fingerprint(&work_root)
+                .map_err(|e| not_started(e.to_string(), result))?,
+        )
+    };
+    let run = engine
+        .start_receiver(&receiver, Duration::from_secs(args.timeout), cancel)
+        .await;
+    record_receiver(result, &receiver, &run);
+    if let Some(reason) = run.failure() {
+        if matches!(run.ending, handoff_core::Ending::Cancelled) {
+            let _ = store.finish_handoff(
+                &row.id,
+                &HandoffOutcome::NotStarted {
+                    reason: reason.clone(),
+                },
+            );
+            return Err(End::Cancelled(reason));
+        }
+        return Err(not_started(reason, result));
+    }
+
+    // Started: the task is the receiver's now.
+    store
+        .finish_handoff(&row.id, &HandoffOutcome::Started)
+        .map_err(|e| End::NotStarted(format!("the receiver ran but the task store failed: {e}")))?;
+    result.message = message.map(|text| ContinueMessage { text, sent: true });
+    let _ = store.set_agent(
+        &work_task.id,
+        &TaskAgent {
+            provider: target.provider.clone(),
+            model: target_ref.model.clone(),
+            account: target.account.clone(),
+        },
+    );
+    let summary = run
+        .report
+        .last_message
+        .clone()
+        .unwrap_or_else(|| "started (no message)".into());
+    let _ = store.append(
+        &work_task.id,
+        &Record::Turn(Turn {
+            author: target_ref,
+            summary: summary.chars().take(2000).collect(),
+        }),
+    );
+    result.outcome = ContinueOutcome::Started;
+    result.exit_code = exit::OK;
+    if let Some(before) = before {
+        let after = workspace.fingerprint(&work_root);
+        let evidence = after.as_ref().map(|a| before.compare(a));
+        let (unchanged, changed) = match &evidence {
+            Ok(e) => (!e.changed, e.changed_files.clone()),
+            Err(_) => (false, Vec::new()),
+        };
+        if let Some(r) = result.receiver.as_mut() {
+            r.worktree_unchanged = Some(unchanged);
+            r.changed = changed.clone();
+        }
+        if !unchanged {
+            result.outcome = ContinueOutcome::ReviewChanged;
+            result.exit_code = REVIEW_CHANGED;
+            result.reason = Some(match evidence {
+                Ok(_) => format!(
+                    "the review receiver changed the worktree ({}); its changes are left in place",
+                    changed.join(", ")
+                ),
+                Err(e) => format!("cannot check the review receiver's worktree: {e}"),
+            });
+            return Ok(REVIEW_CHANGED);
+        }
+    }
+    drop(lease);
+    Ok(exit::OK)
+}
+
+fn role_of(role: RoleArg) -> ReceiverRole {
+    match role {
+        RoleArg::Implement => ReceiverRole::Implement,
+        RoleArg::Review => ReceiverRole::Review,
+    }
+}
+
+fn record_receiver(
+    result: &mut ContinueResult,
+    receiver: &PreparedReceiver,
+    run: &handoff_core::ReceiverRun,
+) {
+    let session = run.report.session_id.clone();
+    result.receiver = Some(ContinueReceiver {
+        argv: receiver.argv(),
+        version: receiver.version.clone(),
+        policy: receiver.policy.clone(),
+        resume: session.as_deref().and_then(|s| receiver.resume_command(s)),
+        session_id: session,
+        last_message: run.report.last_message.clone(),
+        exit_code: run.exit_code,
+        worktree_unchanged: None,
+        changed: Vec::new(),
+    });
+}
+
+/// Checks everything that can be checked without changing anything.
+fn validate(
+    args: &ContinueArgs,
+    store: &SqliteStore,
+    result: &mut ContinueResult,
+) -> Result<Plan, End> {
+    let cwd = check_cwd(&args.cwd)?;
+    let to = known_provider("--to", &args.to)?;
+    if let Some(m) = &args.model {
+        check_model(m)?;
+    }
+    if let Some(m) = &args.from_model {
+        check_model(m).map_err(|e| e.replace("--model", "--from-model"))?;
+    }
+    if let Some(a) = &args.account
+        && !valid_account_name(a)
+    {
+        return Err(format!("--account: invalid account name '{a}'").into());
+    }
+    if let Some(e) = &args.effort
+        && e.trim().is_empty()
+    {
+        return Err("--effort must not be empty".to_owned().into());
+    }
+    if let Some(m) = &args.message
+        && m.trim().is_empty()
+    {
+        return Err("--message must not be empty".to_owned().into());
+    }
+    let message = args.message.clone();
+    result.message = message
+        .clone()
+        .map(|text| ContinueMessage { text, sent: false });
+
+    // The note.
+    let text = if args.note_file == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(MAX_NOTE_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("note -: cannot read stdin: {e}"))?;
+        decode_note(&bytes)
+            .map(str::to_owned)
+            .map_err(|e| format!("note -: {e}"))?
+    } else {
+        read_note(std::path::Path::new(&args.note_file))
+            .map_err(|e| format!("note {}: {e}", args.note_file))?
+    };
+    let note = parse_note(&text);
+    check_note(&note).map_err(|errors| format!("note {}: {errors}", args.note_file))?;
+
+    // The repository.
+    let state = handoff_git::repo_state(&cwd).map_err(|e| e.to_string())?;
+    let root = state.repository.clone();
+    let Some(branch) = state.branch.clone() else {
+        return Err(format!(
+            "HEAD is detached in '{root}': check out the branch the work is on, then continue"
+        )
+        .into());
+    };
+    let Some(head) = state.head.clone() else {
+        return Err(format!(
+            "branch '{branch}' in '{root}' has no commit yet: commit the work, then continue"
+        )
+        .into());
+    };
+    let git = Git { root: root.clone() };
+
+    // The task and who has it.
+    let task = store.task_for_worktree(&root).map_err(|e| e.to_string())?;
+    result.task_id = task.as_ref().map(|t| t.id.clone());
+    let from = match &args.from {
+        Some(f) => Some(known_provider("--from", f)?),
+        None => None,
+    };
+    let source = match (&task, from) {
+        (Some(t), Some(f)) if f != t.agent.provider => {
+            return Err(format!(
+                "the task {} is with {}, not {f}: leave --from out or continue from {}",
+                t.id, t.agent.provider, t.agent.provider
+            )
+            .into());
+        }
+        (Some(t), _) => TaskAgent {
+            model: args.from_model.clone().or_else(|| t.agent.model.clone()),
+            ..t.agent.clone()
+        },
+        (None, Some(f)) => TaskAgent {
+            provider: f,
+            model: args.from_model.clone(),
+            account: None,
+        },
+        (None, None) => {
+            return Err("first handoff of this worktree: pass --from <provider> (the agent that has the task now)"
+                .to_owned()
+                .into());
+        }
+    };
+    result.source = Some(source.clone());
+    let target = ContinueTarget {
+        provider: to.clone(),
+        model: args.model.clone(),
+        effort: args.effort.clone(),
+        account: args.account.clone(),
+        role: role_of(args.role),
+    };
+    result.target = Some(target.clone());
+    let other_account =
+        to == source.provider && args.account.is_some() && args.account != source.account;
+    let route = if args.note_only {
+        Route::NoteOnly
+    } else if args.new_thread || other_account {
+        Route::NewThread
+    } else {
+        Route::SameThread
+    };
+    result.route = Some(route);
+
+    // What the checkpoint commits: tracked changes and staged files.
+    let tracked = git.run(&["diff", "--name-only", "-z", "HEAD"])?;
+    let staged = git.run(&["diff", "--cached", "--name-only", "-z", "HEAD"])?;
+    let staged = split_z(&staged.stdout);
+    for path in &staged {
+        if is_note(&root.join(path)) {
+            return Err(format!(
+                "'{path}' is a handoff note and is staged: unstage it (git restore --staged '{path}'); notes are never committed"
+            )
+            .into());
+        }
+        if looks_secret(path) {
+            return Err(format!(
+                "'{path}' is staged and looks like a secret: unstage it or commit it yourself before continuing"
+            )
+            .into());
+        }
+    }
+    let mut pathspecs = split_z(&tracked.stdout);
+    pathspecs.extend(staged);
+    pathspecs.sort();
+    pathspecs.dedup();
+    let prepared = Prepared::new(&git, &pathspecs)?;
+    let uncommitted: Vec<String> = state
+        .uncommitted
+        .iter()
+        .map(|c| c.path.clone())
+        .filter(|p| !prepared.committed.contains(p))
+        .collect();
+
+    // --push: a remote, and the note not staged.
+    let push_remote = if args.push {
+        let Some(remote) = state.remote.as_ref() else {
+            return Err(format!(
+                "--push: branch '{branch}' has no remote to push to (add one with git remote add, or leave out --push)"
+            )
+            .into());
+        };
+        if args.note_file != "-" {
+            let note_abs = cwd.join(&args.note_file);
+            if let Ok(rel) = note_abs.strip_prefix(&root) {
+                let listed =
+                    git.run(&["diff", "--cached", "--name-only", "-z", "--", rel.as_str()])?;
+                if !listed.stdout.is_empty() {
+                    return Err(format!(
+                        "--push: the note '{rel}' is staged; unstage it before pushing"
+                    )
+                    .into());
+                }
+            }
+        }
+        Some(remote.name.clone())
+    } else {
+        None
+    };
+
+    // --new-thread: a fresh worktree path and branch.
+    let new_thread = if route == Route::NewThread {
+        let short = &uuid::Uuid::new_v4().simple().to_string()[..8];
+        let name = root.file_name().unwrap_or("worktree");
+        let parent = root.parent().unwrap_or(&root);
+        let path = parent.join(format!("{name}.{to}-{short}"));
+        let new_branch = format!("handoff/{to}-{short}");
+        if path.exists() {
+            return Err(format!("--new-thread: '{path}' exists already").into());
+        }
+        Some((path, new_branch))
+    } else {
+        None
+    };
+
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let store_path = handoff_store::default_path(&env).map_err(|e| e.to_string())?;
+    let state_dir = store_path
+        .parent()
+        .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
+    let note_dir = state_dir.join("notes");
+
+    Ok(Plan {
+        git,
+        root,
+        branch,
+        head,
+        task,
+        source,
+        target,
+        route,
+        prepared,
+        uncommitted,
+        push_remote,
+        new_thread,
+        note,
+        note_dir,
+        message,
+    })
+}
+
+fn looks_secret(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    SECRET_NAMES.contains(&name)
+        || (name.starts_with(".env.") && !name.ends_with(".example") && !name.ends_with(".sample"))
+        || SECRET_SUFFIXES.iter().any(|s| name.ends_with(s))
+}
+
+/// Takes the worktree's root lease for the length of the handoff.
+async fn hold_worktree(
+    root: &Utf8Path,
+    wait: bool,
+    cancel: watch::Receiver<bool>,
+) -> Result<RootLease, End> {
+    let dir = default_runtime_dir().map_err(|e| e.to_string())?;
+    let holder = Holder {
+        run_id: format!("continue-{}", uuid::Uuid::new_v4().hyphenated()),
+        verb: "continue".into(),
+        cwd: root.to_owned(),
+    };
+    match RootLease::try_acquire(&dir, root, &holder) {
+        Ok(lease) => Ok(lease),
+        Err(handoff_core::LeaseError::Busy { .. }) if wait => {
+            RootLease::acquire(&dir, root, &holder, Wait::Until(cancel))
+                .await
+                .map_err(|e| match e {
+                    handoff_core::LeaseError::Cancelled { .. } => End::Cancelled(
+                        "cancelled by a signal while waiting for the worktree".into(),
+                    ),
+                    e => End::Rejected(e.to_string()),
+                })
+        }
+        Err(e) => Err(End::Rejected(e.to_string())),
+    }
+}
+
+/// Refuses (or with `--wait`, waits) while an agent process works in the worktree.
+async fn wait_for_agents(
+    engine: &Engine,
+    root: &Utf8Path,
+    wait: bool,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<(), End> {
+    let names: Vec<&str> = engine
+        .registry()
+        .iter()
+        .map(|p| p.spec().executable)
+        .collect();
+    loop {
+        let working = agents_working_in(root, &names);
+        let Some(first) = working.first() else {
+            return Ok(());
+        };
+        if !wait {
+            return Err(End::Rejected(format!(
+                "{} (pid {}) is working in '{}': let it finish, or pass --wait",
+                first.name, first.pid, first.cwd
+            )));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(AGENT_POLL) => {}
+            _ = cancel.changed() => {}
+        }
+        if *cancel.borrow() {
+            return Err(End::Cancelled(
+                "cancelled by a signal while waiting for the agents in the worktree".into(),
+            ));
+        }
+    }
+}
+
+/// Writes the note privately (0600 in a 0700 directory), never over an existing file.
+fn write_note(path: &Utf8Path, text: &str) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create '{dir}': {e}"))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot write the note '{path}': {e}"))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| format!("cannot write the note '{path}': {e}"))
+}
+
+/// The receiver's first prompt: who hands over and how, the note, the message.
+fn receiver_prompt(
+    note: &str,
+    note_path: &Utf8Path,
+    source: &AgentRef,
+    role: ReceiverRole,
+    message: Option<&str>,
+) -> String {
+    let from = match &source.model {
+        Some(m) => format!("{} ({m})", source.provider),
+        None => source.provider.to_string(),
+    };
+    let role_line = match role {
+        ReceiverRole::Implement => {
+            "You take this task over and carry it on in this worktree: you may edit files and run commands."
+        }
+        ReceiverRole::Review => {
+            "You take this task over as its reviewer: read and run read-only commands, change nothing in the worktree, and report what you find."
+        }
+    };
+    let mut p = format!(
+        "{from} handed this task over to you. {role_line}\n\
+         The handoff note below is also at {note_path}. Follow its receiver instructions.\n\n\
+         {note}"
+    );
+    if let Some(m) = message {
+        p.push_str("\n\n## Message from the user\n\n");
+        p.push_str(m);
+        p.push('\n');
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::AgentId;
+
+    #[test]
+    fn secrets_are_recognised_by_name() {
+        for p in [
+            ".env",
+            "a/.env.local",
+            "keys/server.pem",
+            "id_rsa",
+            "x/credentials.json",
+        ] {
+            assert!(looks_secret(p), "{p}");
+        }
+        for p in [".env.example", "src/env.rs", "README.md", "keys.md"] {
+            assert!(!looks_secret(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn the_prompt_names_the_source_the_note_and_the_message() {
+        let source = AgentRef {
+            provider: AgentId::CLAUDE,
+            model: Some("opus".into()),
+        };
+        let p = receiver_prompt(
+            "NOTE",
+            Utf8Path::new("/s/n.md"),
+            &source,
+            ReceiverRole::Review,
+            Some("look at the parser"),
+        );
+        assert!(
+            p.starts_with("claude (opus) handed this task over to you."),
+            "{p}"
+        );
+        assert!(p.contains("change nothing") && p.contains("/s/n.md") && p.contains("\n\nNOTE"));
+        assert!(
+            p.ends_with("## Message from the user\n\nlook at the parser\n"),
+            "{p}"
+        );
+    }
+}

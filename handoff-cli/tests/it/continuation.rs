@@ -1,0 +1,790 @@
+//! `handoff continue` on scratch repositories: the fake agents stand in for the receivers, the
+//! task store lives in the sandbox's HOME.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::{Run, Sandbox};
+
+const SECTIONS: [&str; 9] = [
+    "Goal",
+    "Current state",
+    "Done and verified",
+    "In progress",
+    "Next steps",
+    "Decisions and constraints",
+    "Open questions",
+    "How to verify",
+    "Git state",
+];
+
+fn sandbox() -> Sandbox {
+    let sb = Sandbox::new();
+    for (k, v) in [
+        ("user.name", "handoff test"),
+        ("user.email", "test@example.invalid"),
+        ("commit.gpgsign", "false"),
+    ] {
+        sb.repo.git(&["config", k, v]);
+    }
+    // Files the receivers overwrite, tracked so their work is part of the next checkpoint.
+    sb.repo.write("fake-receiver-claude.txt", "\n");
+    sb.repo.write("fake-receiver-codex.txt", "\n");
+    sb.repo.write("fake-receiver-opencode.txt", "\n");
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n");
+    sb.repo.commit_all("receiver files");
+    sb
+}
+
+/// A complete note, written in the sandbox's private directory (outside the repository).
+fn note_file(sb: &Sandbox, name: &str, sections: &[&str]) -> String {
+    let mut text = String::from("# Handoff note\n");
+    for section in sections {
+        let body = match *section {
+            "How to verify" => "- `cargo test`".to_owned(),
+            "Next steps" => "1. Finish `src/lib.rs`.".to_owned(),
+            s => format!("About {s}."),
+        };
+        text.push_str(&format!("\n## {section}\n\n{body}\n"));
+    }
+    let path = sb.private.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
+    let note = note_file(sb, "note.md", &SECTIONS);
+    let cwd = sb.cwd();
+    let mut all = vec![
+        "continue",
+        "--cwd",
+        cwd.as_str(),
+        "--note-file",
+        note.as_str(),
+    ];
+    all.extend(args);
+    let run = sb.run(&all);
+    // Every outcome prints one line of the documented shape.
+    assert_eq!(run.stdout.lines().count(), 1, "{run:#?}");
+    let parsed: handoff_core::ContinueResult = serde_json::from_value(run.json.clone())
+        .unwrap_or_else(|e| panic!("not a handoff.continue.v1 result: {e}: {run:#?}"));
+    assert_eq!(i32::from(parsed.exit_code), run.code);
+    run
+}
+
+fn head(sb: &Sandbox) -> String {
+    sb.repo.git(&["rev-parse", "HEAD"]).trim().to_owned()
+}
+
+fn log_json(sb: &Sandbox) -> Value {
+    let cwd = sb.cwd();
+    let run = sb.run(&["log", "--cwd", cwd.as_str(), "--json"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    run.json
+}
+
+fn kinds(log: &Value) -> Vec<String> {
+    log["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"]["kind"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Runs the printed resume command (through `sh`, as a person would paste it) with the
+/// sandbox's PATH and HOME.
+fn resume(sb: &Sandbox, result: &Value) -> std::process::Output {
+    let shell = result["receiver"]["resume"]["shell"].as_str().unwrap();
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(shell)
+        .env_clear()
+        .env("PATH", sb.agents.path_env())
+        .env("HOME", sb.root.join("home"))
+        .output()
+        .unwrap()
+}
+
+/// Every file of the worktree (outside `.git`) with its bytes, plus the index, HEAD and status.
+fn worktree_state(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_owned();
+            if rel == Path::new(".git") {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(&p, root, out);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(dir, dir, &mut out);
+    for f in ["index", "HEAD"] {
+        out.insert(
+            PathBuf::from(format!(".git/{f}")),
+            std::fs::read(dir.join(".git").join(f)).unwrap_or_default(),
+        );
+    }
+    let status = Command::new("git")
+        .args([
+            "--no-optional-locks",
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+        ])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+        .stdout;
+    out.insert(PathBuf::from("<status>"), status);
+    out
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_task_goes_from_claude_to_codex_and_back() {
+    let sb = sandbox();
+    sb.record();
+    // Claude's work so far: a tracked change and an untracked file.
+    sb.repo.write(
+        "src/lib.rs",
+        "pub fn one() -> u32 {\n    1\n}\n\npub fn two() -> u32 {\n    2\n}\n",
+    );
+    sb.repo.write("scratch.txt", "not for the commit\n");
+    let start = head(&sb);
+
+    let run = continue_(
+        &sb,
+        &[
+            "--from",
+            "claude",
+            "--from-model",
+            "opus",
+            "--to",
+            "codex",
+            "--message",
+            "finish two()",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["schemaVersion"], "handoff.continue.v1");
+    assert_eq!(r["outcome"], "started", "{r:#}");
+    assert_eq!(r["route"], "same-thread");
+    assert_eq!(r["source"]["provider"], "claude");
+    assert_eq!(r["target"]["provider"], "codex");
+    assert_eq!(strings(&r["checkpoint"]["committed"]), ["src/lib.rs"]);
+    assert_eq!(strings(&r["checkpoint"]["uncommitted"]), ["scratch.txt"]);
+    let first = r["checkpoint"]["commit"].as_str().unwrap().to_owned();
+    assert_ne!(first, start);
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD~1"]).trim(), start);
+    assert_eq!(
+        r["message"],
+        serde_json::json!({"text": "finish two()", "sent": true})
+    );
+    // The note is outside the repository, rendered, and what the receiver was given.
+    let note = PathBuf::from(r["note"]["path"].as_str().unwrap());
+    assert!(!note.starts_with(sb.repo.path()), "{note:?}");
+    let note_text = std::fs::read_to_string(&note).unwrap();
+    assert!(
+        note_text.contains(&first),
+        "the note records the checkpoint as head"
+    );
+    assert!(note_text.contains("Receiver instructions"));
+    // The receiver: a persisted session whose printed resume command works.
+    let session = r["receiver"]["sessionId"].as_str().unwrap().to_owned();
+    let argv = strings(&r["receiver"]["argv"]);
+    assert!(!argv.iter().any(|a| a == "--ephemeral"), "{argv:?}");
+    let out = resume(&sb, r);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(&format!("resumed {session}")),
+        "{out:?}"
+    );
+    let receiver_file =
+        std::fs::read_to_string(sb.repo.path().join("fake-receiver-codex.txt")).unwrap();
+    assert!(receiver_file.contains("codex"), "{receiver_file}");
+    let codex_run = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .rev()
+        .find(|i| i["exe"] == "codex" && i["stdin"].is_string())
+        .unwrap();
+    let stdin = codex_run["stdin"].as_str().unwrap();
+    assert!(
+        stdin.contains("claude (opus) handed this task over to you"),
+        "{stdin}"
+    );
+    assert!(stdin.contains("finish two()") && stdin.contains("## Next steps"));
+
+    // Back to Claude: no --from, the task says who has it.
+    let run = continue_(&sb, &["--to", "claude", "--role", "implement"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r2 = &run.json;
+    assert_eq!(r2["source"]["provider"], "codex");
+    assert_eq!(r2["taskId"], r["taskId"]);
+    assert_eq!(
+        strings(&r2["checkpoint"]["committed"]),
+        ["fake-receiver-codex.txt"]
+    );
+    let out = resume(&sb, r2);
+    assert!(out.status.success(), "{out:?}");
+
+    // The timeline: checkpoint, handoff, turn — twice; the task is Claude's again.
+    let log = log_json(&sb);
+    assert_eq!(
+        kinds(&log),
+        [
+            "checkpoint",
+            "handoff",
+            "turn",
+            "checkpoint",
+            "handoff",
+            "turn"
+        ],
+        "{log:#}"
+    );
+    assert_eq!(log["task"]["agent"]["provider"], "claude");
+    let handoffs: Vec<&Value> = log["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["kind"] == "handoff")
+        .collect();
+    assert_eq!(handoffs[0]["event"]["source"]["provider"], "claude");
+    assert_eq!(handoffs[0]["event"]["target"]["provider"], "codex");
+    assert_eq!(handoffs[0]["event"]["outcome"]["state"], "started");
+    assert_eq!(
+        handoffs[0]["event"]["context"]["details"]["checkpoint"],
+        first
+    );
+    assert_eq!(handoffs[1]["event"]["source"]["provider"], "codex");
+    let text = sb.run(&["log", "--cwd", sb.cwd().as_str()]);
+    assert!(text.stdout.contains("claude"), "{text:#?}");
+
+    // Attribution: Claude before the first handoff, Codex between them, Claude since.
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n");
+    let attr = sb.run(&["attribute", "--cwd", sb.cwd().as_str(), "--json"]);
+    assert_eq!(attr.code, 0, "{attr:#?}");
+    let segments = attr.json["segments"].as_array().unwrap();
+    let owners: Vec<&str> = segments
+        .iter()
+        .map(|s| s["provider"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["claude", "codex", "claude"], "{:#}", attr.json);
+    let files = |i: usize| -> Vec<(String, u64, u64)> {
+        segments[i]["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["path"].as_str().unwrap().to_owned(),
+                    f["added"].as_u64().unwrap(),
+                    f["removed"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(files(0), [("src/lib.rs".to_owned(), 4, 0)]);
+    assert_eq!(files(1), [("fake-receiver-codex.txt".to_owned(), 1, 1)]);
+    let tail = files(2);
+    assert!(tail.contains(&("src/lib.rs".to_owned(), 0, 4)), "{tail:?}");
+    assert_eq!(segments[1]["from"], first.as_str());
+}
+
+#[test]
+fn a_failing_receiver_leaves_the_task_with_its_provider() {
+    let sb = sandbox();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    11\n}\n");
+    sb.agents.set("HANDOFF_FAKE_MODE", "agent-error");
+    let run = continue_(
+        &sb,
+        &["--from", "claude", "--to", "codex", "--message", "go on"],
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["outcome"], "not-started");
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("the receiver did not start"),
+        "{r:#}"
+    );
+    assert_eq!(
+        r["message"],
+        serde_json::json!({"text": "go on", "sent": false})
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{run:#?}");
+    let log = log_json(&sb);
+    assert_eq!(log["task"]["agent"]["provider"], "claude");
+    let handoff = log["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"]["kind"] == "handoff")
+        .unwrap()
+        .clone();
+    assert_eq!(handoff["event"]["outcome"]["state"], "not-started");
+    assert!(
+        handoff["event"]["outcome"]["reason"]
+            .as_str()
+            .unwrap()
+            .len()
+            > 5
+    );
+}
+
+#[test]
+fn a_dry_run_plans_everything_and_changes_nothing() {
+    let sb = sandbox();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    111\n}\n");
+    let before = worktree_state(sb.repo.path());
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--dry-run"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["outcome"], "dry-run");
+    assert_eq!(strings(&r["checkpoint"]["committed"]), ["src/lib.rs"]);
+    assert!(r["checkpoint"]["commit"].is_null());
+    assert_eq!(r["receiver"]["argv"][1], "exec", "{r:#}");
+    assert!(r["handoffId"].is_null());
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert!(
+        sb.agents.invocations().iter().all(|i| i["stdin"].is_null()
+            || i["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == "--version" || a == "--help")),
+        "no receiver ran"
+    );
+}
+
+#[test]
+fn rejected_inputs_change_nothing() {
+    let sb = sandbox();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    2\n}\n");
+    let cwd = sb.cwd();
+    let good = note_file(&sb, "good.md", &SECTIONS);
+    let partial = note_file(&sb, "partial.md", &SECTIONS[..7]);
+    let unreadable = sb.private.join("missing.md").to_string_lossy().into_owned();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["--to", "nope", "--from", "claude", "--note-file", &good],
+            "--to \"nope\" is not a known agent",
+        ),
+        (
+            vec!["--to", "codex", "--note-file", &good],
+            "pass --from <provider>",
+        ),
+        (
+            vec!["--to", "codex", "--from", "claude", "--note-file", &partial],
+            "missing sections: How to verify, Git state",
+        ),
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &unreadable,
+            ],
+            "missing.md",
+        ),
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &good,
+                "--push",
+            ],
+            "has no remote to push to",
+        ),
+        (
+            vec!["--to", "grok", "--from", "claude", "--note-file", &good],
+            "grok",
+        ),
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &good,
+                "--effort",
+                "extreme",
+            ],
+            "effort 'extreme'",
+        ),
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &good,
+                "--account",
+                "work",
+            ],
+            "unknown account 'work'",
+        ),
+    ];
+    let before = worktree_state(sb.repo.path());
+    for (args, want) in cases {
+        let mut all = vec!["continue", "--cwd", cwd.as_str()];
+        all.extend(&args);
+        let run = sb.run(&all);
+        assert_eq!(run.code, 5, "{args:?}: {run:#?}");
+        assert_eq!(run.json["outcome"], "rejected", "{args:?}");
+        assert!(
+            run.stderr.contains(want),
+            "{args:?}: want {want:?} in {}",
+            run.stderr
+        );
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {run:#?}");
+        assert_eq!(worktree_state(sb.repo.path()), before, "{args:?}");
+    }
+    // A receiver that is not installed.
+    sb.agents.uninstall("codex");
+    let run = continue_(&sb, &["--to", "codex", "--from", "claude"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("codex is not installed"), "{run:#?}");
+    // A detached HEAD.
+    sb.repo.git(&["checkout", "-q", "--detach"]);
+    let before = worktree_state(sb.repo.path());
+    let run = continue_(&sb, &["--to", "claude", "--from", "claude"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("HEAD is detached"), "{run:#?}");
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    // Nothing was recorded either.
+    let log = sb.run(&["log", "--cwd", cwd.as_str()]);
+    assert_eq!(log.code, 5, "{log:#?}");
+}
+
+#[test]
+fn a_new_thread_leaves_the_original_worktree_untouched() {
+    let sb = sandbox();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    3\n}\n");
+    sb.repo.write("untracked.txt", "u\n");
+    sb.repo.git(&["add", "-N", "untracked.txt"]);
+    sb.repo.git(&["reset", "-q", "untracked.txt"]);
+    let before = worktree_state(sb.repo.path());
+    let branch_before = sb.repo.git(&["rev-parse", "main"]);
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--new-thread"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["route"], "new-thread");
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert_eq!(sb.repo.git(&["rev-parse", "main"]), branch_before);
+    let wt = PathBuf::from(r["worktree"]["path"].as_str().unwrap());
+    assert!(r["worktree"]["created"].as_bool().unwrap());
+    assert_ne!(wt, sb.repo.path());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("src/lib.rs")).unwrap(),
+        "pub fn one() -> u32 {\n    3\n}\n"
+    );
+    assert!(
+        std::fs::read_to_string(wt.join("fake-receiver-codex.txt"))
+            .unwrap()
+            .contains("codex")
+    );
+    assert_ne!(r["taskId"], r["parentTaskId"]);
+    assert!(r["parentTaskId"].is_string());
+    let out = resume(&sb, r);
+    assert!(out.status.success(), "{out:?}");
+    let _ = std::fs::remove_dir_all(&wt);
+}
+
+#[test]
+fn a_review_receiver_must_not_change_the_worktree() {
+    let sb = sandbox();
+    let run = continue_(
+        &sb,
+        &["--from", "claude", "--to", "codex", "--role", "review"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["receiver"]["worktreeUnchanged"], true);
+    assert!(run.json["checkpoint"]["created"] == false);
+
+    sb.agents.set("HANDOFF_FAKE_MODE", "mutate");
+    let run = continue_(&sb, &["--to", "claude", "--role", "review"]);
+    assert_eq!(run.code, 10, "{run:#?}");
+    assert_eq!(run.json["outcome"], "review-changed");
+    assert_eq!(run.json["receiver"]["worktreeUnchanged"], false);
+    assert!(
+        !run.json["receiver"]["changed"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn push_sends_the_checkpoint_to_the_branch_on_the_remote() {
+    let sb = sandbox();
+    let remote = sb.root.join("remote.git");
+    let status = Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&remote)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    sb.repo
+        .git(&["remote", "add", "origin", remote.to_str().unwrap()]);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    4\n}\n");
+    let run = continue_(
+        &sb,
+        &["--from", "claude", "--to", "codex", "--push", "--note-only"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["outcome"], "note-written");
+    assert_eq!(run.json["push"]["pushed"], true);
+    let pushed = Command::new("git")
+        .args(["rev-parse", "refs/heads/main"])
+        .current_dir(&remote)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&pushed.stdout).trim(),
+        run.json["checkpoint"]["commit"].as_str().unwrap()
+    );
+    assert!(run.json["receiver"].is_null());
+}
+
+#[test]
+fn an_agent_working_in_the_worktree_holds_the_handoff() {
+    let sb = sandbox();
+    sb.agents.set("HANDOFF_FAKE_MODE", "hang");
+    let ready = sb.root.join("ready");
+    sb.agents.set("HANDOFF_FAKE_READY_FILE", &ready);
+    let mut agent = Command::new(sb.agents.bin("claude"))
+        .args(["-p", "work"])
+        .current_dir(sb.repo.path().join("src"))
+        .env("HOME", sb.root.join("home"))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    sb.agents.set("HANDOFF_FAKE_MODE", "success");
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--dry-run"]);
+    let _ = agent.kill();
+    let _ = agent.wait();
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains(&format!("claude (pid {}) is working in", agent.id())),
+        "{run:#?}"
+    );
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--dry-run"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+}
+
+#[test]
+fn concurrent_handoffs_share_one_store() {
+    let sb = sandbox();
+    let repos: Vec<handoff_testkit::ScratchRepo> = (0..6)
+        .map(|i| {
+            let r = handoff_testkit::ScratchRepo::new();
+            r.git(&["config", "user.name", "t"]);
+            r.git(&["config", "user.email", "t@example.invalid"]);
+            r.write("f.txt", &format!("{i}\n"));
+            r
+        })
+        .collect();
+    let note = note_file(&sb, "shared.md", &SECTIONS);
+    let children: Vec<std::process::Child> = repos
+        .iter()
+        .map(|r| {
+            let mut c = sb.command();
+            c.args([
+                "continue",
+                "--note-only",
+                "--from",
+                "claude",
+                "--to",
+                "codex",
+            ])
+            .arg("--cwd")
+            .arg(r.path())
+            .args(["--note-file", &note])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let store = handoff_store::SqliteStore::open(
+        sb.root
+            .join("home/.local/state/handoff/tasks.sqlite3")
+            .to_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(store.integrity_problems().unwrap().is_empty());
+    use handoff_core::TaskStore as _;
+    let tasks = store.tasks(None).unwrap();
+    assert_eq!(tasks.len(), 6);
+    for t in tasks {
+        let kinds: Vec<&str> = store
+            .timeline(&t.id)
+            .unwrap()
+            .iter()
+            .map(|e| e.event.kind())
+            .collect();
+        assert_eq!(kinds, ["checkpoint", "handoff"]);
+    }
+}
+
+#[test]
+fn delegated_runs_are_recorded_in_the_worktrees_task() {
+    let sb = sandbox();
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let run_id = run.json["lineage"]["runId"].as_str().unwrap().to_owned();
+    // A rejected run is not recorded.
+    let rejected = sb.delegate("claude", "codex", "build", &["--effort", "nope"]);
+    assert_eq!(rejected.code, 5, "{rejected:#?}");
+    let log = log_json(&sb);
+    assert_eq!(log["task"]["agent"]["provider"], "claude");
+    assert_eq!(kinds(&log), ["delegated-run"]);
+    let entry = &log["timeline"][0]["event"];
+    assert_eq!(entry["runId"], run_id);
+    assert_eq!(entry["target"], "codex");
+    assert_eq!(entry["status"], "succeeded");
+    assert!(entry["resultHash"].as_str().unwrap().starts_with("sha256:"));
+    // A later handoff lands on the same task.
+    let run = continue_(&sb, &["--to", "codex", "--note-only"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        kinds(&log_json(&sb)),
+        ["delegated-run", "checkpoint", "handoff"]
+    );
+}
+
+#[test]
+fn a_running_delegation_holds_the_worktree_until_it_ends() {
+    let sb = sandbox();
+    sb.agents.set("HANDOFF_FAKE_MODE", "hang");
+    let ready = sb.root.join("ready");
+    sb.agents.set("HANDOFF_FAKE_READY_FILE", &ready);
+    let ins = sb.instructions("Make the change.");
+    let cwd = sb.cwd();
+    let mut delegation = sb
+        .command()
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "build",
+        ])
+        .args(["--cwd", &cwd, "--instructions", &ins])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    sb.agents.set("HANDOFF_FAKE_MODE", "success");
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--dry-run"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!("(pid {}, ", delegation.id()))
+            && run.stderr.contains("`run` since"),
+        "{run:#?}"
+    );
+
+    // With --wait it goes ahead once the run is over.
+    let note = note_file(&sb, "wait.md", &SECTIONS);
+    let waiting = sb
+        .command()
+        .args([
+            "continue",
+            "--cwd",
+            &cwd,
+            "--note-file",
+            &note,
+            "--from",
+            "claude",
+        ])
+        .args(["--to", "codex", "--dry-run", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(delegation.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert_eq!(delegation.wait().unwrap().code(), Some(9));
+    let out = waiting.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["outcome"], "dry-run");
+}
+
+#[test]
+fn a_locked_store_is_refused_before_anything_changes() {
+    let sb = sandbox();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    5\n}\n");
+    // Create the store, then hold its write lock from another connection.
+    let cwd = sb.cwd();
+    let _ = sb.run(&["log", "--cwd", cwd.as_str()]);
+    let db = sb.root.join("home/.local/state/handoff/tasks.sqlite3");
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let before = worktree_state(sb.repo.path());
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex"]);
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("is locked"), "{run:#?}");
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert!(
+        sb.agents
+            .invocations()
+            .iter()
+            .all(|i| i["exe"] != "codex" || i["stdin"].is_null())
+    );
+}
