@@ -53,7 +53,7 @@ Exit codes:
   9   cancelled by SIGINT/SIGTERM
   10  a review receiver changed the worktree
 
-Prints one JSON line (handoff.continue.v1) on stdout in every case.";
+Once the arguments parse, one JSON line (handoff.continue.v1) is printed on stdout, whatever the outcome.";
 
 /// Exit code when the receiver did not start.
 const NOT_STARTED: u8 = 1;
