@@ -655,6 +655,10 @@ impl Provider for Claude {
         self.receiver_plan(request, run)
     }
 
+    fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
+        crate::progress::claude(line)
+    }
+
     fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
         parse_receiver(raw)
     }

@@ -681,6 +681,10 @@ impl Provider for Codex {
         self.receiver_plan(request, run)
     }
 
+    fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
+        crate::progress::codex(line)
+    }
+
     fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
         parse_receiver(raw)
     }

@@ -15,6 +15,7 @@ mod grok;
 mod kiro;
 mod opencode;
 mod probe;
+mod progress;
 
 use std::sync::Arc;
 

@@ -613,6 +613,10 @@ impl Provider for OpenCode {
         self.receiver_plan(request, run)
     }
 
+    fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
+        crate::progress::opencode(line)
+    }
+
     fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
         parse_receiver(raw)
     }

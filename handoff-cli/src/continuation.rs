@@ -86,6 +86,13 @@ pub enum RoleArg {
     Review,
 }
 
+impl RoleArg {
+    /// The role's name.
+    pub fn as_str(self) -> &'static str {
+        role_of(self).as_str()
+    }
+}
+
 /// Arguments of `handoff continue`.
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
@@ -139,14 +146,22 @@ pub struct ContinueArgs {
     /// it, instead of refusing.
     #[arg(long)]
     pub wait: bool,
+    /// No status line on a terminal: stderr carries only diagnostics.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Seconds the receiver's first turn may take.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TIMEOUT_SECS,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
 }
 
-/// Runs `handoff continue`; returns the exit code.
-pub async fn main(args: ContinueArgs, engine: Result<Engine, String>) -> u8 {
+/// Runs `handoff continue`; returns the exit code. `live` is the status line being drawn, if
+/// any; it is cleared before anything else is written.
+pub async fn main(
+    args: ContinueArgs,
+    engine: Result<Engine, String>,
+    live: Option<crate::live::Live>,
+) -> u8 {
     let (tx, cancel) = watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -183,6 +198,9 @@ pub async fn main(args: ContinueArgs, engine: Result<Engine, String>) -> u8 {
             }
         },
     };
+    if let Some(live) = live {
+        live.finish().await;
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,

@@ -8,10 +8,14 @@ use std::sync::Arc;
 mod attribute;
 mod checkpoint;
 mod continuation;
+mod docs;
+mod doctor;
 mod fingerprint;
+mod live;
 mod log;
 mod nested;
 mod note;
+mod plugin_status;
 mod record;
 
 use clap::{Args, Parser, Subcommand};
@@ -74,6 +78,17 @@ enum Command {
     /// Hand the task itself to another agent: checkpoint, write the verified note outside the
     /// repository, start the receiver in a session it keeps, and record the handoff.
     Continue(continuation::ContinueArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page, handoff(1), generated from these definitions.
+    Man,
+    /// Report this installation: the binary, configuration, task store, every agent CLI and its
+    /// preflight, and whether the plugin is installed in Claude Code and Codex.
+    Doctor(doctor::DoctorArgs),
     /// Attribute a task's changes to the providers that held it (files, lines, flags for
     /// configuration, lockfiles, permissions, generated and out-of-scope files); --verify runs
     /// the handoff note's verification commands and records them as checks.
@@ -105,6 +120,9 @@ struct CapabilitiesArgs {
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 struct DelegateArgs {
+    /// No status line on a terminal: stderr carries only diagnostics.
+    #[arg(long, short = 'q')]
+    quiet: bool,
     /// The agent that is asking: codex or claude for run (any agent for advice). Self-asserted
     /// metadata, recorded in the result.
     #[arg(long, value_name = "AGENT")]
@@ -197,7 +215,15 @@ fn checked(loaded: LoadedConfig) -> Result<LoadedConfig, String> {
 }
 
 fn engine(config: Option<LoadedConfig>) -> Engine {
+    engine_with(config, None)
+}
+
+fn engine_with(
+    config: Option<LoadedConfig>,
+    progress: Option<handoff_core::ProgressHook>,
+) -> Engine {
     let mut options = EngineOptions::from_process();
+    options.progress = progress;
     options.handoff_exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.canonicalize().ok())
@@ -225,6 +251,9 @@ fn verb_of(command: &Command) -> Option<Verb> {
         | Command::Checkpoint(_)
         | Command::Log(_)
         | Command::Continue(_)
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Doctor(_)
         | Command::Attribute(_) => None,
     }
 }
@@ -313,7 +342,7 @@ fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
     }
 }
 
-async fn run_delegation(input: RunInput) -> u8 {
+async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -336,23 +365,29 @@ async fn run_delegation(input: RunInput) -> u8 {
         Err(message) => return rejected_early(input, message).await,
     };
     let result_path = input.result.clone();
-    let outcome = engine(Some(config)).run(input, rx).await;
+    let live = live::wanted(quiet).then(|| {
+        live::Live::start(format!(
+            "{} {}",
+            input.harness.as_deref().unwrap_or("?"),
+            input.mode.as_deref().unwrap_or("advice")
+        ))
+    });
+    let (live, hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+    let outcome = engine_with(Some(config), hook).run(input, rx).await;
+    if let Some(live) = live {
+        live.finish().await;
+    }
     record::delegated_run(&outcome, result_path.as_deref());
     let r = &outcome.result;
-    let summary = match &r.diagnostics.message {
-        Some(m) => m.clone(),
-        None => format!(
-            "{} ({} {}, {} changed file(s), {} ms)",
-            r.status.as_str(),
-            r.target.harness.as_ref().map_or("?", |h| h.as_str()),
-            r.mode.map_or("advice", |m| m.as_str()),
-            r.git.as_ref().map_or(0, |g| g.changed_files.len()),
-            r.timing.duration_ms
-        ),
+    // On a terminal, a human summary; otherwise only what went wrong.
+    let message = if live::wanted(quiet) {
+        Some(live::summary(r))
+    } else {
+        r.diagnostics.message.clone()
     };
     emit(
         &outcome.line,
-        Some(&summary),
+        message.as_deref(),
         &r.diagnostics.provider_stderr,
     );
     outcome.exit_code
@@ -501,14 +536,22 @@ fn main() -> ExitCode {
             (_, Command::Note(n)) => note::main(n),
             (_, Command::Checkpoint(c)) => checkpoint::main(c),
             (_, Command::Log(l)) => log::main(l),
+            (_, Command::Completions { shell }) => docs::completions::<Cli>(shell),
+            (_, Command::Man) => docs::man::<Cli>(),
+            (_, Command::Doctor(d)) => doctor::main(d, load_config()).await,
             (_, Command::Continue(c)) => {
-                continuation::main(c, load_config().map(|c| engine(Some(c)))).await
+                let live = live::wanted(c.quiet)
+                    .then(|| live::Live::start(format!("{} {} (receiver)", c.to, c.role.as_str())));
+                let (live, hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+                let engine = load_config().map(|cfg| engine_with(Some(cfg), hook));
+                continuation::main(c, engine, live).await
             }
             (_, Command::Attribute(a)) => attribute::main(a).await,
             (Some(verb), Command::Run(a) | Command::RunWithAdvice(a) | Command::Advice(a)) => {
                 let context = std::env::var(handoff_core::CONTEXT_ENV)
                     .ok()
                     .filter(|v| !v.is_empty());
+                let quiet = a.quiet;
                 match input_of(verb, a) {
                     Ok(input) => match context {
                         Some(ctx) => nested::main(input, &ctx).await,
@@ -516,7 +559,7 @@ fn main() -> ExitCode {
                             // Workers that detach (double fork, setsid) stay descendants of
                             // this root, so the lease's ancestry check still finds it.
                             let _ = handoff_core::adopt_orphans();
-                            run_delegation(input).await
+                            run_delegation(input, quiet).await
                         }
                     },
                     Err(failed) => {

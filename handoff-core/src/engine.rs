@@ -41,7 +41,7 @@ use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation, Status, Verdict};
 use crate::output::{MAX_PROVIDER_OUTPUT_BYTES, ProviderOutput};
 use crate::preflight::{PreflightCache, locate};
-use crate::process::{Ending, supervise};
+use crate::process::{Ending, supervise_with_tap};
 use crate::prompt::build_prompt;
 use crate::provider::{AnswerSource, Observation, ProbeEnv, Provider, RawOutput, Registry, RunDir};
 use crate::redact::{redact, redact_known, truncate_tail};
@@ -69,6 +69,8 @@ pub struct EngineOptions {
     /// The per-user runtime directory (root leases, supervisor sockets); `None`: the default
     /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
     pub runtime_dir: Option<Utf8PathBuf>,
+    /// Where live progress goes; `None` reads none.
+    pub progress: Option<crate::progress::ProgressHook>,
 }
 
 impl EngineOptions {
@@ -97,6 +99,7 @@ impl EngineOptions {
             config_path: None,
             handoff_exe: None,
             runtime_dir: None,
+            progress: None,
         }
     }
 }
@@ -477,6 +480,34 @@ impl Engine {
         Ok(dir)
     }
 
+    /// A line tap for a run's stdout that feeds the progress hook, when one is installed.
+    fn progress_tap(
+        &self,
+        provider: &Arc<dyn Provider>,
+        run_id: &str,
+        root: bool,
+        label: String,
+    ) -> Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>> {
+        let hook = self.options.progress.clone()?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let provider = Arc::clone(provider);
+        let run_id = run_id.to_owned();
+        tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                for event in provider.progress(&line) {
+                    (hook.0)(crate::progress::ProgressUpdate {
+                        run_id: run_id.clone(),
+                        root,
+                        agent: provider.spec().id.clone(),
+                        label: label.clone(),
+                        event,
+                    });
+                }
+            }
+        });
+        Some(tx)
+    }
+
     /// Reports every registered provider's capabilities and preflight.
     pub async fn capabilities(&self) -> Capabilities {
         let mut providers = Vec::new();
@@ -806,7 +837,16 @@ impl Engine {
             })?;
         }
         let timeout = launch.timeout;
-        let report = supervise(&invocation, prompt.as_bytes(), timeout, cancel).await;
+        let label = request
+            .mode
+            .map_or_else(|| "advice".to_owned(), |m| m.as_str().to_owned());
+        let tap = self.progress_tap(
+            &provider,
+            &request.lineage.run_id,
+            request.lineage.parent_run_id.is_none(),
+            label,
+        );
+        let report = supervise_with_tap(&invocation, prompt.as_bytes(), timeout, cancel, tap).await;
         draft.result.exit.provider = report.exit_code;
         draft.result.exit.signal = report.signal.clone();
         let answer_file = match &invocation.answer {
@@ -1292,11 +1332,18 @@ impl Engine {
         timeout: Duration,
         cancel: watch::Receiver<bool>,
     ) -> ReceiverRun {
-        let report = supervise(
+        let tap = self.progress_tap(
+            &prepared.provider,
+            &format!("receiver-{}", prepared.request.session_id),
+            true,
+            "receiver".to_owned(),
+        );
+        let report = supervise_with_tap(
             &prepared.invocation,
             prepared.prompt.as_bytes(),
             timeout,
             cancel,
+            tap,
         )
         .await;
         let raw = RawOutput {

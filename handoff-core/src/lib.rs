@@ -23,6 +23,7 @@ mod output;
 mod paths;
 mod preflight;
 mod process;
+mod progress;
 mod prompt;
 mod provider;
 mod redact;
@@ -71,7 +72,8 @@ pub use output::{
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate};
-pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise};
+pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise, supervise_with_tap};
+pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, ProgressUpdate};
 pub use prompt::build_prompt;
 pub use provider::{
     AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::provider::{Invocation, StdinSource};
 
@@ -60,9 +60,12 @@ async fn drain<R: AsyncRead + Unpin>(
     mut reader: R,
     limit: usize,
     overflow: watch::Sender<bool>,
+    tap: Option<mpsc::UnboundedSender<Vec<u8>>>,
 ) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
+    // Where the line being read started, for the tap.
+    let mut line_start = 0;
     loop {
         match reader.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
@@ -74,8 +77,19 @@ async fn drain<R: AsyncRead + Unpin>(
                     break;
                 }
                 buf.extend_from_slice(&chunk[..n]);
+                if let Some(tap) = &tap {
+                    while let Some(end) = buf[line_start..].iter().position(|b| *b == b'\n') {
+                        let _ = tap.send(buf[line_start..line_start + end].to_vec());
+                        line_start += end + 1;
+                    }
+                }
             }
         }
+    }
+    if let Some(tap) = &tap
+        && line_start < buf.len()
+    {
+        let _ = tap.send(buf[line_start..].to_vec());
     }
     buf
 }
@@ -90,7 +104,19 @@ pub async fn supervise(
     invocation: &Invocation,
     prompt: &[u8],
     timeout: Duration,
+    cancel: watch::Receiver<bool>,
+) -> ProcessReport {
+    supervise_with_tap(invocation, prompt, timeout, cancel, None).await
+}
+
+/// [`supervise`], also sending each complete line of stdout to `tap` as it arrives (the last,
+/// unterminated one when stdout closes).
+pub async fn supervise_with_tap(
+    invocation: &Invocation,
+    prompt: &[u8],
+    timeout: Duration,
     mut cancel: watch::Receiver<bool>,
+    tap: Option<mpsc::UnboundedSender<Vec<u8>>>,
 ) -> ProcessReport {
     let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
     cmd.args(&invocation.args)
@@ -135,12 +161,12 @@ pub async fn supervise(
     let out_task = child
         .stdout
         .take()
-        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, overflow_tx.clone())));
+        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, overflow_tx.clone(), tap)));
     let (err_overflow_tx, mut err_overflow_rx) = watch::channel(false);
     let err_task = child
         .stderr
         .take()
-        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, err_overflow_tx)));
+        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, err_overflow_tx, None)));
     drop(overflow_tx);
 
     let deadline = tokio::time::sleep(timeout);

@@ -11,6 +11,7 @@ use crate::continuation::{ReceiverReport, ReceiverRequest};
 use crate::mcp::McpDescriptor;
 use crate::names::AgentId;
 use crate::output::OutputError;
+use crate::progress::ProgressEvent;
 use crate::request::Request;
 use crate::result::{GrantCapabilities, IsolationCapabilities, SelectionCapabilities, Usage};
 
@@ -258,6 +259,12 @@ pub trait Provider: Send + Sync {
     /// Returns the reason to block, if any.
     fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {
         None
+    }
+
+    /// What one line of the agent's streaming output says it is doing. Pure; never panics;
+    /// empty for lines that say nothing worth showing (and for CLIs without an event stream).
+    fn progress(&self, _line: &[u8]) -> Vec<ProgressEvent> {
+        Vec::new()
     }
 
     /// Plans a continuation receiver's first turn: a headless run in the worktree whose session

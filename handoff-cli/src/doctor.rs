@@ -1,0 +1,202 @@
+//! `handoff doctor`: what this installation looks like — the binary, the configuration, the
+//! task store, the runtime directory, every agent CLI and its preflight, and the plugin.
+//!
+//! Exit codes: 0 when handoff itself is usable (the configuration loads, the task store opens);
+//! 1 when one of those is broken. Agents that are missing or fail preflight are reported, not
+//! errors: handoff works with whichever are installed.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use camino::Utf8PathBuf;
+use clap::Args;
+use handoff_core::{Engine, TaskStore};
+use serde_json::{Value, json};
+
+use crate::plugin_status::{PluginStatus, plugin_status};
+
+/// Arguments of `handoff doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as one JSON line (`handoff.doctor.v1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `handoff doctor`; returns the exit code.
+pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, String>) -> u8 {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.canonicalize().ok())
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok());
+    let on_path = which("handoff", &env);
+    let mut healthy = true;
+
+    let config_report = match &config {
+        Ok(loaded) => json!({
+            "ok": true,
+            "file": loaded.path,
+            "warnings": loaded.warnings,
+        }),
+        Err(e) => {
+            healthy = false;
+            json!({"ok": false, "error": e})
+        }
+    };
+
+    let store_report = match handoff_store::default_path(&env) {
+        Err(e) => {
+            healthy = false;
+            json!({"ok": false, "error": e.to_string()})
+        }
+        Ok(path) if !path.exists() => {
+            json!({"ok": true, "path": path, "created": false})
+        }
+        Ok(path) => match handoff_store::SqliteStore::open(&path) {
+            Ok(store) => {
+                let tasks = store.tasks(None).map(|t| t.len());
+                let version = store.schema_version();
+                match (tasks, version) {
+                    (Ok(tasks), Ok(version)) => json!({
+                        "ok": true, "path": path, "created": true,
+                        "schema": version, "tasks": tasks,
+                    }),
+                    (Err(e), _) | (_, Err(e)) => {
+                        healthy = false;
+                        json!({"ok": false, "path": path, "error": e.to_string()})
+                    }
+                }
+            }
+            Err(e) => {
+                healthy = false;
+                json!({"ok": false, "path": path, "error": e.to_string()})
+            }
+        },
+    };
+
+    let runtime = handoff_core::default_runtime_dir()
+        .map(|d| json!({"ok": true, "path": d}))
+        .unwrap_or_else(|e| json!({"ok": false, "error": e.to_string()}));
+
+    let engine: Engine = crate::engine(config.ok());
+    let caps = engine.capabilities().await;
+    let agents: Vec<Value> = caps
+        .providers
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "executable": p.executable,
+                "installed": p.preflight.installed,
+                "ok": p.preflight.ok,
+                "path": p.preflight.path,
+                "version": p.preflight.version,
+                "reason": p.preflight.reason,
+            })
+        })
+        .collect();
+
+    let plugins: Vec<PluginStatus> = plugin_status(&env);
+
+    let report = json!({
+        "schemaVersion": "handoff.doctor.v1",
+        "ok": healthy,
+        "handoff": {
+            "version": env!("CARGO_PKG_VERSION"),
+            "path": exe,
+            "onPath": on_path,
+            "onPathIsThis": on_path.is_some() && on_path == exe,
+        },
+        "config": config_report,
+        "taskStore": store_report,
+        "runtimeDir": runtime,
+        "agents": agents,
+        "plugin": plugins,
+    });
+
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let _ = writeln!(out, "{report}");
+    } else {
+        let _ = print_human(&mut out, &report);
+    }
+    let _ = out.flush();
+    if healthy { 0 } else { 1 }
+}
+
+fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
+    let s = |v: &Value| v.as_str().map(str::to_owned).unwrap_or_else(|| "-".into());
+    let h = &r["handoff"];
+    writeln!(out, "handoff {} at {}", s(&h["version"]), s(&h["path"]))?;
+    match (h["onPath"].as_str(), h["onPathIsThis"].as_bool()) {
+        (None, _) => writeln!(
+            out,
+            "  not on PATH: skills and plugins look for `handoff` there (or ~/.cargo/bin)"
+        )?,
+        (Some(p), Some(false)) => {
+            writeln!(out, "  the `handoff` on PATH is another binary: {p}")?;
+        }
+        _ => {}
+    }
+    let c = &r["config"];
+    if c["ok"] == true {
+        match c["file"].as_str() {
+            Some(f) => writeln!(out, "config      {f}")?,
+            None => writeln!(out, "config      none (defaults)")?,
+        }
+        for w in c["warnings"].as_array().into_iter().flatten() {
+            writeln!(out, "  warning: {}", s(w))?;
+        }
+    } else {
+        writeln!(out, "config      BROKEN: {}", s(&c["error"]))?;
+    }
+    let t = &r["taskStore"];
+    match (t["ok"].as_bool(), t["created"].as_bool()) {
+        (Some(true), Some(true)) => writeln!(
+            out,
+            "task store  {} (schema {}, {} task(s))",
+            s(&t["path"]),
+            t["schema"],
+            t["tasks"]
+        )?,
+        (Some(true), _) => writeln!(out, "task store  {} (not created yet)", s(&t["path"]))?,
+        _ => writeln!(out, "task store  BROKEN: {}", s(&t["error"]))?,
+    }
+    let d = &r["runtimeDir"];
+    if d["ok"] == true {
+        writeln!(out, "runtime     {}", s(&d["path"]))?;
+    } else {
+        writeln!(out, "runtime     BROKEN: {}", s(&d["error"]))?;
+    }
+    writeln!(out, "agents")?;
+    for a in r["agents"].as_array().into_iter().flatten() {
+        let state = if a["ok"] == true {
+            format!("ok   {} ({})", s(&a["version"]), s(&a["path"]))
+        } else if a["installed"] == true {
+            format!("FAILS preflight: {}", s(&a["reason"]))
+        } else {
+            format!("not installed ({} not on PATH)", s(&a["executable"]))
+        };
+        writeln!(out, "  {:<9} {state}", s(&a["id"]))?;
+    }
+    writeln!(out, "plugin")?;
+    for p in r["plugin"].as_array().into_iter().flatten() {
+        let state = match p["installed"].as_bool() {
+            Some(true) => format!("installed {}", s(&p["detail"])),
+            _ => format!("not installed ({})", s(&p["detail"])),
+        };
+        writeln!(out, "  {:<11} {state}", s(&p["host"]))?;
+    }
+    Ok(())
+}
+
+/// The first executable file named `name` on `PATH`, canonicalized.
+fn which(name: &str, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
+    let path = env.get("PATH")?;
+    path.split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Utf8PathBuf::from(d).join(name))
+        .find(|p| handoff_core::is_executable(p))
+        .and_then(|p| p.canonicalize_utf8().ok())
+}

@@ -1,0 +1,134 @@
+//! The live status line: drawn on a terminal (a pty here), never off one or with `--quiet`.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+
+use crate::support::Sandbox;
+
+/// Runs a build on the fake Codex with stderr on `stderr` and returns (exit code, stdout).
+fn build(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> (i32, String) {
+    let ins = sb.instructions("Make the change.");
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.args([
+        "run",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex",
+        "--mode",
+        "build",
+    ])
+    .args(["--cwd", &cwd, "--instructions", &ins])
+    .args(extra)
+    .env("COLUMNS", "200")
+    .stdout(Stdio::piped())
+    .stderr(stderr);
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+    )
+}
+
+/// A pty whose two ends are not inherited by processes other tests start meanwhile.
+fn pty() -> nix::pty::OpenptyResult {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    let pty = nix::pty::openpty(None, None).unwrap();
+    for fd in [&pty.master, &pty.slave] {
+        fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).unwrap();
+    }
+    pty
+}
+
+/// Everything written to the pty until its slave side is closed by the child's exit.
+fn drain(master: OwnedFd) -> String {
+    let mut file = std::fs::File::from(master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[test]
+fn a_terminal_gets_a_status_line_and_a_summary() {
+    let sb = Sandbox::new();
+    let pty = pty();
+    let reader = std::thread::spawn(move || drain(pty.master));
+    let (code, stdout) = build(&sb, Stdio::from(pty.slave), &[]);
+    let drawn = reader.join().unwrap();
+    assert_eq!(code, 0, "{drawn}");
+    // stdout is still exactly the one JSON line.
+    assert_eq!(stdout.lines().count(), 1);
+    assert!(serde_json::from_str::<serde_json::Value>(&stdout).is_ok());
+    assert!(drawn.contains("handoff: codex build · 0s"), "{drawn:?}");
+    assert!(
+        drawn.contains("\r\u{1b}[2K"),
+        "the line is cleared: {drawn:?}"
+    );
+    assert!(
+        drawn.contains("handoff: succeeded · codex build · 1 changed file(s): fake-build.txt"),
+        "{drawn:?}"
+    );
+}
+
+#[test]
+fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
+    let sb = Sandbox::new();
+    let pty = pty();
+    let reader = std::thread::spawn(move || drain(pty.master));
+    let (code, _) = build(&sb, Stdio::from(pty.slave), &["--quiet"]);
+    let drawn = reader.join().unwrap();
+    assert_eq!(code, 0);
+    assert_eq!(drawn, "", "--quiet draws nothing on a success");
+
+    let sb = Sandbox::new();
+    let ins = sb.instructions("Make the change.");
+    let cwd = sb.cwd();
+    let out = sb
+        .command()
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "build",
+        ])
+        .args(["--cwd", &cwd, "--instructions", &ins])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "a pipe gets no status line"
+    );
+    // A failure is still reported.
+    sb.agents.set("HANDOFF_FAKE_MODE", "no-change");
+    let out = sb
+        .command()
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "build",
+        ])
+        .args(["--cwd", &cwd, "--instructions", &ins])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("handoff: "), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}
