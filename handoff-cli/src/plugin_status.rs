@@ -1,5 +1,6 @@
 //! Whether the handoff plugin is installed in Claude Code and Codex, as each host reports it
-//! (`claude plugin list --json`, `codex plugin list`). No model call; a host that is missing or
+//! (`claude plugin list --json`: `[{id, version, enabled, installPath, …}]`; `codex plugin list
+//! --json`: `{installed: [{pluginId, name, version, installed, enabled, source, …}]}`). No model call; a host that is missing or
 //! does not answer within its time limit is reported as such.
 
 use std::collections::BTreeMap;
@@ -98,17 +99,15 @@ fn claude(env: &BTreeMap<String, String>) -> PluginStatus {
         Ok(out) => {
             let entries: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
             let ours = entries.iter().find(|e| {
-                ["id", "name", "plugin"].iter().any(|k| {
-                    e.get(*k)
-                        .and_then(Value::as_str)
-                        .is_some_and(|v| v == "handoff" || v.starts_with("handoff@"))
-                })
+                e.get("id")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.starts_with("handoff@"))
             });
             match ours {
                 Some(e) => PluginStatus {
                     host,
                     installed: Some(true),
-                    detail: e.to_string(),
+                    detail: describe(e, "id"),
                 },
                 None => PluginStatus {
                     host,
@@ -132,29 +131,64 @@ fn codex(env: &BTreeMap<String, String>) -> PluginStatus {
             detail: "codex is not on PATH".into(),
         };
     };
-    match list(&exe, &["plugin", "list"]) {
+    match list(&exe, &["plugin", "list", "--json"]) {
         Err(e) => PluginStatus {
             host,
             installed: None,
             detail: e,
         },
         Ok(out) => {
-            let line = out.lines().find(|l| {
-                l.split_whitespace()
-                    .any(|w| w == "handoff" || w.starts_with("handoff@"))
+            let listed: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            let installed = listed
+                .get("installed")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let ours = installed.iter().find(|e| {
+                e.get("pluginId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.starts_with("handoff@"))
             });
-            match line {
-                Some(l) => PluginStatus {
+            match ours {
+                Some(e) => PluginStatus {
                     host,
-                    installed: Some(l.to_lowercase().contains("installed")),
-                    detail: l.trim().to_owned(),
+                    installed: Some(e.get("installed") != Some(&Value::Bool(false))),
+                    detail: describe(e, "pluginId"),
                 },
                 None => PluginStatus {
                     host,
                     installed: Some(false),
-                    detail: "handoff is not listed".into(),
+                    detail: format!(
+                        "{} plugin(s) installed, handoff not among them",
+                        installed.len()
+                    ),
                 },
             }
         }
+    }
+}
+
+/// `<id> <version>[, disabled]` of a host's plugin entry.
+fn describe(entry: &Value, id_key: &str) -> String {
+    let text = |k: &str| entry.get(k).and_then(Value::as_str).unwrap_or("?");
+    let mut out = format!("{} {}", text(id_key), text("version"));
+    if entry.get("enabled") == Some(&Value::Bool(false)) {
+        out.push_str(", disabled");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_read_as_id_version_and_state() {
+        let claude: Value =
+            serde_json::json!({"id": "handoff@handoff-local", "version": "0.1.0", "enabled": true});
+        assert_eq!(describe(&claude, "id"), "handoff@handoff-local 0.1.0");
+        let codex: Value =
+            serde_json::json!({"pluginId": "handoff@x", "version": "0.1.0", "enabled": false});
+        assert_eq!(describe(&codex, "pluginId"), "handoff@x 0.1.0, disabled");
     }
 }

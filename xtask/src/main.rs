@@ -3,10 +3,12 @@
 //! - `ci`: format check, clippy with `-D warnings`, every hermetic test, the examples.
 //! - `demo`: a build handoff then a review handoff on the bundled fake agent, in a scratch repo.
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
+//! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
 //! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod plugin;
 mod real;
 
 use std::os::unix::fs::PermissionsExt;
@@ -347,6 +349,7 @@ fn ci() -> Result<()> {
         ]),
     )?;
     schema(true)?;
+    plugin::plugin(&workspace_root(), true)?;
     run("cargo test", cargo().args(["test", "--workspace"]))?;
     examples()?;
     eprintln!("==> ci passed");
@@ -366,11 +369,13 @@ fn main() -> Result<()> {
         ["examples"] => examples(),
         ["schema"] => schema(false),
         ["schema", "--check"] => schema(true),
+        ["plugin"] => plugin::plugin(&workspace_root(), false),
+        ["plugin", "--check"] => plugin::plugin(&workspace_root(), true),
         ["e2e-real"] => real::e2e_real(&workspace_root(), cargo),
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo | examples | e2e-real | bench | schema [--check]>"
+                "usage: cargo xtask <ci | demo | examples | e2e-real | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

@@ -9,6 +9,8 @@
     clippy::print_stderr
 )]
 
+mod plugin;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
