@@ -13,6 +13,7 @@ mod doctor;
 mod fingerprint;
 mod live;
 mod log;
+mod mcp;
 mod nested;
 mod note;
 mod plugin_status;
@@ -89,6 +90,9 @@ enum Command {
     /// Report this installation: the binary, configuration, task store, every agent CLI and its
     /// preflight, and whether the plugin is installed in Claude Code and Codex.
     Doctor(doctor::DoctorArgs),
+    /// Serve the Model Context Protocol on stdin/stdout: tools for run, advice, continue and
+    /// capabilities, and background jobs (start, status, result, cancel) for long runs.
+    Mcp,
     /// Attribute a task's changes to the providers that held it (files, lines, flags for
     /// configuration, lockfiles, permissions, generated and out-of-scope files); --verify runs
     /// the handoff note's verification commands and records them as checks.
@@ -254,6 +258,7 @@ fn verb_of(command: &Command) -> Option<Verb> {
         | Command::Completions { .. }
         | Command::Man
         | Command::Doctor(_)
+        | Command::Mcp
         | Command::Attribute(_) => None,
     }
 }
@@ -539,6 +544,7 @@ fn main() -> ExitCode {
             (_, Command::Completions { shell }) => docs::completions::<Cli>(shell),
             (_, Command::Man) => docs::man::<Cli>(),
             (_, Command::Doctor(d)) => doctor::main(d, load_config()).await,
+            (_, Command::Mcp) => mcp::main().await,
             (_, Command::Continue(c)) => {
                 let live = live::wanted(c.quiet)
                     .then(|| live::Live::start(format!("{} {} (receiver)", c.to, c.role.as_str())));

@@ -7,19 +7,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::note::SECTIONS;
 use crate::support::{Run, Sandbox};
-
-const SECTIONS: [&str; 9] = [
-    "Goal",
-    "Current state",
-    "Done and verified",
-    "In progress",
-    "Next steps",
-    "Decisions and constraints",
-    "Open questions",
-    "How to verify",
-    "Git state",
-];
 
 fn sandbox() -> Sandbox {
     let sb = Sandbox::new();

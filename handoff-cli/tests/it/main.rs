@@ -15,6 +15,7 @@ mod docs;
 mod doctor;
 mod lifecycle;
 mod live;
+mod mcp;
 mod note;
 mod statuses;
 mod support;

@@ -9,6 +9,7 @@
     clippy::print_stderr
 )]
 
+mod continuation;
 mod plugin;
 
 use std::os::unix::fs::PermissionsExt;
