@@ -1116,6 +1116,10 @@ pub struct PreparedReceiver {
     pub policy: serde_json::Value,
     /// The variables of the account it runs as (empty for the default login).
     pub account_env: BTreeMap<String, String>,
+    /// The variables a person needs to resume the session: the configuration's `env` for this
+    /// agent (credentials left out: they stay in the configuration, never in a printed
+    /// command), then the account's.
+    resume_env: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for PreparedReceiver {
@@ -1138,9 +1142,9 @@ impl PreparedReceiver {
 
     /// How to resume `session_id` interactively in the receiver's worktree.
     pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
-        self.provider.resume_command(session_id).map(|argv| {
-            ResumeCommand::new(self.request.cwd.clone(), self.account_env.clone(), argv)
-        })
+        self.provider
+            .resume_command(session_id)
+            .map(|argv| ResumeCommand::new(self.request.cwd.clone(), self.resume_env.clone(), argv))
     }
 }
 
@@ -1321,6 +1325,17 @@ impl Engine {
             secrets,
             request,
             version: pf.version,
+            resume_env: agent_config
+                .env
+                .iter()
+                .filter(|(k, _)| !crate::env::credential_name(k))
+                .chain(
+                    account_env
+                        .iter()
+                        .filter(|(k, _)| !crate::env::credential_name(k)),
+                )
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             account_env,
         })
     }

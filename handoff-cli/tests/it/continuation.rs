@@ -777,3 +777,95 @@ fn a_locked_store_is_refused_before_anything_changes() {
             .all(|i| i["exe"] != "codex" || i["stdin"].is_null())
     );
 }
+
+#[test]
+fn an_account_and_the_configuration_reach_the_receiver_and_its_resume_command() {
+    let sb = sandbox();
+    sb.record();
+    let codex_home = sb.root.join("codex-work");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    let config = sb.root.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.codex]\nenv = {{ OPENAI_BASE_URL = \"http://127.0.0.1:9/v1\", OPENAI_API_KEY = \"sk-secret-123456\" }}\n\n\
+             [agents.codex.accounts.work]\nenv = {{ CODEX_HOME = \"{}\" }}\n",
+            codex_home.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let note = note_file(&sb, "note.md", &SECTIONS);
+    let cwd = sb.cwd();
+    let run = sb.exec(sb.command().env("HANDOFF_CONFIG", &config).args([
+        "continue",
+        "--cwd",
+        &cwd,
+        "--note-file",
+        &note,
+        "--from",
+        "claude",
+        "--to",
+        "codex",
+        "--account",
+        "work",
+    ]));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["target"]["account"], "work");
+    assert_eq!(
+        r["route"], "same-thread",
+        "another provider's account needs no new thread"
+    );
+    let env = &r["receiver"]["resume"]["env"];
+    assert_eq!(env["CODEX_HOME"], codex_home.to_str().unwrap());
+    assert_eq!(env["OPENAI_BASE_URL"], "http://127.0.0.1:9/v1");
+    assert!(env.get("OPENAI_API_KEY").is_none(), "{env}");
+    assert!(
+        !run.stdout.contains("sk-secret-123456"),
+        "the key never reaches the output"
+    );
+    let receiver = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .rev()
+        .find(|i| i["exe"] == "codex" && i["stdin"].is_string())
+        .unwrap();
+    assert_eq!(receiver["env"]["CODEX_HOME"], codex_home.to_str().unwrap());
+    assert_eq!(receiver["env"]["OPENAI_API_KEY"], "sk-secret-123456");
+    let log = log_json(&sb);
+    assert_eq!(log["task"]["agent"]["account"], "work");
+}
+
+#[test]
+fn another_account_of_the_same_provider_is_a_new_thread() {
+    let sb = sandbox();
+    let config = sb.root.join("config.toml");
+    std::fs::write(
+        &config,
+        "[agents.claude.accounts.work]\nenv = { CLAUDE_CONFIG_DIR = \"/nonexistent/claude-work\" }\n",
+    )
+    .unwrap();
+    let note = note_file(&sb, "note.md", &SECTIONS);
+    let cwd = sb.cwd();
+    let before = worktree_state(sb.repo.path());
+    let run = sb.exec(sb.command().env("HANDOFF_CONFIG", &config).args([
+        "continue",
+        "--cwd",
+        &cwd,
+        "--note-file",
+        &note,
+        "--from",
+        "claude",
+        "--to",
+        "claude",
+        "--account",
+        "work",
+        "--dry-run",
+    ]));
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["route"], "new-thread");
+    assert_eq!(run.json["outcome"], "dry-run");
+    assert_eq!(worktree_state(sb.repo.path()), before);
+}
