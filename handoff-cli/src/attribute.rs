@@ -1178,22 +1178,7 @@ async fn run_checks(
     head: &str,
     json: bool,
 ) -> Checks {
-    let (tx, cancel) = tokio::sync::watch::channel(false);
-    let listener = tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        let _ = tx.send(true);
-        std::future::pending::<()>().await;
-    });
+    let cancel = crate::cancel_on_signals();
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let mut checks = Checks {
         results: Vec::new(),
@@ -1256,7 +1241,6 @@ async fn run_checks(
             break;
         }
     }
-    listener.abort();
     checks
 }
 

@@ -162,22 +162,7 @@ pub async fn main(
     engine: Result<Engine, String>,
     live: Option<crate::live::Live>,
 ) -> u8 {
-    let (tx, cancel) = watch::channel(false);
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        let _ = tx.send(true);
-        std::future::pending::<()>().await;
-    });
+    let cancel = crate::cancel_on_signals();
     let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
     let code = match engine {
         Err(message) => reject(&mut result, message),

@@ -334,20 +334,9 @@ fn salvage(args: &[String]) -> Option<RunInput> {
     Some(input)
 }
 
-fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(line.as_bytes());
-    let _ = out.flush();
-    let mut err = std::io::stderr().lock();
-    if let Some(m) = message {
-        let _ = writeln!(err, "handoff: {m}");
-    }
-    if !stderr_tail.trim().is_empty() {
-        let _ = writeln!(err, "{}", stderr_tail.trim_end());
-    }
-}
-
-async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
+/// A receiver that turns `true` on the first SIGINT or SIGTERM. From then on those signals no
+/// longer kill the process: whoever holds the receiver stops its work and exits.
+pub(crate) fn cancel_on_signals() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -362,9 +351,27 @@ async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
             _ = term.recv() => {}
         }
         let _ = tx.send(true);
-        // Keep the sender alive so the engine sees the cancellation.
+        // Keep the sender alive so the receivers see the cancellation.
         std::future::pending::<()>().await;
     });
+    rx
+}
+
+fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(line.as_bytes());
+    let _ = out.flush();
+    let mut err = std::io::stderr().lock();
+    if let Some(m) = message {
+        let _ = writeln!(err, "handoff: {m}");
+    }
+    if !stderr_tail.trim().is_empty() {
+        let _ = writeln!(err, "{}", stderr_tail.trim_end());
+    }
+}
+
+async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
+    let rx = cancel_on_signals();
     let config = match load_config() {
         Ok(c) => c,
         Err(message) => return rejected_early(input, message).await,
