@@ -31,6 +31,7 @@ mod request;
 mod result;
 mod supervisor;
 mod task;
+mod transcript;
 mod workspace;
 
 pub use config::{
@@ -94,6 +95,10 @@ pub use task::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,
     HandoffOutcome, HandoffRow, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route, StoreError,
     Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_timestamp,
+};
+pub use transcript::{
+    MAX_TOOL_TEXT_BYTES, Message, Part, Recap, Role, TRANSCRIPT_SCHEMA, Transcript,
+    TranscriptError, TranscriptSource, bounded, recap,
 };
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,

@@ -267,6 +267,19 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
+    /// Reads one of this CLI's sessions (the file `path`) into a neutral transcript, without
+    /// writing anything. A partly readable session is read with warnings; only a session with
+    /// nothing readable is an error. The default: this CLI's sessions can't be read.
+    fn read_transcript(
+        &self,
+        _path: &camino::Utf8Path,
+    ) -> Result<crate::transcript::Transcript, crate::transcript::TranscriptError> {
+        Err(crate::transcript::TranscriptError::Unsupported(format!(
+            "handoff cannot read {} sessions yet",
+            self.spec().id
+        )))
+    }
+
     /// Plans a continuation receiver's first turn: a headless run in the worktree whose session
     /// the CLI persists (no ephemeral or no-persistence switch, no result contract), with
     /// `run.prompt` as its first prompt and the role's grants. Pure. The default refuses: only
