@@ -663,6 +663,13 @@ impl Provider for Claude {
         parse_receiver(raw)
     }
 
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::claude::read(path)
+    }
+
     fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
         Some(vec![
             SPEC.executable.to_owned(),

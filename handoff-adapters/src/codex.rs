@@ -673,6 +673,13 @@ impl Provider for Codex {
         parse(raw)
     }
 
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::codex::read(path)
+    }
+
     fn receiver_invocation(
         &self,
         request: &ReceiverRequest,

@@ -16,6 +16,7 @@ mod kiro;
 mod opencode;
 mod probe;
 mod progress;
+mod transcript;
 
 use std::sync::Arc;
 

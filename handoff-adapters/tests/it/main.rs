@@ -14,3 +14,5 @@ mod parse;
 mod receiver;
 mod schema;
 mod support;
+mod transcript_claude;
+mod transcript_codex;

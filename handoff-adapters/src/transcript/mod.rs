@@ -1,0 +1,2 @@
+pub(crate) mod claude;
+pub(crate) mod codex;
