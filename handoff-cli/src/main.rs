@@ -40,7 +40,7 @@ Exit codes:
 Only exit 0 with status \"succeeded\" is success.";
 
 /// Delegate coding work to another agent CLI (Codex, Claude Code, Grok, Kiro, OpenCode, Cursor)
-/// and verify the result with git.
+/// and verify the result with git, or hand the task itself over.
 #[derive(Debug, Parser)]
 #[command(name = "handoff", version, after_help = AFTER_HELP, propagate_version = true)]
 struct Cli {
@@ -79,6 +79,10 @@ enum Command {
     /// Hand the task itself to another agent: checkpoint, write the verified note outside the
     /// repository, start the receiver in a session it keeps, and record the handoff.
     Continue(continuation::ContinueArgs),
+    /// Attribute a task's changes to the providers that held it (files, lines, flags for
+    /// configuration, lockfiles, permissions, generated and out-of-scope files); --verify runs
+    /// the handoff note's verification commands and records them as checks.
+    Attribute(attribute::AttributeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
     Completions {
         /// The shell.
@@ -93,10 +97,6 @@ enum Command {
     /// Serve the Model Context Protocol on stdin/stdout: tools for run, advice, continue and
     /// capabilities, and background jobs (start, status, result, cancel) for long runs.
     Mcp,
-    /// Attribute a task's changes to the providers that held it (files, lines, flags for
-    /// configuration, lockfiles, permissions, generated and out-of-scope files); --verify runs
-    /// the handoff note's verification commands and records them as checks.
-    Attribute(attribute::AttributeArgs),
 }
 
 #[derive(Debug, Subcommand)]
