@@ -6,26 +6,23 @@ use std::process::Stdio;
 
 use crate::support::Sandbox;
 
-/// Runs a build on the fake Codex with stderr on `stderr` and returns (exit code, stdout).
-fn build(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> (i32, String) {
+/// Runs a build on the fake Codex with stderr on `stderr`.
+fn build_output(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> std::process::Output {
     let ins = sb.instructions("Make the change.");
     let cwd = sb.cwd();
     let mut cmd = sb.command();
-    cmd.args([
-        "run",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "codex",
-        "--mode",
-        "build",
-    ])
-    .args(["--cwd", &cwd, "--instructions", &ins])
-    .args(extra)
-    .env("COLUMNS", "200")
-    .stdout(Stdio::piped())
-    .stderr(stderr);
-    let out = cmd.output().unwrap();
+    cmd.args(["run", "--caller-harness", "claude", "--harness", "codex"])
+        .args(["--mode", "build", "--cwd", &cwd, "--instructions", &ins])
+        .args(extra)
+        .env("COLUMNS", "200")
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+    cmd.output().unwrap()
+}
+
+/// [`build_output`]'s exit code and stdout.
+fn build(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> (i32, String) {
+    let out = build_output(sb, stderr, extra);
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8(out.stdout).unwrap(),
@@ -89,22 +86,7 @@ fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
     assert_eq!(drawn, "", "--quiet draws nothing on a success");
 
     let sb = Sandbox::new();
-    let ins = sb.instructions("Make the change.");
-    let cwd = sb.cwd();
-    let out = sb
-        .command()
-        .args([
-            "run",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            "build",
-        ])
-        .args(["--cwd", &cwd, "--instructions", &ins])
-        .output()
-        .unwrap();
+    let out = build_output(&sb, Stdio::piped(), &[]);
     assert!(out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
@@ -113,20 +95,7 @@ fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
     );
     // A failure is still reported.
     sb.agents.set("HANDOFF_FAKE_MODE", "no-change");
-    let out = sb
-        .command()
-        .args([
-            "run",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            "build",
-        ])
-        .args(["--cwd", &cwd, "--instructions", &ins])
-        .output()
-        .unwrap();
+    let out = build_output(&sb, Stdio::piped(), &[]);
     assert_eq!(out.status.code(), Some(10));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with("handoff: "), "{stderr}");
