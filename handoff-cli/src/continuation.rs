@@ -277,6 +277,7 @@ async fn run(
         model: plan.target.model.clone(),
         effort: plan.target.effort.clone(),
         session_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+        resume: None,
     };
     let planned = if args.note_only {
         None

@@ -66,6 +66,8 @@ pub struct ReceiverRequest {
     /// A fresh lowercase hyphenated UUID. CLIs that accept a caller-chosen session id use it;
     /// others report their own.
     pub session_id: String,
+    /// The carried session the first turn resumes, if any; `None` starts a new session.
+    pub resume: Option<crate::carry::ResumeFrom>,
 }
 
 /// What the receiver's first turn left behind, as its adapter reads it.

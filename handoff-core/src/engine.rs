@@ -1132,6 +1132,21 @@ impl std::fmt::Debug for PreparedReceiver {
 }
 
 impl PreparedReceiver {
+    /// The receiver's adapter.
+    pub fn provider(&self) -> &Arc<dyn Provider> {
+        &self.provider
+    }
+
+    /// The receiver's session store: the environment it runs with (account included), its
+    /// executable, and its private directory as scratch.
+    pub fn store_env(&self) -> crate::carry::StoreEnv {
+        crate::carry::StoreEnv {
+            vars: self.invocation.env.clone(),
+            executable: Some(self.invocation.program.clone()),
+            scratch: Utf8Path::from_path(self._run_dir.path()).map(Utf8Path::to_owned),
+        }
+    }
+
     /// The argv (program first) that will run, secrets masked.
     pub fn argv(&self) -> Vec<String> {
         std::iter::once(self.invocation.program.to_string())
@@ -1205,6 +1220,25 @@ impl ReceiverRun {
 }
 
 impl Engine {
+    /// The adapter for `id`, if registered.
+    pub fn provider(&self, id: &AgentId) -> Option<Arc<dyn Provider>> {
+        self.registry.get(id).cloned()
+    }
+
+    /// The store of a session written by `id` on this machine, as the user's own runs of that
+    /// CLI see it: handoff's environment, the CLI's executable when installed, and `scratch`.
+    pub fn user_store(&self, id: &AgentId, scratch: &Utf8Path) -> crate::carry::StoreEnv {
+        let executable = self
+            .registry
+            .get(id)
+            .and_then(|p| locate(p.spec(), &self.options.env));
+        crate::carry::StoreEnv {
+            vars: self.options.env.clone(),
+            executable,
+            scratch: Some(scratch.to_owned()),
+        }
+    }
+
     /// Plans a continuation receiver and proves it can start: the adapter can receive, the CLI
     /// is installed and passes preflight, the configuration applies. Changes nothing outside its
     /// own private directory. `account` names one of the agent's configured accounts, whose
@@ -1303,6 +1337,9 @@ impl Engine {
         let (pf, _cached) = self.cache.preflight(provider.as_ref(), &exe, &probe).await;
         if let Some(reason) = pf.failure {
             return Err(format!("{} preflight failed: {reason}", spec.id));
+        }
+        if request.resume.is_some() {
+            provider.resume_support(pf.version.as_deref())?;
         }
         for d in &invocation.dirs {
             std::fs::create_dir_all(d)

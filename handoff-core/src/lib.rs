@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod carry;
 mod config;
 mod continuation;
 mod engine;
@@ -34,6 +35,11 @@ mod task;
 mod transcript;
 mod workspace;
 
+pub use carry::{
+    CarriedSession, CarryTarget, PROBE_MATCH_SCORE, PROBE_QUESTION, ProbeComparison, ResumeFrom,
+    Resumption, SessionQuery, SessionRef, SourceSnapshot, StoreEnv, compare_probe, resumed_after,
+    same_message,
+};
 pub use config::{
     AccountConfig, AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override,
     config_secrets, valid_account_name,

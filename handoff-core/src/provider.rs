@@ -309,6 +309,63 @@ pub trait Provider: Send + Sync {
     fn resume_command(&self, _session_id: &str) -> Option<Vec<String>> {
         None
     }
+
+    /// Whether this CLI, at `version` (first line of its `--version`), can resume a carried
+    /// session as a receiver. The default: it can't.
+    fn resume_support(&self, _version: Option<&str>) -> Result<(), String> {
+        Err(format!(
+            "handoff cannot carry a conversation into {} sessions",
+            self.spec().id
+        ))
+    }
+
+    /// Whether the receiver invocation can fork a session natively
+    /// ([`crate::ResumeFrom::fork`]) into a chosen id.
+    fn native_fork(&self) -> bool {
+        false
+    }
+
+    /// Finds one of this CLI's sessions in its store, without writing to it. `Ok(None)` when
+    /// there is no such session. The default: this CLI's store can't be read.
+    async fn find_session(
+        &self,
+        _store: &crate::carry::StoreEnv,
+        _query: &crate::carry::SessionQuery,
+    ) -> Result<Option<crate::carry::SessionRef>, crate::transcript::TranscriptError> {
+        Err(crate::transcript::TranscriptError::Unsupported(format!(
+            "handoff cannot read {} sessions yet",
+            self.spec().id
+        )))
+    }
+
+    /// Writes `transcript` (from any CLI) into this CLI's store as a new session its receiver
+    /// resumes from `target.cwd`. In a dry run, plans the files without writing. Never touches
+    /// another session. The default: this CLI's store can't be written.
+    async fn write_session(
+        &self,
+        _store: &crate::carry::StoreEnv,
+        _transcript: &crate::transcript::Transcript,
+        _target: &crate::carry::CarryTarget,
+    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError> {
+        Err(crate::transcript::TranscriptError::Unsupported(format!(
+            "handoff cannot write {} sessions",
+            self.spec().id
+        )))
+    }
+
+    /// Copies one of this CLI's own sessions losslessly into a new session (new id, every cwd
+    /// re-rooted at `target.cwd`). The source is only read. The default: not supported.
+    async fn copy_session(
+        &self,
+        _store: &crate::carry::StoreEnv,
+        _source: &crate::carry::SessionRef,
+        _target: &crate::carry::CarryTarget,
+    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError> {
+        Err(crate::transcript::TranscriptError::Unsupported(format!(
+            "handoff cannot copy {} sessions",
+            self.spec().id
+        )))
+    }
 }
 
 /// The set of providers a program can run, by id.

@@ -33,6 +33,7 @@ fn request(fx: &Fixture, harness: &str, role: ReceiverRole, selected: bool) -> R
         model: model.map(str::to_owned),
         effort: effort.map(str::to_owned),
         session_id: SESSION.to_owned(),
+        resume: None,
     }
 }
 
