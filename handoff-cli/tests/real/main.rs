@@ -10,6 +10,8 @@
 )]
 
 mod continuation;
+mod opencode_sessions;
+mod sessions;
 mod plugin;
 
 use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,1 @@
+//! Cursor agent transcripts (read only).

@@ -1,0 +1,1 @@
+//! OpenCode sessions, through its `export` and `import` commands.

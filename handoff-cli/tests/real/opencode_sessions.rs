@@ -1,0 +1,1 @@
+//! OpenCode sessions carried through its export and import.

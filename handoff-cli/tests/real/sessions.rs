@@ -1,0 +1,1 @@
+//! Sessions written by handoff that the real CLIs resume.
