@@ -32,17 +32,18 @@ use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use handoff_core::{
     AgentRef, Checkpoint, ContinueCheckpoint, ContinueMessage, ContinueNote, ContinueOutcome,
-    ContinuePush, ContinueReceiver, ContinueResult, ContinueTarget, ContinueWorktree, Engine, Fork,
-    HandoffContext, HandoffOutcome, Holder, MAX_NOTE_BYTES, NewHandoff, NewTask, NoteOrigin,
-    PreparedReceiver, ReceiverRequest, ReceiverRole, Record, RootLease, Route, Task, TaskAgent,
-    TaskStore, Turn, Wait, Workspace, agents_working_in, check_cwd, check_model, check_note,
-    decode_note, default_runtime_dir, exit, now_iso, parse_note, read_note, render_note,
-    valid_account_name,
+    ContinuePush, ContinueReceiver, ContinueResult, ContinueTarget, ContinueWorktree, Continuity,
+    ContinuityChecks, ContinuityResult, Engine, Fork, HandoffContext, HandoffOutcome, Holder,
+    MAX_NOTE_BYTES, NewHandoff, NewTask, NoteOrigin, PreparedReceiver, ReceiverRequest,
+    ReceiverRole, Record, RootLease, Route, Task, TaskAgent, TaskStore, Turn, Wait, Workspace,
+    agents_working_in, check_cwd, check_model, check_note, decode_note, default_runtime_dir, exit,
+    now_iso, parse_note, read_note, redact, render_note, valid_account_name,
 };
 use handoff_store::SqliteStore;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::carry;
 use crate::checkpoint::{Git, Prepared, Stop, is_note, known_provider, open_store, split_z};
 
 const AFTER_HELP: &str = "\
@@ -61,6 +62,8 @@ const NOT_STARTED: u8 = 1;
 const REVIEW_CHANGED: u8 = exit::POLICY_BLOCK;
 /// The receiver's first turn may take this long unless `--timeout` says otherwise.
 const DEFAULT_TIMEOUT_SECS: u64 = 30 * 60;
+/// How long the receiver may take to show it resumed the carried session.
+const DEFAULT_READY_SECS: u64 = 120;
 /// How often `--wait` looks again for agents working in the worktree.
 const AGENT_POLL: Duration = Duration::from_millis(250);
 
@@ -76,6 +79,13 @@ const SECRET_NAMES: [&str; 8] = [
     "credentials.json",
 ];
 const SECRET_SUFFIXES: [&str; 4] = [".pem", ".key", ".p12", ".pfx"];
+
+/// What to do when the conversation can't be carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Fallback {
+    /// Start the receiver from the note and a recap alone.
+    FreshAgent,
+}
 
 /// The receiver's role.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -149,6 +159,25 @@ pub struct ContinueArgs {
     /// No status line on a terminal: stderr carries only diagnostics.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// The session to carry: its id in the source CLI's store, or the absolute path of its
+    /// file. Default: the calling agent's own session (CLAUDE_CODE_SESSION_ID,
+    /// CODEX_THREAD_ID), else the session of the task's last receiver, else the newest session
+    /// that ran in the worktree.
+    #[arg(long, value_name = "ID|FILE")]
+    pub session: Option<String>,
+    /// When the conversation can't be carried, start the receiver from the note and a recap
+    /// alone (continuity `fresh-agent`) instead of refusing.
+    #[arg(long, value_enum, value_name = "ROUTE")]
+    pub fallback: Option<Fallback>,
+    /// Seconds the receiver may take to show, in its own session store, that it resumed the
+    /// carried conversation; after that it is stopped and continuity is `inconclusive`.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_READY_SECS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub ready_timeout: u64,
+    /// Also ask the receiver what it was last working on and compare its answer with the
+    /// note's Current state and Next steps (always done when its store can't be read).
+    #[arg(long)]
+    pub probe: bool,
     /// Seconds the receiver's first turn may take.
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_TIMEOUT_SECS,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -237,6 +266,7 @@ impl From<Stop> for End {
 struct Plan {
     git: Git,
     root: Utf8PathBuf,
+    cwd: Utf8PathBuf,
     branch: String,
     head: String,
     task: Option<Task>,
@@ -263,6 +293,14 @@ async fn run(
     if !args.dry_run {
         store.check_writable().map_err(|e| e.to_string())?;
     }
+    let known = engine.known_secrets();
+    let scratch = tempfile::Builder::new()
+        .prefix("handoff-carry-")
+        .tempdir()
+        .map_err(|e| format!("cannot create a private directory: {e}"))?;
+    let scratch_path = Utf8Path::from_path(scratch.path())
+        .map(Utf8Path::to_owned)
+        .ok_or_else(|| "the temporary directory is not UTF-8".to_owned())?;
 
     // The receiver, planned in the worktree it will work in; the real prompt comes later, once
     // the note is rendered against the checkpoint.
@@ -270,7 +308,7 @@ async fn run(
         .new_thread
         .as_ref()
         .map_or_else(|| plan.root.clone(), |(path, _)| path.clone());
-    let request = ReceiverRequest {
+    let mut request = ReceiverRequest {
         target: plan.target.provider.clone(),
         cwd: receiver_cwd.clone(),
         role: role_of(args.role),
@@ -279,9 +317,64 @@ async fn run(
         session_id: uuid::Uuid::new_v4().hyphenated().to_string(),
         resume: None,
     };
+
+    // The conversation: the source session, and how it reaches the receiver.
+    let timeline = match &plan.task {
+        Some(t) => store.timeline(&t.id).map_err(|e| e.to_string())?,
+        None => Vec::new(),
+    };
+    let last_receiver = carry::last_receiver_session(&timeline, &plan.source.provider);
+    let mut cwds = vec![plan.cwd.clone(), plan.root.clone()];
+    cwds.dedup();
+    let source = carry::find_source(
+        engine,
+        &plan.source.provider,
+        args.session.as_deref(),
+        last_receiver.as_deref(),
+        &cwds,
+        &scratch_path,
+    )
+    .await?;
+    let fallback = args.fallback == Some(Fallback::FreshAgent);
+    let mut planned_carry: Option<carry::Planned> = None;
+    let mut not_carried: Option<String> = None;
     let planned = if args.note_only {
+        not_carried = Some("--note-only: no receiver is started".into());
         None
     } else {
+        let p = engine
+            .prepare_receiver(&request, "", args.account.as_deref())
+            .await?;
+        let why = match &source {
+            Err(why) => Some(why.clone()),
+            Ok(src) => match carry::plan(src, &p, &receiver_cwd, &known).await {
+                Ok(c) => {
+                    let mut with_resume = request.clone();
+                    with_resume.resume = Some(c.resume.clone());
+                    match engine
+                        .prepare_receiver(&with_resume, "", args.account.as_deref())
+                        .await
+                    {
+                        Ok(_) => {
+                            request.resume = Some(c.resume.clone());
+                            planned_carry = Some(c);
+                            None
+                        }
+                        Err(e) => Some(e),
+                    }
+                }
+                Err(e) => Some(e),
+            },
+        };
+        if let Some(why) = why {
+            if !fallback {
+                return Err(End::Rejected(format!(
+                    "cannot carry the conversation to {}: {why}; pass --session to name the session, or --fallback fresh-agent to start {} from the note and a recap alone",
+                    plan.target.provider, plan.target.provider
+                )));
+            }
+            not_carried = Some(why);
+        }
         let p = engine
             .prepare_receiver(&request, "", args.account.as_deref())
             .await?;
@@ -303,6 +396,58 @@ async fn run(
         });
         Some(p)
     };
+    let source = source.ok();
+    let mut carry_report = carry::report(
+        source.as_ref(),
+        planned_carry.is_some(),
+        planned_carry.as_ref().map(|c| c.mode),
+        not_carried.clone(),
+    );
+    if let Some(c) = &planned_carry {
+        carry_report.session_id = Some(if c.resume.fork {
+            request.session_id.clone()
+        } else {
+            c.resume.session_id.clone()
+        });
+        carry_report.files = c.files.clone();
+        carry_report.bytes = c.bytes;
+        carry_report.secrets_masked = c.secrets;
+    }
+
+    // An earlier carried copy of the same source for the same CLI is replaced only when this
+    // carry holds all of it and no agent runs it.
+    let mut replace: Option<(String, Utf8PathBuf)> = None;
+    if let (Some(src), Some(_), Some(p)) = (&source, &planned_carry, &planned)
+        && let Some(id) = carry::earlier_copy(
+            &timeline,
+            &carry::SourceRefKey {
+                provider: &src.session.provider,
+                session_id: &src.session.session_id,
+            },
+            &plan.target.provider,
+        )
+    {
+        match carry::judge_earlier(p, &id, &src.transcript).await {
+            carry::Earlier::None => {}
+            carry::Earlier::Replace { session_id, path } => replace = Some((session_id, path)),
+            carry::Earlier::Keep(why) => {
+                result.carry = Some(carry_report);
+                result.continuity = Some(carry::continuity(
+                    ContinuityResult::NotContinued,
+                    why.clone(),
+                    Some(format!(
+                        "nothing was changed; the task stays with {}",
+                        plan.source.provider
+                    )),
+                    ContinuityChecks::default(),
+                ));
+                result.outcome = ContinueOutcome::NotContinued;
+                result.exit_code = NOT_STARTED;
+                result.reason = Some(format!("not continued: {why}"));
+                return Ok(NOT_STARTED);
+            }
+        }
+    }
 
     // The worktree must be free: no root run or continuation, no agent working in it.
     let lease = hold_worktree(&plan.root, args.wait, cancel.clone()).await?;
@@ -336,6 +481,12 @@ async fn run(
         uncommitted: plan.uncommitted.clone(),
     });
     if args.dry_run {
+        if let Some(src) = &source {
+            let (recap, _, masked) = carry::write_recap(&note_path, &src.transcript, &known, true)?;
+            carry_report.recap = Some(recap);
+            carry_report.secrets_masked += masked;
+        }
+        result.carry = Some(carry_report);
         result.outcome = ContinueOutcome::DryRun;
         result.exit_code = exit::OK;
         drop(lease);
@@ -352,10 +503,11 @@ async fn run(
     let Plan {
         git,
         root,
+        cwd: _,
         branch,
         head,
         task,
-        source,
+        source: from,
         target,
         route,
         prepared,
@@ -386,7 +538,7 @@ async fn run(
                 project_root: git.project_root(),
                 worktree: root.clone(),
                 branch: Some(branch.clone()),
-                agent: source.clone(),
+                agent: from.clone(),
             })
             .map_err(|e| {
                 End::NotStarted(format!(
@@ -396,8 +548,8 @@ async fn run(
     };
     result.task_id = Some(task.id.clone());
     let source_ref = AgentRef {
-        provider: source.provider.clone(),
-        model: source.model.clone(),
+        provider: from.provider.clone(),
+        model: from.model.clone(),
     };
     store
         .append(
@@ -432,7 +584,7 @@ async fn run(
                     &Fork {
                         worktree: path.clone(),
                         branch: Some(new_branch.clone()),
-                        agent: Some(source.clone()),
+                        agent: Some(from.clone()),
                     },
                 )
                 .map_err(|e| {
@@ -461,22 +613,69 @@ async fn run(
         });
     }
 
-    // The note, rendered against the receiver's worktree, outside the repository.
+    // The note, rendered against the receiver's worktree, outside the repository; secrets
+    // masked.
     let git_state =
         handoff_git::repo_state(&work_root).map_err(|e| End::NotStarted(e.to_string()))?;
     let origin = NoteOrigin {
         created_at: Some(now_iso()),
-        source_provider: Some(source.provider.clone()),
-        source_model: source.model.clone(),
+        source_provider: Some(from.provider.clone()),
+        source_model: from.model.clone(),
     };
-    let rendered = render_note(&note, &git_state, &origin);
+    let (rendered, note_secrets) = redact(&render_note(&note, &git_state, &origin), &known);
+    carry_report.secrets_masked += note_secrets;
     let note_path = note_dir.join(work_task.id.as_str()).join(&note_name);
-    write_note(&note_path, &rendered).map_err(End::NotStarted)?;
+    write_private_file(&note_path, &rendered).map_err(End::NotStarted)?;
     let digest = format!("sha256:{:x}", Sha256::digest(rendered.as_bytes()));
     result.note = Some(ContinueNote {
         path: note_path.clone(),
         digest: Some(digest.clone()),
     });
+    let recap_text = match &source {
+        Some(src) => {
+            let (recap, text, masked) =
+                carry::write_recap(&note_path, &src.transcript, &known, false)
+                    .map_err(End::NotStarted)?;
+            carry_report.recap = Some(recap);
+            carry_report.secrets_masked += masked;
+            Some(text)
+        }
+        None => None,
+    };
+
+    // The receiver's store gets the carried session.
+    let receiver_for_carry = if planned_carry.is_some() {
+        Some(
+            engine
+                .prepare_receiver(&request, "", args.account.as_deref())
+                .await
+                .map_err(End::NotStarted)?,
+        )
+    } else {
+        None
+    };
+    let carried = match (&planned_carry, &source, &receiver_for_carry) {
+        (Some(c), Some(src), Some(p)) => {
+            let done = carry::perform(c.mode, src, p, &work_root, &known)
+                .await
+                .map_err(|e| End::NotStarted(format!("the conversation was not carried: {e}")))?;
+            request.resume = Some(done.resume.clone());
+            carry_report.session_id = Some(done.session_id.clone());
+            carry_report.files = done.files.clone();
+            carry_report.bytes = done.bytes;
+            carry_report.warnings.extend(done.warnings.iter().cloned());
+            carry_report.warnings.dedup();
+            if let Some((old, path)) = &replace
+                && *old != done.session_id
+                && std::fs::remove_file(path).is_ok()
+            {
+                carry_report.replaced = Some(old.clone());
+            }
+            Some(done)
+        }
+        _ => None,
+    };
+    result.carry = Some(carry_report.clone());
 
     let target_ref = AgentRef {
         provider: target.provider.clone(),
@@ -498,6 +697,11 @@ async fn run(
     if let Some(e) = result.target.as_ref().and_then(|t| t.effort.clone()) {
         details.insert("effort".into(), e.into());
     }
+    let mut carry_details = serde_json::to_value(&carry_report).unwrap_or_default();
+    if let (Some(src), Some(_), Some(obj)) = (&source, &carried, carry_details.as_object_mut()) {
+        obj.insert("turns".into(), carry::listed_turns(&src.transcript));
+    }
+    details.insert("carry".into(), carry_details);
     let row = store
         .record_handoff(
             &work_task.id,
@@ -507,7 +711,7 @@ async fn run(
                 context: HandoffContext {
                     note_path: Some(note_path.clone()),
                     note_digest: Some(digest),
-                    transcript_messages: None,
+                    transcript_messages: carried.as_ref().map(|c| c.baseline.messages.len() as u64),
                     message: message.clone(),
                     details: Some(details),
                 },
@@ -521,6 +725,14 @@ async fn run(
         store
             .finish_handoff(&row.id, &HandoffOutcome::NoteWritten)
             .map_err(|e| End::NotStarted(format!("the task store failed: {e}")))?;
+        let c = carry::continuity(
+            ContinuityResult::FreshAgent,
+            "--note-only: no receiver was started; the next agent starts from the note and the recap",
+            Some(format!("give the next agent the note at {note_path}")),
+            ContinuityChecks::default(),
+        );
+        annotate(&store, &row.id, &c, None);
+        result.continuity = Some(c);
         result.outcome = ContinueOutcome::NoteWritten;
         result.exit_code = exit::OK;
         result.message = message.map(|text| ContinueMessage { text, sent: false });
@@ -528,12 +740,26 @@ async fn run(
     }
 
     // The receiver.
+    let context = match (&carried, &source, &recap_text) {
+        (Some(c), Some(src), _) => Some(format!(
+            "Your session holds the conversation so far, carried over from {} ({} messages); a bounded recap of it is also at {}.",
+            src.session.provider,
+            c.baseline.messages.len(),
+            carry::recap_path(&note_path)
+        )),
+        (None, Some(src), Some(text)) => Some(format!(
+            "## Conversation so far (a recap of {}'s session {})\n\n{text}",
+            src.session.provider, src.session.session_id
+        )),
+        _ => None,
+    };
     let prompt = receiver_prompt(
         &rendered,
         &note_path,
         &source_ref,
         role_of(args.role),
         message.as_deref(),
+        context.as_deref(),
     );
     let not_started = |reason: String, result: &mut ContinueResult| {
         let _ = store.finish_handoff(
@@ -564,11 +790,29 @@ async fn run(
                 .map_err(|e| not_started(e.to_string(), result))?,
         )
     };
-    let run = engine
-        .start_receiver(&receiver, Duration::from_secs(args.timeout), cancel)
-        .await;
-    record_receiver(result, &receiver, &run);
-    if let Some(reason) = run.failure() {
+    let watched = watch_receiver(
+        engine,
+        &receiver,
+        Duration::from_secs(args.timeout),
+        Duration::from_secs(args.ready_timeout),
+        cancel.clone(),
+        carried.as_ref(),
+    )
+    .await;
+    let run = &watched.run;
+    record_receiver(result, &receiver, run);
+    let receiver_session = carried
+        .as_ref()
+        .map(|c| c.session_id.clone())
+        .or_else(|| run.report.session_id.clone());
+    if let Some(id) = &receiver_session {
+        let mut d = serde_json::Map::new();
+        d.insert("receiverSession".into(), id.clone().into());
+        let _ = store.add_handoff_details(&row.id, &d);
+    }
+    if !watched.stopped_starting
+        && let Some(reason) = run.failure()
+    {
         if matches!(run.ending, handoff_core::Ending::Cancelled) {
             let _ = store.finish_handoff(
                 &row.id,
@@ -581,19 +825,81 @@ async fn run(
         return Err(not_started(reason, result));
     }
 
-    // Started: the task is the receiver's now.
+    // Did it continue?
+    let resume_shell = result
+        .receiver
+        .as_ref()
+        .and_then(|r| r.resume.as_ref())
+        .map(|r| r.shell.clone());
+    let mut verdict = match (&carried, &source) {
+        (Some(c), Some(src)) => {
+            decide(
+                engine,
+                &receiver,
+                c,
+                src,
+                run,
+                &watched,
+                args.ready_timeout,
+                &scratch_path,
+            )
+            .await
+        }
+        _ => carry::continuity(
+            ContinuityResult::FreshAgent,
+            format!(
+                "started from the note{} alone (--fallback fresh-agent): {}",
+                if recap_text.is_some() {
+                    " and a recap"
+                } else {
+                    ""
+                },
+                not_carried.as_deref().unwrap_or("nothing to carry")
+            ),
+            None,
+            ContinuityChecks::default(),
+        ),
+    };
+    verdict.last_message = run.report.last_message.clone();
+    let unreadable = verdict.result == ContinuityResult::Inconclusive && !watched.stopped_starting;
+    if (args.probe || unreadable)
+        && let Some(session) = &receiver_session
+        && verdict.result != ContinuityResult::NotContinued
+    {
+        match carry::probe(
+            engine,
+            &receiver,
+            session,
+            &carry::probe_reference(&note),
+            Duration::from_secs(args.ready_timeout),
+            cancel.clone(),
+            args.account.as_deref(),
+        )
+        .await
+        {
+            Ok(p) => verdict.probe = Some(p),
+            Err(e) => {
+                verdict.next = Some(format!("the probe failed: {e}"));
+            }
+        }
+    }
+    verdict.next = verdict.next.take().or_else(|| {
+        next_step(
+            &verdict,
+            resume_shell.as_deref(),
+            &note_path,
+            &from.provider,
+        )
+    });
+    annotate(&store, &row.id, &verdict, None);
+    let continued = verdict.result != ContinuityResult::NotContinued;
+    result.continuity = Some(verdict.clone());
+
+    // Started: the task is the receiver's now, unless it did not continue.
     store
         .finish_handoff(&row.id, &HandoffOutcome::Started)
         .map_err(|e| End::NotStarted(format!("the receiver ran but the task store failed: {e}")))?;
     result.message = message.map(|text| ContinueMessage { text, sent: true });
-    let _ = store.set_agent(
-        &work_task.id,
-        &TaskAgent {
-            provider: target.provider.clone(),
-            model: target_ref.model.clone(),
-            account: target.account.clone(),
-        },
-    );
     let summary = run
         .report
         .last_message
@@ -602,9 +908,23 @@ async fn run(
     let _ = store.append(
         &work_task.id,
         &Record::Turn(Turn {
-            author: target_ref,
+            author: target_ref.clone(),
             summary: summary.chars().take(2000).collect(),
         }),
+    );
+    if !continued {
+        result.outcome = ContinueOutcome::NotContinued;
+        result.exit_code = NOT_STARTED;
+        result.reason = Some(format!("not continued: {}", verdict.reason));
+        return Ok(NOT_STARTED);
+    }
+    let _ = store.set_agent(
+        &work_task.id,
+        &TaskAgent {
+            provider: target.provider.clone(),
+            model: target_ref.model.clone(),
+            account: target.account.clone(),
+        },
     );
     result.outcome = ContinueOutcome::Started;
     result.exit_code = exit::OK;
@@ -633,7 +953,214 @@ async fn run(
         }
     }
     drop(lease);
+    drop(scratch);
     Ok(exit::OK)
+}
+
+/// The receiver's run, watched: whether its store showed the carried session resumed, and
+/// whether it was stopped for not showing that within the ready timeout.
+struct Watched {
+    run: handoff_core::ReceiverRun,
+    seen_continued: bool,
+    stopped_starting: bool,
+}
+
+/// Runs the receiver's first turn. With a carried session, its store is read every half
+/// second; when it shows nothing resumed within `ready`, the receiver is stopped.
+async fn watch_receiver(
+    engine: &Engine,
+    receiver: &PreparedReceiver,
+    timeout: Duration,
+    ready: Duration,
+    mut cancel: watch::Receiver<bool>,
+    carried: Option<&carry::Carried>,
+) -> Watched {
+    let (stop, stopped) = watch::channel(false);
+    let turn = engine.start_receiver(receiver, timeout, stopped);
+    tokio::pin!(turn);
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut seen = false;
+    let mut stopped_starting = false;
+    let mut signals = true;
+    loop {
+        tokio::select! {
+            run = &mut turn => {
+                return Watched { run, seen_continued: seen, stopped_starting };
+            }
+            changed = cancel.changed(), if signals => {
+                match changed {
+                    Ok(()) if *cancel.borrow() => { let _ = stop.send(true); }
+                    Ok(()) => {}
+                    Err(_) => signals = false,
+                }
+            }
+            _ = tick.tick(), if carried.is_some() && !seen && !stopped_starting => {
+                if let Some(c) = carried
+                    && let carry::StoreVerdict::Read(handoff_core::Resumption::Continued) =
+                        carry::store_verdict(receiver, c).await
+                {
+                    seen = true;
+                } else if started.elapsed() >= ready {
+                    stopped_starting = true;
+                    let _ = stop.send(true);
+                }
+            }
+        }
+    }
+}
+
+/// The continuity verdict for a carried conversation, from the source and the receiver's store.
+#[allow(clippy::too_many_arguments)]
+async fn decide(
+    engine: &Engine,
+    receiver: &PreparedReceiver,
+    carried: &carry::Carried,
+    source: &carry::Source,
+    run: &handoff_core::ReceiverRun,
+    watched: &Watched,
+    ready_secs: u64,
+    scratch: &Utf8Path,
+) -> Continuity {
+    let original = carry::original_appended(engine, source, scratch).await;
+    let mut checks = ContinuityChecks {
+        original_appended: Some(original),
+        session_resumed: None,
+        turn_after_carried: None,
+    };
+    let verdict = carry::store_verdict(receiver, carried).await;
+    match &verdict {
+        carry::StoreVerdict::Read(r) => {
+            checks.session_resumed = Some(*r != handoff_core::Resumption::Diverged);
+            checks.turn_after_carried = Some(*r == handoff_core::Resumption::Continued);
+        }
+        carry::StoreVerdict::Missing => checks.session_resumed = Some(false),
+        carry::StoreVerdict::Unreadable(_) => {}
+    }
+    if !original {
+        return carry::continuity(
+            ContinuityResult::NotContinued,
+            format!(
+                "the source session {} changed while it was carried: what it held is no longer the same",
+                source.session.session_id
+            ),
+            None,
+            checks,
+        );
+    }
+    if let Some(reported) = &run.report.session_id
+        && *reported != carried.session_id
+    {
+        checks.session_resumed = Some(false);
+        return carry::continuity(
+            ContinuityResult::NotContinued,
+            format!(
+                "the receiver worked in a new session {reported} instead of the carried {}",
+                carried.session_id
+            ),
+            None,
+            checks,
+        );
+    }
+    if watched.stopped_starting && !watched.seen_continued {
+        return carry::continuity(
+            ContinuityResult::Inconclusive,
+            format!(
+                "the receiver had not resumed the carried session {} after {ready_secs} s and was stopped",
+                carried.session_id
+            ),
+            None,
+            checks,
+        );
+    }
+    match verdict {
+        carry::StoreVerdict::Read(handoff_core::Resumption::Continued) => carry::continuity(
+            ContinuityResult::Continued,
+            format!(
+                "the receiver resumed the carried session {} and wrote a turn after its {} messages",
+                carried.session_id,
+                carried.baseline.messages.len()
+            ),
+            None,
+            checks,
+        ),
+        carry::StoreVerdict::Read(handoff_core::Resumption::NothingAfter) => carry::continuity(
+            ContinuityResult::NotContinued,
+            format!(
+                "the receiver's session {} holds the carried conversation but no turn after it",
+                carried.session_id
+            ),
+            None,
+            checks,
+        ),
+        carry::StoreVerdict::Read(handoff_core::Resumption::Diverged) => carry::continuity(
+            ContinuityResult::NotContinued,
+            format!(
+                "the receiver's session {} no longer starts with the carried conversation",
+                carried.session_id
+            ),
+            None,
+            checks,
+        ),
+        carry::StoreVerdict::Missing => carry::continuity(
+            ContinuityResult::NotContinued,
+            format!(
+                "the carried session {} is not in the receiver's store",
+                carried.session_id
+            ),
+            None,
+            checks,
+        ),
+        carry::StoreVerdict::Unreadable(e) => carry::continuity(
+            ContinuityResult::Inconclusive,
+            format!("the receiver's store can't be read: {e}"),
+            None,
+            checks,
+        ),
+    }
+}
+
+/// What to do after a verdict.
+fn next_step(
+    c: &Continuity,
+    resume: Option<&str>,
+    note: &Utf8Path,
+    source: &handoff_core::AgentId,
+) -> Option<String> {
+    let resume = resume.map_or_else(|| "its CLI".to_owned(), |r| format!("`{r}`"));
+    match c.result {
+        ContinuityResult::Continued => None,
+        ContinuityResult::FreshAgent => Some(format!(
+            "the receiver has the note and recap but not the conversation; check its first turn with {resume}"
+        )),
+        ContinuityResult::NotContinued => Some(format!(
+            "the task stays with {source}; the receiver's session is kept: look at it with {resume}, then continue again"
+        )),
+        ContinuityResult::Inconclusive => Some(match &c.probe {
+            Some(p) if p.comparison.matched => format!(
+                "its answer to the probe matches the note; check its first turn with {resume}"
+            ),
+            Some(_) => format!(
+                "its answer to the probe does not match the note's Current state and Next steps: resume it with {resume} and point it at {note}"
+            ),
+            None => format!("check it with {resume}"),
+        }),
+    }
+}
+
+/// Keeps the continuity verdict in the handoff's details, for the timeline.
+fn annotate(
+    store: &SqliteStore,
+    id: &handoff_core::HandoffId,
+    c: &Continuity,
+    extra: Option<(&str, serde_json::Value)>,
+) {
+    let mut d = serde_json::Map::new();
+    d.insert("continuity".into(), carry::timeline_details(c));
+    if let Some((k, v)) = extra {
+        d.insert(k.into(), v);
+    }
+    let _ = store.add_handoff_details(id, &d);
 }
 
 fn role_of(role: RoleArg) -> ReceiverRole {
@@ -861,6 +1388,7 @@ fn validate(
     Ok(Plan {
         git,
         root,
+        cwd,
         branch,
         head,
         task,
@@ -947,8 +1475,8 @@ async fn wait_for_agents(
     }
 }
 
-/// Writes the note privately (0600 in a 0700 directory), never over an existing file.
-fn write_note(path: &Utf8Path, text: &str) -> Result<(), String> {
+/// Writes a file privately (0600 in a 0700 directory), never over an existing file.
+pub(crate) fn write_private_file(path: &Utf8Path, text: &str) -> Result<(), String> {
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -961,9 +1489,9 @@ fn write_note(path: &Utf8Path, text: &str) -> Result<(), String> {
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| format!("cannot write the note '{path}': {e}"))?;
+        .map_err(|e| format!("cannot write '{path}': {e}"))?;
     f.write_all(text.as_bytes())
-        .map_err(|e| format!("cannot write the note '{path}': {e}"))
+        .map_err(|e| format!("cannot write '{path}': {e}"))
 }
 
 /// The receiver's first prompt: who hands over and how, the note, the message.
@@ -973,6 +1501,7 @@ fn receiver_prompt(
     source: &AgentRef,
     role: ReceiverRole,
     message: Option<&str>,
+    context: Option<&str>,
 ) -> String {
     let from = match &source.model {
         Some(m) => format!("{} ({m})", source.provider),
@@ -991,6 +1520,11 @@ fn receiver_prompt(
          The handoff note below is also at {note_path}. Follow its receiver instructions.\n\n\
          {note}"
     );
+    if let Some(c) = context {
+        p.push_str("\n\n");
+        p.push_str(c);
+        p.push('\n');
+    }
     if let Some(m) = message {
         p.push_str("\n\n## Message from the user\n\n");
         p.push_str(m);
@@ -1032,6 +1566,7 @@ mod tests {
             &source,
             ReceiverRole::Review,
             Some("look at the parser"),
+            None,
         );
         assert!(
             p.starts_with("claude (opus) handed this task over to you."),

@@ -154,10 +154,42 @@ fn handoff(h: &HandoffRow) -> String {
         Some(reason) => format!("{} ({reason})", h.outcome.as_str()),
         None => h.outcome.as_str().to_owned(),
     };
-    format!(
-        "handoff {} → {}, {}, {outcome}, transferred: {transferred}",
+    let details = h.context.details.as_ref();
+    let continuity = details
+        .and_then(|d| d.get("continuity"))
+        .and_then(|c| {
+            let result = c.get("result")?.as_str()?;
+            let probe = c
+                .get("probe")
+                .and_then(|p| p.get("comparison")?.get("matched")?.as_bool())
+                .map(|m| {
+                    if m {
+                        ", probe matched"
+                    } else {
+                        ", probe did not match"
+                    }
+                })
+                .unwrap_or("");
+            let original = match c
+                .get("checks")
+                .and_then(|k| k.get("originalAppended"))
+                .and_then(serde_json::Value::as_bool)
+            {
+                Some(false) => ", source changed",
+                _ => "",
+            };
+            Some(format!(", continuity: {result}{probe}{original}"))
+        })
+        .unwrap_or_default();
+    let mut out = format!(
+        "handoff {} → {}, {}, {outcome}, transferred: {transferred}{continuity}",
         agent(&h.source),
         agent(&h.target),
         h.route.as_str()
-    )
+    );
+    for turn in crate::carry::carried_turns(h) {
+        out.push_str("\n    ");
+        out.push_str(&turn);
+    }
+    out
 }

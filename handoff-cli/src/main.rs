@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod attribute;
+mod carry;
 mod checkpoint;
 mod continuation;
 mod docs;

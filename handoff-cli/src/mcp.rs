@@ -193,6 +193,17 @@ pub struct ContinueInput {
     pub wait: Option<bool>,
     /// Seconds the receiver's first turn may take, 1-86400 (`--timeout`, default 1800).
     pub timeout: Option<u64>,
+    /// The session to carry: an id in the source CLI's store or the absolute path of its file
+    /// (`--session`; default: the caller's own session, else the newest in the worktree).
+    pub session: Option<String>,
+    /// `fresh-agent`: when the conversation can't be carried, start the receiver from the note
+    /// and a recap alone instead of refusing (`--fallback`).
+    pub fallback: Option<String>,
+    /// Seconds the receiver may take to show it resumed the carried conversation, 1-86400
+    /// (`--ready-timeout`, default 120).
+    pub ready_timeout: Option<u64>,
+    /// Also ask the receiver what it was last working on and compare with the note (`--probe`).
+    pub probe: Option<bool>,
 }
 
 /// What `handoff_start` runs in the background: exactly one of `run`, `advice`, `continue`.
@@ -279,6 +290,10 @@ impl ContinueInput {
         launch.switch("--push", self.push);
         launch.switch("--wait", self.wait);
         launch.value("--timeout", self.timeout.as_ref());
+        launch.value("--session", self.session.as_ref());
+        launch.value("--fallback", self.fallback.as_ref());
+        launch.value("--ready-timeout", self.ready_timeout.as_ref());
+        launch.switch("--probe", self.probe);
         Ok(launch)
     }
 }

@@ -141,6 +141,10 @@ pub enum ContinueOutcome {
     DryRun,
     /// Refused before anything changed (exit 5).
     Rejected,
+    /// The receiver ran but did not continue the carried conversation (its store shows no turn
+    /// after it, or the source was changed meanwhile): the receiver's session is kept, the
+    /// task stays with its provider (exit 1).
+    NotContinued,
 }
 
 /// Who the task goes to.
@@ -270,6 +274,160 @@ pub struct ContinueResult {
     pub message: Option<ContinueMessage>,
     /// The receiver.
     pub receiver: Option<ContinueReceiver>,
+    /// The conversation carried to the receiver (in a dry run: the prediction).
+    pub carry: Option<ContinueCarry>,
+    /// Whether the receiver really continued.
+    pub continuity: Option<Continuity>,
+}
+
+/// How the conversation reaches the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CarryMode {
+    /// Same CLI, same directory: its own fork of the source session.
+    NativeFork,
+    /// Same CLI: a lossless copy of the source session under a new id, re-rooted.
+    NativeCopy,
+    /// Another CLI: written into its store from the neutral transcript.
+    Converted,
+}
+
+/// Where the carried conversation came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CarrySource {
+    /// The CLI that wrote it.
+    pub provider: AgentId,
+    /// Its session id.
+    pub session_id: String,
+    /// The file it was read from.
+    #[schemars(with = "String")]
+    pub path: Utf8PathBuf,
+    /// How it was found: `flag` (`--session`), `environment` (the calling agent's session
+    /// variable), `timeline` (the task's last receiver) or `latest` (the newest session that
+    /// ran in the worktree).
+    pub found: String,
+    /// Messages read.
+    pub messages: u64,
+}
+
+/// The bounded recap sent with the note.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueRecap {
+    /// Where it is (next to the note); in a dry run, where it would be.
+    #[schemars(with = "String")]
+    pub path: Utf8PathBuf,
+    /// Its size.
+    pub bytes: u64,
+    /// Messages kept whole.
+    pub whole: u64,
+    /// Older messages shortened to their first line.
+    pub extracted: u64,
+    /// Oldest messages left out.
+    pub omitted: u64,
+}
+
+/// The conversation carried to the receiver, or why it was not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueCarry {
+    /// Whether the receiver resumes the conversation (in a dry run: would).
+    pub carried: bool,
+    /// How; null when not carried.
+    pub mode: Option<CarryMode>,
+    /// The source session; null when none was found.
+    pub source: Option<CarrySource>,
+    /// The session the receiver resumes; null when not carried or when its CLI picks the id.
+    pub session_id: Option<String>,
+    /// Whether the receiver's CLI forks the source itself.
+    pub fork: bool,
+    /// Files written into the receiver's store (in a dry run: that would be).
+    #[schemars(with = "Vec<String>")]
+    pub files: Vec<Utf8PathBuf>,
+    /// Their size in bytes.
+    pub bytes: u64,
+    /// Messages carried.
+    pub messages: u64,
+    /// What the reader or writer skipped.
+    pub warnings: Vec<String>,
+    /// Why it was not carried, in one line.
+    pub reason: Option<String>,
+    /// An earlier carried copy of the same source for the same receiver CLI that this one
+    /// replaced (its session id).
+    pub replaced: Option<String>,
+    /// The recap sent with the note.
+    pub recap: Option<ContinueRecap>,
+    /// Secrets masked in the note, the recap and the converted transcript.
+    pub secrets_masked: u64,
+}
+
+/// The continuity verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContinuityResult {
+    /// The receiver's own store shows it resumed the carried session and wrote a turn after it.
+    Continued,
+    /// handoff could not tell: the receiver was still starting, or its store can't be read.
+    Inconclusive,
+    /// The receiver did not continue the carried conversation, or the source changed under it.
+    NotContinued,
+    /// The receiver starts from the note (and recap) alone, as asked.
+    FreshAgent,
+}
+
+impl ContinuityResult {
+    /// The result's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContinuityResult::Continued => "continued",
+            ContinuityResult::Inconclusive => "inconclusive",
+            ContinuityResult::NotContinued => "not-continued",
+            ContinuityResult::FreshAgent => "fresh-agent",
+        }
+    }
+}
+
+/// What was checked to decide continuity; null when not checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinuityChecks {
+    /// The source session still holds, unchanged, what was carried (it may have grown).
+    pub original_appended: Option<bool>,
+    /// The receiver's store holds the carried session, its messages unchanged.
+    pub session_resumed: Option<bool>,
+    /// The receiver wrote a prompt and an answer after the carried messages.
+    pub turn_after_carried: Option<bool>,
+}
+
+/// The probe: a question the receiver answers from what it knows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinuityProbe {
+    /// The question asked.
+    pub question: String,
+    /// The receiver's answer; null when it gave none.
+    pub answer: Option<String>,
+    /// The answer against the note's Current state and Next steps.
+    pub comparison: crate::carry::ProbeComparison,
+}
+
+/// Whether the receiver really continued.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Continuity {
+    /// The verdict.
+    pub result: ContinuityResult,
+    /// Why, in one line.
+    pub reason: String,
+    /// What to do now, when anything.
+    pub next: Option<String>,
+    /// The receiver's last message.
+    pub last_message: Option<String>,
+    /// The probe, when asked.
+    pub probe: Option<ContinuityProbe>,
+    /// The checks.
+    pub checks: ContinuityChecks,
 }
 
 /// The user's message to the receiver.
@@ -302,6 +460,8 @@ impl ContinueResult {
             note: None,
             message: None,
             receiver: None,
+            carry: None,
+            continuity: None,
         }
     }
 }

@@ -1220,6 +1220,18 @@ impl ReceiverRun {
 }
 
 impl Engine {
+    /// The values `handoff config` masks: credentials in handoff's environment and every
+    /// secret of the configuration.
+    pub fn known_secrets(&self) -> Vec<String> {
+        let mut known = credential_values(&self.options.env);
+        for agent in self.options.config.agents.values() {
+            known.extend(config_secrets(agent));
+        }
+        known.sort();
+        known.dedup();
+        known
+    }
+
     /// The adapter for `id`, if registered.
     pub fn provider(&self, id: &AgentId) -> Option<Arc<dyn Provider>> {
         self.registry.get(id).cloned()

@@ -45,9 +45,10 @@ pub use config::{
     config_secrets, valid_account_name,
 };
 pub use continuation::{
-    CONTINUE_SCHEMA, ContinueCheckpoint, ContinueMessage, ContinueNote, ContinueOutcome,
-    ContinuePush, ContinueReceiver, ContinueResult, ContinueTarget, ContinueWorktree,
-    ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word,
+    CONTINUE_SCHEMA, CarryMode, CarrySource, ContinueCarry, ContinueCheckpoint, ContinueMessage,
+    ContinueNote, ContinueOutcome, ContinuePush, ContinueRecap, ContinueReceiver, ContinueResult,
+    ContinueTarget, ContinueWorktree, Continuity, ContinuityChecks, ContinuityProbe,
+    ContinuityResult, ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word,
 };
 pub use engine::{
     Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, now_iso,

@@ -627,6 +627,14 @@ pub trait TaskStore: Send + Sync {
         outcome: &HandoffOutcome,
     ) -> Result<HandoffRow, StoreError>;
 
+    /// Adds `details` to a handoff's details (a key already there is replaced): what was
+    /// learnt after it was recorded, such as the continuity check.
+    fn add_handoff_details(
+        &self,
+        id: &HandoffId,
+        details: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<HandoffRow, StoreError>;
+
     /// Makes a new task on a new worktree and branch from `id`: the same project, `parent` set
     /// to `id`, a copy of the original's timeline followed by a [`ForkMarker`]. The original is
     /// left untouched. One transaction.

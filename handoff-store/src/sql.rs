@@ -146,6 +146,7 @@ const SELECT_HANDOFF: &str = concat!(
     handoff_columns!(),
     " FROM handoffs WHERE id = ?1"
 );
+const SET_HANDOFF_DETAILS: &str = "UPDATE handoffs SET details = ?2 WHERE id = ?1";
 const SELECT_HANDOFF_FINISHED: &str = "SELECT finished_at FROM handoffs WHERE id = ?1";
 const FINISH_HANDOFF: &str = "UPDATE handoffs SET outcome = ?2, outcome_reason = ?3, \
      finished_at = ?4 WHERE id = ?1 AND finished_at IS NULL";
@@ -656,6 +657,21 @@ pub(crate) fn finish_handoff(
     )?;
     execute(conn, c, TOUCH_HANDOFF_TASKS, params![id.as_str(), now])?;
     Ok(n == 1)
+}
+
+/// Replaces a handoff's details.
+pub(crate) fn set_handoff_details(
+    conn: &Connection,
+    c: &Ctx,
+    id: &HandoffId,
+    details: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), StoreError> {
+    let json = serde_json::to_string(details).map_err(|e| StoreError::Invalid {
+        field: "details",
+        reason: e.to_string(),
+    })?;
+    execute(conn, c, SET_HANDOFF_DETAILS, params![id.as_str(), json])?;
+    Ok(())
 }
 
 /// The last seq of the task's timeline.

@@ -332,6 +332,20 @@ impl TaskStore for SqliteStore {
         })
     }
 
+    fn add_handoff_details(
+        &self,
+        id: &HandoffId,
+        details: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<HandoffRow, StoreError> {
+        self.write(|conn, c| {
+            let row = sql::handoff(conn, c, id)?.ok_or_else(|| no_handoff(id))?;
+            let mut merged = row.context.details.unwrap_or_default();
+            merged.extend(details.iter().map(|(k, v)| (k.clone(), v.clone())));
+            sql::set_handoff_details(conn, c, id, &merged)?;
+            sql::handoff(conn, c, id)?.ok_or_else(|| no_handoff(id))
+        })
+    }
+
     fn fork_task(&self, id: &TaskId, fork: &Fork) -> Result<Task, StoreError> {
         self.write(|conn, c| {
             let original = sql::task(conn, c, id)?.ok_or_else(|| no_task(id))?;

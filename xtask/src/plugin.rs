@@ -763,9 +763,10 @@ fn continue_body() -> String {
     let mut s = String::from(
         "# Hand the task over to another agent\n\n`handoff continue` hands over the task itself, \
 not a piece of it: it checkpoints the work in a commit, writes your handoff note (outside the \
-repository, with the Git state read from the repository), starts the receiving agent headless in \
-the same worktree in a session it keeps, checks that it continued, and records the handoff in \
-the task's timeline. The person can then resume the receiver's session in that agent's own \
+repository, with the Git state read from the repository), carries this conversation into the \
+receiving agent's own session store (your session is only read), starts the receiver headless in \
+the same worktree on that session, checks in its store that it really continued, and records the \
+handoff in the task's timeline. The person can then resume the receiver's session in that agent's own \
 interface. Receivers: `claude`, `codex`, `opencode`.\n\n",
     );
     s.push_str(FIND_BINARY);
@@ -808,9 +809,14 @@ Then check it until it passes (exit 0); the JSON names each missing or empty sec
   the agent the person named. Add `--model`, `--effort` or `--account` only if they named one,
   `--role review` if the receiver should only review, `--new-thread` if the work should go on in
   a new linked worktree and branch, and `--push` only if the person asked you to push.
+- Your own session is found by itself (your session variable, else the newest session that ran
+  in this worktree). If the dry run says it can't be carried (`reason`), pass `--session <id>` if
+  you know your session id; add `--fallback fresh-agent` only if the person accepts that the
+  receiver starts from the note and a recap alone.
 - If the person only wants to save where things are, without starting anyone, use
   `--note-only` instead of a receiver run: it checkpoints and writes the note.
-- Read the JSON: `outcome` must be `dry-run`. Show the person what would be committed
+- Read the JSON: `outcome` must be `dry-run`. `carry` says whether the conversation will be
+  carried (`carried`, `mode`, `messages`, `bytes`). Show the person what would be committed
   (`checkpoint.committed`) and what stays uncommitted (`checkpoint.uncommitted`: untracked files
   are left alone). If something there does not belong to the task, or looks like a secret,
   stop and ask. Exit 5 means refused with nothing changed: fix what `reason` says and try again.
@@ -831,6 +837,7 @@ One JSON line (`handoff.continue.v1`) on stdout, whatever happened:
 | 0 | `started` | the receiver started and finished its first turn: the task is the receiver's now |
 | 0 | `note-written` | `--note-only`: checkpoint and note written, no receiver started |
 | 1 | `not-started` | the receiver did not start or its first turn failed; the task stays with you and the message was not delivered |
+| 1 | `not-continued` | the receiver ran but did not continue the carried conversation (`continuity.reason`); the task stays with you |
 | 5 | `rejected` | refused before anything changed |
 | 9 | `cancelled` | handoff was interrupted; `'<handoff>' log --cwd "$(pwd -P)"` shows what was recorded |
 | 10 | `review-changed` | a `--role review` receiver changed the worktree; its changes (`receiver.changed`) are left for the person |
@@ -838,6 +845,8 @@ One JSON line (`handoff.continue.v1`) on stdout, whatever happened:
 On `started`, tell the person:
 
 - that the task is with the receiver now, and its last message (`receiver.lastMessage`);
+- `continuity.result`: `continued` (its store shows it resumed this conversation),
+  `inconclusive` (it could not be told; quote `continuity.next`) or `fresh-agent`;
 - how to resume the receiver: `receiver.resume.shell`, quoted exactly as printed;
 - where the note is (`note.path`), the checkpoint commit (`checkpoint.commit`), and any files
   left uncommitted.
@@ -845,6 +854,7 @@ On `started`, tell the person:
 Then stop: make no more changes on this branch and start nothing else in this worktree; the
 receiver owns it now. End your turn.
 
+On `not-continued`, quote `continuity.reason` and `continuity.next`: the task is still yours.
 On `not-started`, quote `reason`, say that the task is still yours and that the checkpoint and
 note are kept, and offer to retry or to hand over to another receiver. On `rejected`, quote
 `reason` and fix it. `'<handoff>' log --cwd "$(pwd -P)"` shows the task's timeline.

@@ -54,6 +54,8 @@ fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
         cwd.as_str(),
         "--note-file",
         note.as_str(),
+        "--fallback",
+        "fresh-agent",
     ];
     all.extend(args);
     let run = sb.run(&all);
@@ -742,7 +744,14 @@ fn a_running_delegation_holds_the_worktree_until_it_ends() {
             "--from",
             "claude",
         ])
-        .args(["--to", "codex", "--dry-run", "--wait"])
+        .args([
+            "--to",
+            "codex",
+            "--dry-run",
+            "--wait",
+            "--fallback",
+            "fresh-agent",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -811,6 +820,8 @@ fn an_account_and_the_configuration_reach_the_receiver_and_its_resume_command() 
         "codex",
         "--account",
         "work",
+        "--fallback",
+        "fresh-agent",
     ]));
     assert_eq!(run.code, 0, "{run:#?}");
     let r = &run.json;
@@ -865,6 +876,8 @@ fn another_account_of_the_same_provider_is_a_new_thread() {
         "--account",
         "work",
         "--dry-run",
+        "--fallback",
+        "fresh-agent",
     ]));
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.json["route"], "new-thread");

@@ -74,6 +74,7 @@ fn continue_to(rig: &Rig, extra: &[&str]) -> (i32, Value) {
         .args(["--to", rig.cli, "--note-file"])
         .arg(&note)
         .args(["--timeout", &TURN_BUDGET.as_secs().to_string()])
+        .args(["--fallback", "fresh-agent"])
         .args(extra)
         .output()
         .unwrap();

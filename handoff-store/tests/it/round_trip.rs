@@ -212,6 +212,46 @@ fn handoffs_are_recorded_then_finished() {
 }
 
 #[test]
+fn details_learnt_later_are_added_to_a_handoff() {
+    let (_dir, path) = temp();
+    let store = open(&path);
+    let task = store.create_task(&new_task("/p/w")).unwrap();
+    let row = store.record_handoff(&task.id, &new_handoff()).unwrap();
+    let added = serde_json::Map::from_iter([
+        (
+            "continuity".into(),
+            serde_json::json!({"result": "continued"}),
+        ),
+        ("session".into(), serde_json::json!("def")),
+    ]);
+    let updated = store.add_handoff_details(&row.id, &added).unwrap();
+    let details = updated.context.details.clone().unwrap();
+    assert_eq!(details["session"], "def", "a key already there is replaced");
+    assert_eq!(details["carried"], serde_json::json!({"tools": [1, 2]}));
+    assert_eq!(details["continuity"]["result"], "continued");
+    assert_eq!(store.handoff(&row.id).unwrap(), updated);
+    assert_eq!(
+        store.timeline(&task.id).unwrap()[0].event,
+        TimelineEvent::Handoff(updated)
+    );
+    // A handoff recorded without details gets some.
+    let bare = NewHandoff {
+        context: HandoffContext::default(),
+        ..new_handoff()
+    };
+    let row = store.record_handoff(&task.id, &bare).unwrap();
+    let updated = store.add_handoff_details(&row.id, &added).unwrap();
+    assert_eq!(updated.context.details.unwrap().len(), 2);
+    assert!(matches!(
+        store.add_handoff_details(&HandoffId::generate(), &added),
+        Err(StoreError::NotFound {
+            what: "handoff",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn a_minimal_handoff_round_trips() {
     let (_dir, path) = temp();
     let store = open(&path);
