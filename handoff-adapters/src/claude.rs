@@ -16,6 +16,10 @@ use handoff_core::{
     ProviderSpec, RawOutput, ReceiverReport, ReceiverRequest, Request, RunDir, StdinSource,
     TurnDefaults, Usage, UsageSource, agent_env, file_identity,
 };
+use handoff_core::{
+    CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
+    now_iso,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -23,6 +27,7 @@ use crate::common::{
     PROVIDER_DEFAULT_STR, ResolvedMcp, json_lines, one_line, receiver_grants, render_mcp,
 };
 use crate::probe;
+use crate::transcript::claude_store::blocking;
 
 /// The Claude Code adapter.
 #[derive(Debug, Default, Clone)]
@@ -363,20 +368,21 @@ impl Claude {
             tool_list.clone(),
             "--allowedTools".into(),
             tool_list,
-            "--session-id".into(),
-            request.session_id.clone(),
+        ];
+        args.extend(session_args(request));
+        args.extend([
             "-p".into(),
             "--output-format".into(),
             "stream-json".into(),
             "--verbose".into(),
-        ];
+        ]);
         if let Some(model) = &request.model {
             args.extend(["--model".into(), model.clone()]);
         }
         if let Some(effort) = &request.effort {
             args.extend(["--effort".into(), effort.clone()]);
         }
-        let policy = json!({
+        let mut policy = json!({
             "role": request.role.as_str(),
             "enforcement": if write { "native-bash-sandbox-plus-file-tool-permissions" } else { "read-only-tool-allowlist" },
             "approvals": "never (dontAsk)",
@@ -396,6 +402,18 @@ impl Claude {
             "sessionStore": "the user's (~/.claude/projects or CLAUDE_CONFIG_DIR)",
             "environment": "allowlist",
         });
+        if let Some(from) = &request.resume {
+            policy["resume"] = if from.fork {
+                json!({"session": from.session_id, "fork": "native (--fork-session): the resumed session is left as it was"})
+            } else {
+                json!({"session": from.session_id, "fork": "none: the session is resumed in place"})
+            };
+            policy["sessionId"] = json!(if from.fork {
+                &request.session_id
+            } else {
+                &from.session_id
+            });
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,
@@ -410,6 +428,29 @@ impl Claude {
         })
     }
 }
+
+/// The arguments that pick the receiver's session: a new one with the chosen id; a carried
+/// one resumed in place (`--resume <id>`, which keeps its id); or one forked natively into the
+/// chosen id (`--resume <id> --fork-session --session-id <new>`), which leaves it unchanged.
+fn session_args(request: &ReceiverRequest) -> Vec<String> {
+    match &request.resume {
+        None => vec!["--session-id".into(), request.session_id.clone()],
+        Some(from) if from.fork => vec![
+            "--resume".into(),
+            from.session_id.clone(),
+            "--fork-session".into(),
+            "--session-id".into(),
+            request.session_id.clone(),
+        ],
+        Some(from) => vec!["--resume".into(), from.session_id.clone()],
+    }
+}
+
+/// The oldest Claude Code a carried conversation is resumed with. `--resume`,
+/// `--fork-session` and `--session-id` are all in every 2.x release; the session lines the
+/// writer produces follow the 2.x layout (checked by public sources against 2.1.139 to
+/// 2.1.239, and by our real-CLI tests against 2.1.197), so 1.x is not accepted.
+pub const MIN_RESUME_VERSION: (u64, u64, u64) = (2, 0, 0);
 
 /// Reads a receiver's `stream-json` output: the session id from any event that names it (the
 /// `init` event first, the `result` event last), the last message from the `result` event (or
@@ -676,6 +717,46 @@ impl Provider for Claude {
             "--resume".to_owned(),
             session_id.to_owned(),
         ])
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::claude_store::at_least("Claude Code", version, MIN_RESUME_VERSION)
+    }
+
+    fn native_fork(&self) -> bool {
+        true
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        blocking(move || crate::transcript::claude_store::find(&store, &query)).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || {
+            crate::transcript::claude_store::write(&store, &transcript, &target, &now_iso())
+        })
+        .await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, source, target) = (store.clone(), source.clone(), target.clone());
+        blocking(move || crate::transcript::claude_store::copy(&store, &source, &target)).await
     }
 
     fn preflight_key(&self, probe: &ProbeEnv) -> Option<Vec<String>> {

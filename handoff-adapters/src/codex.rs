@@ -16,6 +16,10 @@ use handoff_core::{
     OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
     ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
 };
+use handoff_core::{
+    CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
+    now_iso,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -24,6 +28,7 @@ use crate::common::{
     toml_string,
 };
 use crate::probe;
+use crate::transcript::claude_store::blocking;
 
 /// The Codex adapter.
 #[derive(Debug, Default, Clone)]
@@ -439,16 +444,29 @@ impl Codex {
         let spec = &*SPEC;
         let env = agent_env(spec, &run.parent_env);
         let grants = receiver_grants(request.role);
-        let mut args: Vec<String> = [
-            "exec",
-            "--json",
-            "--ignore-user-config",
-            "--ignore-rules",
-            "--strict-config",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        if request.resume.as_ref().is_some_and(|r| r.fork) {
+            return Err(InvocationError::Unsupported(
+                "Codex cannot fork a session into a chosen id: carry a copy and resume that"
+                    .to_owned(),
+            ));
+        }
+        // `codex exec resume` takes the options of `codex exec` except `--sandbox` and
+        // `--cd`: the sandbox mode is set by its config key and the worktree is the process's
+        // working directory.
+        let mut args: Vec<String> = vec!["exec".to_owned()];
+        if request.resume.is_some() {
+            args.push("resume".to_owned());
+        }
+        args.extend(
+            [
+                "--json",
+                "--ignore-user-config",
+                "--ignore-rules",
+                "--strict-config",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
         for pin in PINNED.iter().filter(|p| !hides_project_docs(p)) {
             args.push("--config".into());
             args.push((*pin).into());
@@ -462,12 +480,19 @@ impl Codex {
         } else {
             "read-only"
         };
-        args.extend([
-            "--sandbox".into(),
-            sandbox.into(),
-            "--cd".into(),
-            request.cwd.to_string(),
-        ]);
+        if request.resume.is_some() {
+            args.extend([
+                "--config".into(),
+                format!("sandbox_mode={}", toml_string(sandbox)),
+            ]);
+        } else {
+            args.extend([
+                "--sandbox".into(),
+                sandbox.into(),
+                "--cd".into(),
+                request.cwd.to_string(),
+            ]);
+        }
         if let Some(model) = &request.model {
             args.extend(["--model".into(), model.clone()]);
         }
@@ -477,8 +502,11 @@ impl Codex {
                 format!("model_reasoning_effort={}", toml_string(effort)),
             ]);
         }
+        if let Some(from) = &request.resume {
+            args.push(from.session_id.clone());
+        }
         args.push("-".into());
-        let policy = json!({
+        let mut policy = json!({
             "role": request.role.as_str(),
             "enforcement": "native-filesystem-sandbox",
             "filesystem": sandbox,
@@ -497,6 +525,15 @@ impl Codex {
             "mcpServers": [],
             "environment": "allowlist",
         });
+        if let Some(from) = &request.resume {
+            policy["resume"] = json!({
+                "session": from.session_id,
+                "fork": "none: the carried session is resumed in place (codex exec resume)",
+                "sandbox": format!("sandbox_mode={sandbox} (codex exec resume has no --sandbox)"),
+                "cwd": "the process's working directory (codex exec resume has no --cd)",
+            });
+            policy["sessionId"] = json!(from.session_id);
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,
@@ -511,6 +548,13 @@ impl Codex {
         })
     }
 }
+
+/// The oldest Codex a carried conversation is resumed with: `codex exec resume` with `--json`
+/// and the receiver's switches (`--ignore-user-config`, `--ignore-rules`, `--strict-config`)
+/// is in every release from there on, and the rollout layout the writer produces was checked
+/// against 0.128.0 (a public parser specification of `codex-rs/rollout` at that tag) and 0.171.0
+/// (our real-CLI tests); older releases are refused rather than guessed at.
+pub const MIN_RESUME_VERSION: (u64, u64, u64) = (0, 128, 0);
 
 /// Reads a receiver's `--json` events: the session is `thread.started`'s `thread_id`, the last
 /// message the last `agent_message` item; `turn.failed` (or an `error` event before any
@@ -702,6 +746,43 @@ impl Provider for Codex {
             "resume".to_owned(),
             session_id.to_owned(),
         ])
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::claude_store::at_least("Codex", version, MIN_RESUME_VERSION)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        blocking(move || crate::transcript::codex_store::find(&store, &query)).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || {
+            crate::transcript::codex_store::write(&store, &transcript, &target, &now_iso())
+        })
+        .await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, source, target) = (store.clone(), source.clone(), target.clone());
+        blocking(move || crate::transcript::codex_store::copy(&store, &source, &target, &now_iso()))
+            .await
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

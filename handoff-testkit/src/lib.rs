@@ -51,27 +51,67 @@
 //!
 //! A run handoff starts as a task's new owner is told apart by what decides persistence in the
 //! real CLI: Claude `-p` without `--no-session-persistence` and without `--json-schema`; Codex
-//! `exec` without `--ephemeral`; OpenCode `run` without `OPENCODE_CONFIG_DIR` in its environment
-//! (the delegated adapter gives OpenCode private configuration roots, a receiver keeps the
-//! user's). Such a run reads its prompt and follows `HANDOFF_FAKE_MODE`: `success` (and the other
-//! modes in which the work is done) writes `fake-receiver-<exe>.txt` in the target directory,
-//! overwriting it, with a line naming the CLI and the session — only when the role may write (the
-//! same rule as runs: Claude's `--tools` has `Write`, Codex's sandbox is not `read-only`,
-//! OpenCode's `edit` permission allows); `mutate` writes it anyway; `no-change`, `blocked` and
-//! `failed` write nothing; `agent-error` and `max-turns` print the CLI's own failure and exit 1;
-//! `exit`, `hang` and `grandchild` behave as for runs. The last message is
-//! `Continued the task as <exe> (session <id>).`, in the CLI's native events (Claude stream-json
-//! `init` … `result`, Codex `thread.started` … `turn.completed`, OpenCode `step_start` / `text` /
-//! `step_finish`). The session — Claude's `--session-id` (or a fresh UUID), a UUID v7 thread id
-//! for Codex, a `ses_…` id for OpenCode (or `--session`) — is written to
-//! `$HOME/.fake-agent/sessions/<exe>/<id>.json` = `{"cwd", "prompts": [...], "lastMessage"}`
-//! (`null` after a failed turn), a later turn of the same id appending its prompt.
+//! `exec` without `--ephemeral`, and `exec resume`; OpenCode `run` without `OPENCODE_CONFIG_DIR`
+//! in its environment (the delegated adapter gives OpenCode private configuration roots, a
+//! receiver keeps the user's). Such a run reads its prompt and follows `HANDOFF_FAKE_MODE`:
+//! `success` (and the other modes in which the work is done) writes `fake-receiver-<exe>.txt` in
+//! the target directory, overwriting it, with a line naming the CLI and the session — only when
+//! the role may write (the same rule as runs: Claude's `--tools` has `Write`, Codex's sandbox —
+//! `--sandbox`, else `-c sandbox_mode=…`, else a `default_permissions` profile extending
+//! `:workspace` — is not `read-only`, OpenCode's `edit` permission allows); `mutate` writes it
+//! anyway; `no-change`, `blocked` and `failed` write nothing; `agent-error` and `max-turns` print
+//! the CLI's own failure and exit 1; `exit`, `hang` and `grandchild` behave as for runs. The last
+//! message is `Continued the task as <exe> (session <id>).`, in the CLI's native events (Claude
+//! stream-json `init` … `result`, Codex `thread.started` … `turn.completed`, OpenCode
+//! `step_start` / `text` / `step_finish`), each naming the session in use.
+//!
+//! A prompt containing `What were you last working on? Answer in one or two sentences.` is
+//! answered, without doing any work, with `FAKE_AGENT_PROBE_ANSWER` when set, else the last
+//! assistant text of the session resumed (before this turn), else `I don't know.`.
+//! `FAKE_AGENT_RECEIVER_DELAY_MS=<ms>` makes a receiver sleep before it writes anything to its
+//! session store; `FAKE_AGENT_RECEIVER_FRESH=1` makes it ignore the session it was told to resume
+//! (Claude `--resume`, Codex `exec resume`, OpenCode `--session`) and start a new one.
+//!
+//! **Claude Code** keeps its sessions in its real store and format:
+//! `${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/<slug(cwd)>/<id>.jsonl`, the slug being the
+//! absolute directory with every character other than an ASCII letter or digit replaced by `-`.
+//! A turn appends `queue-operation` enqueue/dequeue lines, a `user` line with the prompt, the
+//! `assistant` lines (and the tool-result `user` line of a file write) of the answer, and a
+//! `last-prompt` line; conversation lines carry `uuid` / `parentUuid` (chained to the previous
+//! line), `sessionId`, `cwd`, `version`, `gitBranch`, `timestamp` and an Anthropic-shaped
+//! `message`; a failed model call is an `assistant` line with `isApiErrorMessage`. The session:
+//! `--session-id <uuid>` or a fresh UUID for a new one (an id already in use, or not a UUID, is
+//! Claude's error); `--resume <id>` appends to `<id>.jsonl` when it can be resumed from the
+//! current directory (its project folder, or another one whose lines record this directory),
+//! else `No conversation found with session ID: <id>` (exit 1); `--resume <src> --fork-session
+//! [--session-id <new>]` copies the source's lines to `<new>.jsonl` in the current directory's
+//! project folder with `sessionId` rewritten, then appends; `--session-id` with `--resume` or
+//! `--continue` but without `--fork-session` is Claude's error (exit 1).
+//!
+//! **Codex** keeps rollouts in its real store and format:
+//! `${CODEX_HOME:-$HOME/.codex}/sessions/YYYY/MM/DD/rollout-YYYY-MM-DDThh-mm-ss-<id>.jsonl`
+//! (UTC), each line `{"timestamp", "ordinal", "type", "payload"}`: `session_meta` first, then per
+//! turn `event_msg` `task_started`, the injected `<environment_context>` user message,
+//! `turn_context`, the prompt as a `response_item` user message (`input_text`) and an `event_msg`
+//! `user_message`, the `function_call` / `function_call_output` of a file write, the answer as an
+//! `event_msg` `agent_message` and a `response_item` assistant message (`output_text`), and
+//! `event_msg` `task_complete`. `exec` starts a thread with a new UUID v7; `exec resume <id>
+//! [options] [-]` (the options of Codex's `exec resume`: no `--sandbox` or `--cd`) appends a turn
+//! to the rollout of `<id>` found in any date folder, or prints `Error: thread/resume:
+//! thread/resume failed: no rollout found for thread id <id> (code -32600)` and exits 1.
+//!
+//! **OpenCode**'s real store is a database; the fake keeps
+//! `$HOME/.fake-agent/sessions/opencode/<id>.json` = `{"cwd", "prompts": [...], "lastMessage"}`
+//! (`null` after a failed turn). `run` starts a `ses_…` session; `run --session <id>` continues
+//! `<id>` (created when missing); with `--fork` it continues a new session that starts with
+//! `<id>`'s prompts.
 //!
 //! The resume commands — `claude --resume <id>`, `codex resume <id>`, `opencode --session <id>` —
-//! print `resumed <id>: <lastMessage>` and exit 0 when the session exists and was started in the
-//! current directory; otherwise they print the CLI's kind of error on stderr
-//! (`No conversation found with session ID: <id>`, `Error: No saved session found with ID <id>. …`,
-//! `Error: Session not found: <id>`) and exit 1.
+//! print `resumed <id>: <last assistant text>` and exit 0 when the session exists (Claude and
+//! OpenCode: and belongs to the current directory; Codex threads are not tied to one);
+//! otherwise they print the CLI's kind of error on stderr (`No conversation found with session
+//! ID: <id>`, `Error: No saved session found with ID <id>. …`, `Error: Session not found: <id>`)
+//! and exit 1.
 //!
 //! ## Nested advice
 //!
@@ -123,7 +163,7 @@ pub use repo::ScratchRepo;
 pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
-        ENV_FILE_NAME, EXIT, GRANDCHILD_PID_FILE, HELP, MODE, READY_FILE, RECORD_DIR, VERSION,
-        WAIT_FILE,
+        ENV_FILE_NAME, EXIT, GRANDCHILD_PID_FILE, HELP, MODE, PROBE_ANSWER, READY_FILE,
+        RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR, VERSION, WAIT_FILE,
     };
 }

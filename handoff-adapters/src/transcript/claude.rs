@@ -6,6 +6,10 @@
 //! in the file back to the root. Sub-agent (`isSidechain`) and injected (`isMeta`) lines are not
 //! part of the dialogue; `thinking` blocks are hidden reasoning and never read. Streaming can
 //! write one assistant message (one `message.id`) as several lines: they are merged back.
+//!
+//! A line handoff carried in from another CLI (it has a `handoff` object naming its provider
+//! and model) is read as the message it was: its tagged text blocks become the tool calls,
+//! results and reasoning they stand for.
 
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader};
@@ -16,6 +20,8 @@ use handoff_core::{
     TranscriptError, TranscriptSource, bounded,
 };
 use serde_json::Value;
+
+use super::claude_store::{MARKER, read_marker, text_part as carried_part};
 
 /// Most warnings kept; the rest are counted in one last warning.
 const MAX_WARNINGS: usize = 20;
@@ -33,6 +39,8 @@ struct Line {
     /// `message.id` (assistant lines), to merge streamed pieces.
     message_id: Option<String>,
     model: Option<String>,
+    /// The provider that wrote it: Claude Code, or the one a carried line names.
+    provider: AgentId,
     at: Option<String>,
     uuid: String,
     cwd: Option<String>,
@@ -122,17 +130,39 @@ pub(crate) fn read(path: &Utf8Path) -> Result<Transcript, TranscriptError> {
         let message = match role {
             Some(role) if !flag("isSidechain") && !flag("isMeta") => {
                 match record.get("message").and_then(Value::as_object) {
-                    Some(m) => Some(Line {
-                        role,
-                        message_id: str_field(m, "id"),
-                        model: (role == Role::Assistant)
+                    Some(m) => {
+                        let carried = read_marker(record.get(MARKER));
+                        let mut parts = parts(role, m.get("content"), &mut unknown_blocks);
+                        let mut model = (role == Role::Assistant)
                             .then(|| str_field(m, "model"))
-                            .flatten(),
-                        at: str_field(record, "timestamp"),
-                        uuid: uuid.clone(),
-                        cwd: str_field(record, "cwd"),
-                        parts: parts(role, m.get("content"), &mut unknown_blocks),
-                    }),
+                            .flatten();
+                        let mut provider = AgentId::CLAUDE;
+                        // A line handoff carried in: its tagged text is the tool calls,
+                        // results and reasoning it stands for, and it names who wrote it.
+                        if let Some((by, recorded)) = carried {
+                            provider = by;
+                            if let Some(recorded) = recorded {
+                                model = recorded;
+                            }
+                            parts = parts
+                                .into_iter()
+                                .map(|p| match p {
+                                    Part::Text { text } => carried_part(text),
+                                    other => other,
+                                })
+                                .collect();
+                        }
+                        Some(Line {
+                            role,
+                            message_id: str_field(m, "id"),
+                            model,
+                            provider,
+                            at: str_field(record, "timestamp"),
+                            uuid: uuid.clone(),
+                            cwd: str_field(record, "cwd"),
+                            parts,
+                        })
+                    }
                     None => {
                         warnings.push(format!("line {number}: a {kind} line without a message"));
                         None
@@ -200,7 +230,7 @@ pub(crate) fn read(path: &Utf8Path) -> Result<Transcript, TranscriptError> {
         }
         messages.push(Message {
             role: line.role,
-            provider: AgentId::CLAUDE,
+            provider: line.provider,
             model: line.model,
             at: line.at,
             source_id: Some(line.uuid),

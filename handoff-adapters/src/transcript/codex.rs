@@ -12,6 +12,10 @@
 //! user-role message, as the Responses API sends them back to the model and as Claude Code
 //! records them, so transcripts read from either CLI have the same shape; the assistant's turn
 //! then continues in a new message.
+//!
+//! A message handoff carried in from another CLI (it has a `handoff` object naming its
+//! provider and model) is read as the message it was: its tagged text blocks become the tool
+//! calls, results and reasoning they stand for, and it joins no other message.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -23,6 +27,8 @@ use handoff_core::{
 };
 use serde::Deserialize;
 use serde_json::Value;
+
+use super::claude_store::{MARKER, read_marker, text_part as carried_part};
 
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
@@ -184,6 +190,29 @@ impl Reader {
                     .flatten()
                     .filter_map(|c| str_field(c, "text"))
                     .collect();
+                if let Some((provider, model)) = read_marker(p.get(MARKER))
+                    && let Some(role) = match role {
+                        "user" => Some(Role::User),
+                        "assistant" => Some(Role::Assistant),
+                        _ => None,
+                    }
+                {
+                    // A message handoff carried in: its own message, its tagged text the
+                    // tool calls, results and reasoning it stands for.
+                    self.close();
+                    self.messages.push(Message {
+                        role,
+                        provider,
+                        model: match role {
+                            Role::Assistant => model.unwrap_or_else(|| self.model.clone()),
+                            Role::User => None,
+                        },
+                        at,
+                        source_id: id,
+                        parts: texts.into_iter().map(carried_part).collect(),
+                    });
+                    return;
+                }
                 match role {
                     "user" => {
                         let parts: Vec<Part> = texts

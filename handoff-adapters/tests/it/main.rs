@@ -13,6 +13,8 @@ mod opencode;
 mod parse;
 mod receiver;
 mod schema;
+mod store_claude;
+mod store_codex;
 mod support;
 mod transcript_claude;
 mod transcript_codex;

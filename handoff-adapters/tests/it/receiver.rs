@@ -4,7 +4,7 @@
 
 use handoff_core::{
     AgentId, AnswerSource, Invocation, InvocationError, RawOutput, ReceiverReport, ReceiverRequest,
-    ReceiverRole, RunDir, StdinSource,
+    ReceiverRole, ResumeFrom, RunDir, StdinSource,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -287,6 +287,173 @@ fn agents_without_resumable_sessions_refuse() {
         unreachable!()
     };
     assert!(message.contains("keeps no sessions"), "{message}");
+}
+
+/// The carried session a resuming receiver picks up.
+const CARRIED: &str = "0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5";
+
+fn resuming(fx: &Fixture, harness: &str, role: ReceiverRole, fork: bool) -> Invocation {
+    let mut req = request(fx, harness, role, true);
+    req.resume = Some(ResumeFrom {
+        session_id: CARRIED.to_owned(),
+        fork,
+    });
+    provider(harness)
+        .receiver_invocation(&req, &run_dir(fx, harness))
+        .unwrap_or_else(|e| panic!("{harness} refused to resume: {e}"))
+}
+
+#[test]
+fn resuming_receiver_snapshots() {
+    let fx = Fixture::new();
+    for (harness, role, fork, name) in [
+        ("claude", ReceiverRole::Implement, true, "claude-fork"),
+        ("claude", ReceiverRole::Review, false, "claude-in-place"),
+        ("codex", ReceiverRole::Implement, false, "codex-implement"),
+        ("codex", ReceiverRole::Review, false, "codex-review"),
+    ] {
+        let inv = resuming(&fx, harness, role, fork);
+        let d = describe(&inv);
+        let mut settings = fx.insta_settings();
+        settings.set_snapshot_suffix(name);
+        settings.set_description(format!(
+            "{harness} receiver resuming {CARRIED}, role {}, fork {fork}",
+            role.as_str()
+        ));
+        let shown = json!({"args": d["args"], "cwd": d["cwd"], "resume": d["policy"]["resume"], "sessionId": d["policy"]["sessionId"]});
+        settings.bind(|| insta::assert_json_snapshot!("resuming_receiver", shown));
+    }
+}
+
+#[test]
+fn claude_resumes_in_place_or_forks_into_the_chosen_id() {
+    let fx = Fixture::new();
+    assert!(provider("claude").native_fork());
+    let fork = resuming(&fx, "claude", ReceiverRole::Implement, true);
+    assert_eq!(arg_after(&fork.args, "--resume"), Some(CARRIED));
+    assert!(fork.args.iter().any(|a| a == "--fork-session"));
+    assert_eq!(arg_after(&fork.args, "--session-id"), Some(SESSION));
+    let in_place = resuming(&fx, "claude", ReceiverRole::Implement, false);
+    assert_eq!(arg_after(&in_place.args, "--resume"), Some(CARRIED));
+    assert!(
+        !in_place
+            .args
+            .iter()
+            .any(|a| a == "--fork-session" || a == "--session-id")
+    );
+    // Everything else is the plan of a new session.
+    let fresh = plan(&fx, "claude", ReceiverRole::Implement, true);
+    let strip = |args: &[String]| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut skip = false;
+        for a in args {
+            if skip {
+                skip = false;
+                continue;
+            }
+            match a.as_str() {
+                "--resume" | "--session-id" => skip = true,
+                "--fork-session" => {}
+                _ => out.push(a.clone()),
+            }
+        }
+        out
+    };
+    assert_eq!(strip(&fork.args), strip(&fresh.args));
+    assert_eq!(strip(&in_place.args), strip(&fresh.args));
+}
+
+#[test]
+fn codex_resumes_with_exec_resume_and_keeps_every_pin() {
+    let fx = Fixture::new();
+    assert!(!provider("codex").native_fork());
+    for (role, sandbox) in [
+        (ReceiverRole::Implement, "workspace-write"),
+        (ReceiverRole::Review, "read-only"),
+    ] {
+        let inv = resuming(&fx, "codex", role, false);
+        assert_eq!(inv.args[..2], ["exec", "resume"]);
+        // `codex exec resume` has neither `--sandbox` nor `--cd`.
+        assert!(!inv.args.iter().any(|a| a == "--sandbox" || a == "--cd"));
+        assert_eq!(inv.cwd, fx.cwd, "the worktree is the process's cwd");
+        let configs = args_after(&inv.args, "--config");
+        let mode = format!("sandbox_mode=\"{sandbox}\"");
+        assert!(configs.contains(&mode.as_str()), "{configs:?}");
+        let fresh = plan(&fx, "codex", role, true);
+        for pin in args_after(&fresh.args, "--config") {
+            assert!(configs.contains(&pin), "{pin} is lost");
+        }
+        for flag in [
+            "--json",
+            "--ignore-user-config",
+            "--ignore-rules",
+            "--strict-config",
+        ] {
+            assert!(inv.args.iter().any(|a| a == flag), "{flag}");
+        }
+        assert_eq!(arg_after(&inv.args, "--model"), Some("gpt-5.5"));
+        assert_eq!(inv.args[inv.args.len() - 2..], [CARRIED, "-"]);
+    }
+    let mut req = request(&fx, "codex", ReceiverRole::Implement, false);
+    req.resume = Some(ResumeFrom {
+        session_id: CARRIED.to_owned(),
+        fork: true,
+    });
+    let err = provider("codex")
+        .receiver_invocation(&req, &run_dir(&fx, "codex"))
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot fork"), "{err}");
+}
+
+#[test]
+fn resumed_sessions_are_reported() {
+    // Claude Code in place: its events name the resumed session.
+    let claude = lines(&[
+        json!({"type":"system","subtype":"init","session_id":CARRIED,"cwd":"/w"}),
+        json!({"type":"assistant","message":{"model":"m","content":[{"type":"text","text":"on it"}]},"session_id":CARRIED}),
+        json!({"type":"result","subtype":"success","is_error":false,"result":"on it","session_id":CARRIED}),
+    ]);
+    let r = report("claude", &stdout(claude));
+    assert_eq!(r.session_id.as_deref(), Some(CARRIED));
+    assert_eq!(r.failure, None);
+    // Codex: `thread.started` names the resumed thread.
+    let codex = lines(&[
+        json!({"type":"thread.started","thread_id":CARRIED}),
+        json!({"type":"turn.started"}),
+        json!({"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"on it"}}),
+        json!({"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}),
+    ]);
+    let r = report("codex", &stdout(codex));
+    assert_eq!(r.session_id.as_deref(), Some(CARRIED));
+    assert_eq!(r.last_message.as_deref(), Some("on it"));
+}
+
+#[test]
+fn resume_support_needs_a_recent_enough_cli() {
+    let claude = provider("claude");
+    assert_eq!(claude.resume_support(Some("2.1.197 (Claude Code)")), Ok(()));
+    assert_eq!(claude.resume_support(Some("2.0.0 (Claude Code)")), Ok(()));
+    let old = claude
+        .resume_support(Some("1.0.128 (Claude Code)"))
+        .unwrap_err();
+    assert!(old.contains("1.0.128") && old.contains("2.0.0"), "{old}");
+    let unknown = claude.resume_support(Some("Claude Code")).unwrap_err();
+    assert!(
+        unknown.contains("2.0.0") && !unknown.contains('\n'),
+        "{unknown}"
+    );
+    assert!(claude.resume_support(None).is_err());
+
+    let codex = provider("codex");
+    assert_eq!(codex.resume_support(Some("codex-cli 0.171.0")), Ok(()));
+    assert_eq!(codex.resume_support(Some("codex-cli 0.128.0")), Ok(()));
+    let old = codex.resume_support(Some("codex-cli 0.98.0")).unwrap_err();
+    assert!(old.contains("0.98.0") && old.contains("0.128.0"), "{old}");
+    assert!(codex.resume_support(Some("codex-cli")).is_err());
+
+    for h in ["grok", "kiro", "cursor"] {
+        assert!(provider(h).resume_support(Some("1.0.0")).is_err(), "{h}");
+    }
 }
 
 fn report(harness: &str, raw: &RawOutput) -> ReceiverReport {

@@ -8,6 +8,7 @@
 
 mod advice;
 mod attribute;
+mod carry;
 mod checkpoint;
 mod config;
 mod continuation;

@@ -9,6 +9,7 @@
     clippy::print_stderr
 )]
 
+mod carry;
 mod continuation;
 mod opencode_sessions;
 mod sessions;

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
+use super::claude_store;
 use super::json::{J, arr, obj};
 use super::receiver;
 use super::task::{self, Answer, Outcome, Task};
@@ -273,17 +274,33 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     if !parsed.has("print") {
         // `claude --resume <id>`: the session must exist and belong to this directory.
         if let Some(id) = parsed.value("resume") {
-            return receiver::resume(
-                ctx.exe.name(),
-                id,
-                &format!("No conversation found with session ID: {id}"),
-            );
+            return resume_interactive(id);
         }
         return fail("fake-agent: interactive claude sessions are not imitated; pass -p/--print");
     }
     let format = parsed.value("output-format").unwrap_or("text");
     if format == "stream-json" && !parsed.has("verbose") {
         return fail("Error: When using --print, --output-format=stream-json requires --verbose");
+    }
+
+    // The session switches are checked before the prompt is read.
+    if let Some(id) = parsed.value("session-id")
+        && uuid::Uuid::parse_str(id).is_err()
+    {
+        return fail("Error: Invalid session ID. Must be a valid UUID.");
+    }
+    if parsed.has("resume") && parsed.value("resume").is_none() {
+        return fail(
+            "fake-agent: `--resume` without a session id (the session picker) is not imitated",
+        );
+    }
+    if parsed.has("session-id")
+        && (parsed.has("resume") || parsed.has("continue"))
+        && !parsed.has("fork-session")
+    {
+        return fail(
+            "Error: --session-id can only be used with --continue or --resume if --fork-session is also specified.",
+        );
     }
 
     let prompt = if parsed.positional.is_empty() {
@@ -309,22 +326,32 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: tools.iter().any(|t| t == "Write"),
         target: cwd.clone(),
     };
-    let id = parsed
-        .value("session-id")
-        .map_or_else(util::uuid, str::to_owned);
     // A run that persists its session and has no result contract is a continuation receiver.
     let receiving = !parsed.has("no-session-persistence") && !parsed.has("json-schema");
-    let outcome = if receiving {
-        let last = receiver::last_message(task.exe, &id);
-        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &id, &last) {
+    let (id, outcome, open) = if receiving {
+        let opened = match open_turn(ctx, &parsed, &cwd, &prompt, permission_mode) {
             Ok(o) => o,
             Err(code) => return code,
         };
-        receiver::save(task.exe, &id, &cwd, &prompt, outcome.text());
-        outcome
+        let reply = receiver::reply(
+            &ctx.settings,
+            task.exe,
+            &opened.id,
+            &prompt,
+            opened.previous.clone(),
+        );
+        let outcome =
+            match task::perform_receiver(ctx, behaviour, &task, &prompt, &opened.id, &reply) {
+                Ok(o) => o,
+                Err(code) => return code,
+            };
+        (opened.id.clone(), outcome, Some(opened))
     } else {
+        let id = parsed
+            .value("session-id")
+            .map_or_else(util::uuid, str::to_owned);
         match task::perform(ctx, behaviour, &task, &prompt) {
-            Ok(o) => o,
+            Ok(o) => (id, o, None),
             Err(code) => return code,
         }
     };
@@ -343,6 +370,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
             .unwrap_or(1),
     };
     let (events, code) = session.events(&outcome);
+    if let Some(open) = &open {
+        open.close(&prompt, &events);
+    }
     let mut stdout = String::new();
     match format {
         "stream-json" => {
@@ -364,6 +394,159 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     }
     util::out(&task::raw_bytes(&stdout));
     code
+}
+
+/// `claude --resume <id>` (interactive): prints `resumed <id>: <last assistant text>` when the
+/// session can be resumed from the current directory, else Claude's error (exit 1).
+fn resume_interactive(id: &str) -> ExitCode {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let found = claude_store::config_dir().and_then(|c| claude_store::find(&c, &cwd, id));
+    match found {
+        Some(path) => {
+            let last = claude_store::last_assistant_text(&claude_store::read_lines(&path));
+            util::out_line(&format!("resumed {id}: {}", last.unwrap_or_default()));
+            ExitCode::SUCCESS
+        }
+        None => fail(&format!("No conversation found with session ID: {id}")),
+    }
+}
+
+/// A receiver's turn, opened in its session file.
+struct OpenTurn {
+    /// The session in use.
+    id: String,
+    /// The last assistant text of the session it resumed, before this turn.
+    previous: Option<String>,
+    /// The session file and what its lines record; `None` without a store.
+    file: Option<(std::path::PathBuf, claude_store::Envelope)>,
+    /// The `uuid` of the prompt's `user` line.
+    parent: String,
+    prompt_id: String,
+}
+
+impl OpenTurn {
+    /// Appends the turn's answer to the session file.
+    fn close(&self, prompt: &str, events: &[J]) {
+        let Some((path, envelope)) = &self.file else {
+            return;
+        };
+        let lines = envelope.answer_lines(&self.parent, &self.prompt_id, prompt, events);
+        if let Err(e) = claude_store::append(path, &lines) {
+            util::err_line(&format!(
+                "fake-agent: cannot write session {}: {e}",
+                path.display()
+            ));
+        }
+    }
+}
+
+/// Picks the receiver's session — a new one (`--session-id` or a fresh UUID), the resumed one
+/// (`--resume <id>`), or a fork of it (`--resume <id> --fork-session [--session-id <new>]`) — and
+/// writes the turn's prompt to it, after `FAKE_AGENT_RECEIVER_DELAY_MS`.
+/// `FAKE_AGENT_RECEIVER_FRESH=1` ignores `--resume`.
+fn open_turn(
+    ctx: &Ctx,
+    parsed: &args::Parsed,
+    cwd: &std::path::Path,
+    prompt: &str,
+    permission_mode: &str,
+) -> Result<OpenTurn, ExitCode> {
+    let config = claude_store::config_dir();
+    let chosen = parsed.value("session-id").map(str::to_owned);
+    let resume = parsed
+        .value("resume")
+        .filter(|_| !receiver::fresh(&ctx.settings));
+    let not_found = |id: &str| fail(&format!("No conversation found with session ID: {id}"));
+    let in_use = |id: &str| {
+        config
+            .as_deref()
+            .is_some_and(|c| claude_store::exists(c, id))
+    };
+    // (session id, its file, the file to fork from)
+    let (id, path, source) = match resume {
+        Some(src) => {
+            let Some(src_path) = config
+                .as_deref()
+                .and_then(|c| claude_store::find(c, cwd, src))
+            else {
+                return Err(not_found(src));
+            };
+            if parsed.has("fork-session") {
+                let new = chosen.unwrap_or_else(util::uuid);
+                if in_use(&new) {
+                    return Err(fail(&format!("Error: Session ID {new} is already in use.")));
+                }
+                let dest = config
+                    .as_deref()
+                    .map(|c| claude_store::project_dir(c, cwd).join(format!("{new}.jsonl")));
+                (new, dest, Some((src.to_owned(), src_path)))
+            } else {
+                (src.to_owned(), Some(src_path), None)
+            }
+        }
+        None => {
+            let id = chosen.unwrap_or_else(util::uuid);
+            if in_use(&id) {
+                return Err(fail(&format!("Error: Session ID {id} is already in use.")));
+            }
+            let path = config
+                .as_deref()
+                .map(|c| claude_store::project_dir(c, cwd).join(format!("{id}.jsonl")));
+            (id, path, None)
+        }
+    };
+    let previous = match (&source, &path) {
+        (Some((_, src_path)), _) => {
+            claude_store::last_assistant_text(&claude_store::read_lines(src_path))
+        }
+        (None, Some(p)) => claude_store::last_assistant_text(&claude_store::read_lines(p)),
+        (None, None) => None,
+    };
+
+    receiver::pause(&ctx.settings);
+    let prompt_id = util::uuid();
+    let Some(path) = path else {
+        util::err_line(
+            "fake-agent: no session store for claude (HOME and CLAUDE_CONFIG_DIR unset)",
+        );
+        return Ok(OpenTurn {
+            id,
+            previous,
+            file: None,
+            parent: util::uuid(),
+            prompt_id,
+        });
+    };
+    if let Some((src, src_path)) = &source
+        && let Err(e) = claude_store::fork(src_path, src, &path, &id)
+    {
+        return Err(fail(&format!(
+            "fake-agent: cannot fork session {src} into {}: {e}",
+            path.display()
+        )));
+    }
+    let parent = claude_store::last_uuid(&claude_store::read_lines(&path));
+    let envelope = claude_store::Envelope {
+        session_id: id.clone(),
+        cwd: receiver::canonical(cwd).to_string_lossy().into_owned(),
+        version: ctx.version(VERSION),
+        git_branch: receiver::git_branch(cwd),
+        permission_mode: permission_mode.to_owned(),
+    };
+    let (lines, user) = envelope.prompt_lines(parent.as_deref(), &prompt_id, prompt);
+    if let Err(e) = claude_store::append(&path, &lines) {
+        return Err(fail(&format!(
+            "fake-agent: cannot write session {}: {e}",
+            path.display()
+        )));
+    }
+    Ok(OpenTurn {
+        id,
+        previous,
+        file: Some((path, envelope)),
+        parent: user,
+        prompt_id,
+    })
 }
 
 /// `--settings` / `--mcp-config` take inline JSON or a path to a JSON file.

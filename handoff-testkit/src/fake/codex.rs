@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, Parsed, opt};
+use super::codex_store;
 use super::json::{J, obj};
 use super::receiver;
 use super::task::{self, Outcome, Task};
@@ -31,6 +32,7 @@ const KNOWN_KEYS: &[&str] = &[
     "model_provider",
     "model",
     "default_permissions",
+    "sandbox_mode",
 ];
 const KNOWN_PREFIXES: &[&str] = &[
     "model_providers.",
@@ -110,6 +112,59 @@ const EXEC_OPTS: &[Opt] = &[
     opt("version", &["-V", "--version"], Kind::Flag),
 ];
 
+/// `codex exec resume`: no `--sandbox`, `--cd`, `--profile`, `--color`, `--add-dir` or `--oss`.
+const EXEC_RESUME_OPTS: &[Opt] = &[
+    opt("config", &["-c", "--config"], Kind::Value),
+    opt("last", &["--last"], Kind::Flag),
+    opt("all", &["--all"], Kind::Flag),
+    opt("enable", &["--enable"], Kind::Value),
+    opt("disable", &["--disable"], Kind::Value),
+    opt("image", &["-i", "--image"], Kind::Value),
+    opt("remote", &["--remote"], Kind::Value),
+    opt(
+        "remote-auth-token-env",
+        &["--remote-auth-token-env"],
+        Kind::Value,
+    ),
+    opt("strict-config", &["--strict-config"], Kind::Flag),
+    opt("model", &["-m", "--model"], Kind::Value),
+    opt(
+        "dangerously-bypass-approvals-and-sandbox",
+        &["--dangerously-bypass-approvals-and-sandbox"],
+        Kind::Flag,
+    ),
+    opt(
+        "dangerously-bypass-hook-trust",
+        &["--dangerously-bypass-hook-trust"],
+        Kind::Flag,
+    ),
+    opt("worktree", &["--worktree"], Kind::Flag),
+    opt("thread-source", &["--thread-source"], Kind::Value),
+    opt(
+        "cyber-access-program",
+        &["--cyber-access-program"],
+        Kind::Value,
+    ),
+    opt(
+        "skip-git-repo-check",
+        &["--skip-git-repo-check"],
+        Kind::Flag,
+    ),
+    opt("trust", &["--trust"], Kind::Flag),
+    opt("ephemeral", &["--ephemeral"], Kind::Flag),
+    opt("ignore-user-config", &["--ignore-user-config"], Kind::Flag),
+    opt("ignore-rules", &["--ignore-rules"], Kind::Flag),
+    opt("output-schema", &["--output-schema"], Kind::Value),
+    opt("json", &["--json"], Kind::Flag),
+    opt(
+        "output-last-message",
+        &["-o", "--output-last-message"],
+        Kind::Value,
+    ),
+    opt("help", &["-h", "--help"], Kind::Flag),
+];
+
+const EXEC_RESUME_USAGE: &str = "Usage: codex exec resume [OPTIONS] [SESSION_ID] [PROMPT]";
 const EXEC_USAGE: &str =
     "Usage: codex exec [OPTIONS] [PROMPT]\n       codex exec [OPTIONS] <COMMAND> [ARGS]";
 const TOP_USAGE: &str = "Usage: codex [OPTIONS] [PROMPT]\n       codex [OPTIONS] <COMMAND> [ARGS]";
@@ -154,13 +209,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         "exec" | "e" => exec(ctx, &top, &sub_args),
         // `codex resume <id>`: the session must exist and belong to this directory.
         "resume" => match sub_args.iter().find(|a| !a.starts_with('-')) {
-            Some(id) => receiver::resume(
-                ctx.exe.name(),
-                id,
-                &format!(
-                    "Error: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions."
-                ),
-            ),
+            Some(id) => resume_interactive(id),
             None => fail(
                 "fake-agent: the interactive session picker is not imitated; pass a session id",
             ),
@@ -175,24 +224,52 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     }
 }
 
+/// `codex resume <id>` (interactive): prints `resumed <id>: <last assistant text>` when the
+/// thread's rollout exists (in any directory: Codex threads are not tied to one), else Codex's
+/// error (exit 1).
+fn resume_interactive(id: &str) -> ExitCode {
+    match codex_store::codex_home().and_then(|h| codex_store::find(&h, id)) {
+        Some(path) => {
+            let last = codex_store::last_assistant_text(&codex_store::read_lines(&path));
+            util::out_line(&format!("resumed {id}: {}", last.unwrap_or_default()));
+            ExitCode::SUCCESS
+        }
+        None => fail(&format!(
+            "Error: No saved session found with ID {id}. Run `codex resume` without an ID to choose from existing sessions."
+        )),
+    }
+}
+
 fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
-    // `codex exec resume --help` and friends.
-    if let Some(first) = args.iter().find(|a| !a.starts_with('-'))
-        && matches!(first.as_str(), "resume" | "fork" | "review" | "help")
+    // `codex exec resume …`, `codex exec resume --help` and friends.
+    let mut args = args.to_vec();
+    let mut resuming = false;
+    if let Some(i) = args.iter().position(|a| !a.starts_with('-'))
+        && matches!(args[i].as_str(), "resume" | "fork" | "review" | "help")
     {
+        let first = args[i].clone();
         if first == "resume" && args.iter().any(|a| a == "--help" || a == "-h") {
             return ctx.print_help(EXEC_RESUME_HELP, "--strict-config");
         }
         if first == "help" {
             return ctx.print_help(EXEC_HELP, "--strict-config");
         }
-        return fail(&format!(
-            "fake-agent: `codex exec {first}` is not imitated by the fake"
-        ));
+        if first != "resume" {
+            return fail(&format!(
+                "fake-agent: `codex exec {first}` is not imitated by the fake"
+            ));
+        }
+        args.remove(i);
+        resuming = true;
     }
-    let parsed = match args::parse(args, EXEC_OPTS, false) {
+    let (opts, usage) = if resuming {
+        (EXEC_RESUME_OPTS, EXEC_RESUME_USAGE)
+    } else {
+        (EXEC_OPTS, EXEC_USAGE)
+    };
+    let parsed = match args::parse(&args, opts, false) {
         Ok(p) => p,
-        Err(e) => return clap_error(e, EXEC_USAGE),
+        Err(e) => return clap_error(e, usage),
     };
     if parsed.has("help") {
         return ctx.print_help(EXEC_HELP, "--strict-config");
@@ -201,11 +278,21 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         util::out_line(&format!("codex-cli-exec {}", ctx.version(VERSION)));
         return ExitCode::SUCCESS;
     }
-    if parsed.positional.len() > 1 {
-        return clap_error(
-            ParseError::Unknown(parsed.positional[1].clone()),
-            EXEC_USAGE,
-        );
+    // `exec resume <SESSION_ID> [PROMPT]`, `exec [PROMPT]`.
+    let mut positional = parsed.positional.clone();
+    let resume_id = if resuming {
+        if parsed.has("last") {
+            return fail("fake-agent: `codex exec resume --last` is not imitated by the fake");
+        }
+        if positional.is_empty() {
+            return fail("Error: pass a session id or --last to `codex exec resume`");
+        }
+        Some(positional.remove(0))
+    } else {
+        None
+    };
+    if positional.len() > 1 {
+        return clap_error(ParseError::Unknown(positional[1].clone()), usage);
     }
     let sandbox = parsed
         .value("sandbox")
@@ -229,13 +316,19 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         .chain(parsed.values("config"))
         .collect();
     let mut config_model = None;
+    let mut config_provider = None;
+    let mut config_sandbox = None;
     for raw in &overrides {
         let Some((key, value)) = raw.split_once('=') else {
             return fail(&format!("Error: Invalid override (missing '='): {raw}"));
         };
         let key = key.trim();
-        if key == "model" {
-            config_model = Some(value.trim().trim_matches('"').to_owned());
+        let value = value.trim().trim_matches('"').to_owned();
+        match key {
+            "model" => config_model = Some(value),
+            "model_provider" => config_provider = Some(value),
+            "sandbox_mode" => config_sandbox = Some(value),
+            _ => {}
         }
         let strict = parsed.has("strict-config") || top.has("strict-config");
         if strict && !known_key(key) {
@@ -253,11 +346,19 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
                 && v.trim().trim_matches('"') == ":workspace"
         })
     });
-    let sandbox = if explicit_sandbox.is_none() && profile_writes {
-        "workspace-write".to_owned()
-    } else {
-        sandbox
+    let sandbox = match (explicit_sandbox, config_sandbox) {
+        (None, Some(mode)) => mode,
+        (None, None) if profile_writes => "workspace-write".to_owned(),
+        _ => sandbox,
     };
+    if !matches!(
+        sandbox.as_str(),
+        "read-only" | "workspace-write" | "danger-full-access"
+    ) {
+        return fail(&format!(
+            "Error: unknown variant `{sandbox}`, expected one of `read-only`, `workspace-write`, `danger-full-access`\nin `sandbox_mode`"
+        ));
+    }
 
     let cwd = std::env::current_dir().unwrap_or_default();
     let target = match parsed.value("cd").or_else(|| top.value("cd")) {
@@ -291,7 +392,7 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         }
     }
 
-    let prompt = match parsed.positional.first() {
+    let prompt = match positional.first() {
         Some(p) if p != "-" => p.clone(),
         _ => String::from_utf8_lossy(&ctx.read_stdin()).into_owned(),
     };
@@ -308,29 +409,31 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
         writable: sandbox != "read-only",
         target,
     };
-    let thread_id = receiver::codex_thread_id();
-    // Without `--ephemeral` the session is persisted: a continuation receiver.
-    let outcome = if parsed.has("ephemeral") {
-        match task::perform(ctx, behaviour, &task, &prompt) {
-            Ok(o) => o,
-            Err(code) => return code,
-        }
-    } else {
-        let last = receiver::last_message(task.exe, &thread_id);
-        let outcome =
-            match task::perform_receiver(ctx, behaviour, &task, &prompt, &thread_id, &last) {
-                Ok(o) => o,
-                Err(code) => return code,
-            };
-        receiver::save(task.exe, &thread_id, &task.target, &prompt, outcome.text());
-        outcome
-    };
     let model = parsed
         .value("model")
         .or_else(|| top.value("model"))
         .map(str::to_owned)
         .or(config_model)
         .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+    // Without `--ephemeral` the session is persisted: a continuation receiver; so is a resumed
+    // thread.
+    let (thread_id, outcome) = if resuming || !parsed.has("ephemeral") {
+        let store = Store {
+            persist: !parsed.has("ephemeral"),
+            model: &model,
+            sandbox: &sandbox,
+            provider: config_provider.as_deref().unwrap_or("openai"),
+        };
+        match receive(ctx, behaviour, &task, &prompt, resume_id.as_deref(), &store) {
+            Ok(r) => r,
+            Err(code) => return code,
+        }
+    } else {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => (receiver::codex_thread_id(), o),
+            Err(code) => return code,
+        }
+    };
     let last_message = parsed.value("output-last-message").map(PathBuf::from);
     if parsed.has("json") {
         emit_json(&outcome, &model, &thread_id, last_message.as_deref())
@@ -344,6 +447,96 @@ fn exec(ctx: &mut Ctx, top: &Parsed, args: &[String]) -> ExitCode {
             last_message.as_deref(),
         )
     }
+}
+
+/// How a receiver's turn is recorded.
+struct Store<'a> {
+    persist: bool,
+    model: &'a str,
+    sandbox: &'a str,
+    provider: &'a str,
+}
+
+/// A receiver's turn in a new thread, or in thread `resume` (unless
+/// `FAKE_AGENT_RECEIVER_FRESH=1`): the prompt is recorded in the rollout (after
+/// `FAKE_AGENT_RECEIVER_DELAY_MS`), the work done, then the answer recorded. Returns the thread
+/// and the outcome; a thread with no rollout is Codex's error (exit 1).
+fn receive(
+    ctx: &mut Ctx,
+    behaviour: task::Behaviour,
+    task: &Task,
+    prompt: &str,
+    resume: Option<&str>,
+    store: &Store<'_>,
+) -> Result<(String, Outcome), ExitCode> {
+    let home = codex_store::codex_home();
+    let resume = resume.filter(|_| !receiver::fresh(&ctx.settings));
+    let (thread_id, path, new) = match resume {
+        Some(id) => match home.as_deref().and_then(|h| codex_store::find(h, id)) {
+            Some(path) => (id.to_owned(), Some(path), false),
+            None => {
+                return Err(fail(&format!(
+                    "Error: thread/resume: thread/resume failed: no rollout found for thread id {id} (code -32600)"
+                )));
+            }
+        },
+        None => {
+            let id = receiver::codex_thread_id();
+            let path = home.as_deref().map(|h| codex_store::new_path(h, &id));
+            (id, path, true)
+        }
+    };
+    let previous = match (&path, new) {
+        (Some(p), false) => codex_store::last_assistant_text(&codex_store::read_lines(p)),
+        _ => None,
+    };
+    let cwd = receiver::canonical(&task.target)
+        .to_string_lossy()
+        .into_owned();
+    let turn = codex_store::Turn::new(&cwd, store.model, store.sandbox, prompt);
+    receiver::pause(&ctx.settings);
+    let mut writer = path
+        .as_deref()
+        .filter(|_| store.persist)
+        .map(codex_store::Writer::open);
+    let report = |e: std::io::Error| {
+        util::err_line(&format!(
+            "fake-agent: cannot write the rollout of {thread_id}: {e}"
+        ));
+    };
+    if let Some(w) = writer.as_mut() {
+        let meta = codex_store::Meta {
+            id: thread_id.clone(),
+            cwd: cwd.clone(),
+            cli_version: ctx.version(VERSION),
+            model_provider: store.provider.to_owned(),
+            git_branch: receiver::git_branch(&task.target),
+        };
+        let started = if new { w.start(&meta) } else { Ok(()) };
+        if let Err(e) = started.and_then(|()| w.begin(&turn)) {
+            report(e);
+        }
+    } else if store.persist {
+        util::err_line("fake-agent: no session store for codex (HOME and CODEX_HOME unset)");
+    }
+    let reply = receiver::reply(&ctx.settings, task.exe, &thread_id, prompt, previous);
+    let outcome = task::perform_receiver(ctx, behaviour, task, prompt, &thread_id, &reply)?;
+    if let Some(w) = writer.as_mut() {
+        let command = outcome.wrote.as_ref().map(write_command);
+        if let Err(e) = w.finish(&turn, command.as_deref(), outcome.text()) {
+            report(e);
+        }
+    }
+    Ok((thread_id, outcome))
+}
+
+/// The shell command the fake "ran" to write a file.
+fn write_command(w: &task::Wrote) -> String {
+    format!(
+        "/bin/bash -lc 'printf %s \"{}\" > {}'",
+        w.content.trim_end(),
+        w.abs.display()
+    )
 }
 
 fn known_key(key: &str) -> bool {
@@ -385,11 +578,7 @@ fn emit_json(
     ];
     let mut next_item = 1;
     if let Some(w) = &outcome.wrote {
-        let command = format!(
-            "/bin/bash -lc 'printf %s \"{}\" > {}'",
-            w.content.trim_end(),
-            w.abs.display()
-        );
+        let command = write_command(w);
         let id = format!("item_{next_item}");
         next_item += 1;
         lines.push(obj! {

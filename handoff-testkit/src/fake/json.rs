@@ -72,6 +72,33 @@ impl J {
             fields.push((key.to_owned(), value.into()));
         }
     }
+
+    /// The field `key` of an object.
+    pub(crate) fn get(&self, key: &str) -> Option<&J> {
+        match self {
+            J::Obj(fields) => fields.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// The string value of the field `key` of an object.
+    pub(crate) fn str_field(&self, key: &str) -> Option<&str> {
+        match self.get(key) {
+            Some(J::Str(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Replaces the field `key` of an object in place, or appends it (no-op on other values).
+    pub(crate) fn set(&mut self, key: &str, value: impl Into<J>) {
+        if let J::Obj(fields) = self {
+            let value = value.into();
+            match fields.iter_mut().find(|(k, _)| k == key) {
+                Some((_, v)) => *v = value,
+                None => fields.push((key.to_owned(), value)),
+            }
+        }
+    }
 }
 
 fn push_str_literal(out: &mut String, s: &str) {

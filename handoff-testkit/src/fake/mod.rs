@@ -15,7 +15,9 @@ pub mod settings;
 pub(crate) mod util;
 
 mod claude;
+mod claude_store;
 mod codex;
+mod codex_store;
 mod cursor;
 mod grok;
 mod kiro;

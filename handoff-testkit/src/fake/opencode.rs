@@ -85,11 +85,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         }
         // `opencode --session <id>`: the session must exist and belong to this directory.
         if let Some(id) = top.value("session") {
-            return receiver::resume(
-                ctx.exe.name(),
-                id,
-                &format!("Error: Session not found: {id}"),
-            );
+            return receiver::opencode_resume(id);
         }
         return fail("fake-agent: the opencode TUI is not imitated; use `opencode run`");
     };
@@ -182,20 +178,29 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
         writable: edit_allowed(parsed.value("agent")),
         target,
     };
-    let session = parsed
-        .value("session")
-        .map_or_else(receiver::opencode_session_id, str::to_owned);
     // A delegated run's configuration roots are private (`OPENCODE_CONFIG_DIR`); a run in the
     // user's own is a continuation receiver.
     let receiving = std::env::var_os("OPENCODE_CONFIG_DIR").is_none();
+    // `--session <id>` continues that session (or, with `--fork`, a new one forked from it);
+    // `FAKE_AGENT_RECEIVER_FRESH=1` makes a receiver start a new one instead.
+    let resumed = parsed
+        .value("session")
+        .filter(|_| !(receiving && receiver::fresh(&ctx.settings)));
+    let forked = resumed.filter(|_| parsed.has("fork"));
+    let session = match resumed {
+        Some(id) if forked.is_none() => id.to_owned(),
+        _ => receiver::opencode_session_id(),
+    };
     let outcome = if receiving {
-        let last = receiver::last_message(task.exe, &session);
-        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &session, &last)
+        let previous = resumed.and_then(receiver::opencode_last);
+        receiver::pause(&ctx.settings);
+        let reply = receiver::reply(&ctx.settings, task.exe, &session, &prompt, previous);
+        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &session, &reply)
         {
             Ok(o) => o,
             Err(code) => return code,
         };
-        receiver::save(task.exe, &session, &task.target, &prompt, outcome.text());
+        receiver::opencode_save(&session, forked, &task.target, &prompt, outcome.text());
         outcome
     } else {
         match task::perform(ctx, behaviour, &task, &prompt) {

@@ -1,16 +1,26 @@
-//! Continuation receivers: the fake CLIs' persisted sessions and their resume commands.
+//! Continuation receivers: what every receiving CLI shares (ids, the reply, the test switches)
+//! and OpenCode's session store.
 //!
-//! A session is `$HOME/.fake-agent/sessions/<exe>/<session-id>.json` =
-//! `{"cwd", "prompts": [...], "lastMessage"}`, written atomically after each turn. Resuming
-//! checks what the real CLIs check: the session exists, and it was started in the current
-//! directory.
+//! Claude Code and Codex keep their sessions in their real stores and formats
+//! ([`super::claude_store`], [`super::codex_store`]). OpenCode's real store is a SQLite database,
+//! so the fake keeps its sessions as `$HOME/.fake-agent/sessions/opencode/<session-id>.json` =
+//! `{"cwd", "prompts": [...], "lastMessage"}`, written atomically after each turn.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::settings::{self, Settings};
 use super::util;
+
+/// The question handoff asks a receiver whose store it can't read.
+pub(crate) const PROBE_QUESTION: &str =
+    "What were you last working on? Answer in one or two sentences.";
+
+/// The probe's answer when neither the switch nor the session has one.
+pub(crate) const PROBE_UNKNOWN: &str = "I don't know.";
 
 /// The receiver's last message after a turn in `session`.
 pub(crate) fn last_message(exe: &str, session: &str) -> String {
@@ -37,46 +47,150 @@ pub(crate) fn opencode_session_id() -> String {
     format!("ses_{:012x}{}", util::now_millis(), &random[..14])
 }
 
-fn store(exe: &str) -> Option<PathBuf> {
+/// Whether `id` can name a session file: one path component, never a way out of the store.
+pub(crate) fn safe_id(id: &str) -> bool {
+    !id.is_empty() && !id.contains(['/', '\\', '\0']) && !id.starts_with('.')
+}
+
+/// `FAKE_AGENT_RECEIVER_DELAY_MS`: sleeps that long (before anything reaches the store).
+pub(crate) fn pause(settings: &Settings) {
+    let ms = settings
+        .get(settings::RECEIVER_DELAY_MS)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    if ms > 0 {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+/// `FAKE_AGENT_RECEIVER_FRESH=1`: ignore the session to resume and start a new one.
+pub(crate) fn fresh(settings: &Settings) -> bool {
+    settings
+        .get(settings::RECEIVER_FRESH)
+        .is_some_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+}
+
+/// What a receiver says after its turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reply {
+    /// The last message.
+    pub(crate) text: String,
+    /// The prompt was the probe question: the receiver answers, it does no work.
+    pub(crate) probe: bool,
+}
+
+/// The reply to `prompt` in `session`: the answer to the probe question (the
+/// `FAKE_AGENT_PROBE_ANSWER` switch, else `previous` — the last assistant text of the session
+/// before this turn — else `I don't know.`), otherwise [`last_message`].
+pub(crate) fn reply(
+    settings: &Settings,
+    exe: &str,
+    session: &str,
+    prompt: &str,
+    previous: Option<String>,
+) -> Reply {
+    if prompt.contains(PROBE_QUESTION) {
+        let text = settings
+            .get(settings::PROBE_ANSWER)
+            .or(previous)
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or_else(|| PROBE_UNKNOWN.to_owned());
+        return Reply { text, probe: true };
+    }
+    Reply {
+        text: last_message(exe, session),
+        probe: false,
+    }
+}
+
+/// The branch checked out in the repository holding `dir` (`HEAD` when detached or unknown), as
+/// the CLIs record it.
+pub(crate) fn git_branch(dir: &Path) -> String {
+    for d in dir.ancestors() {
+        let dot_git = d.join(".git");
+        let git_dir = if dot_git.is_dir() {
+            dot_git
+        } else if dot_git.is_file() {
+            // A linked worktree: `gitdir: <path>`.
+            let Some(target) = std::fs::read_to_string(&dot_git)
+                .ok()
+                .and_then(|t| t.trim().strip_prefix("gitdir:").map(|p| d.join(p.trim())))
+            else {
+                break;
+            };
+            target
+        } else {
+            continue;
+        };
+        return std::fs::read_to_string(git_dir.join("HEAD"))
+            .ok()
+            .and_then(|h| h.trim().strip_prefix("ref: refs/heads/").map(str::to_owned))
+            .unwrap_or_else(|| "HEAD".to_owned());
+    }
+    "HEAD".to_owned()
+}
+
+/// `path` with symlinks resolved, when it exists.
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+}
+
+fn opencode_store() -> Option<PathBuf> {
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
     Some(
         PathBuf::from(home)
             .join(".fake-agent")
             .join("sessions")
-            .join(exe),
+            .join("opencode"),
     )
 }
 
-fn session_file(exe: &str, session: &str) -> Option<PathBuf> {
-    // A session id is one path component, never a way out of the store.
-    if session.is_empty() || session.contains(['/', '\0']) || session.starts_with('.') {
-        return None;
-    }
-    Some(store(exe)?.join(format!("{session}.json")))
+fn opencode_file(session: &str) -> Option<PathBuf> {
+    safe_id(session).then_some(())?;
+    Some(opencode_store()?.join(format!("{session}.json")))
 }
 
-fn same_dir(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
-    canon(a) == canon(b)
+fn opencode_record(session: &str) -> Option<Value> {
+    let bytes = std::fs::read(opencode_file(session)?).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
-/// Records a turn of `session` run in `cwd`: the prompt is appended, the last message replaced
-/// (`None` after a failed turn keeps no message).
-pub(crate) fn save(exe: &str, session: &str, cwd: &Path, prompt: &str, last: Option<&str>) {
-    let Some(path) = session_file(exe, session) else {
+/// The last message of OpenCode session `session`.
+pub(crate) fn opencode_last(session: &str) -> Option<String> {
+    opencode_record(session)?
+        .get("lastMessage")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// Records a turn of OpenCode session `session` run in `cwd`: the prompt is appended, the last
+/// message replaced (`None` after a failed turn keeps no message). A session forked from
+/// `parent` starts with the parent's prompts.
+pub(crate) fn opencode_save(
+    session: &str,
+    parent: Option<&str>,
+    cwd: &Path,
+    prompt: &str,
+    last: Option<&str>,
+) {
+    let Some(path) = opencode_file(session) else {
         util::err_line(&format!(
-            "fake-agent: no session store for {exe} (HOME unset or bad session id {session:?})"
+            "fake-agent: no session store for opencode (HOME unset or bad session id {session:?})"
         ));
         return;
     };
-    let mut prompts: Vec<Value> = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v.get("prompts").and_then(Value::as_array).cloned())
-        .unwrap_or_default();
+    let prompts_of = |id: &str| {
+        opencode_record(id)
+            .and_then(|v| v.get("prompts").and_then(Value::as_array).cloned())
+            .unwrap_or_default()
+    };
+    let mut prompts = match opencode_record(session) {
+        Some(_) => prompts_of(session),
+        None => parent.map(prompts_of).unwrap_or_default(),
+    };
     prompts.push(json!(prompt));
     let record = json!({
-        "cwd": std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_owned()),
+        "cwd": canonical(cwd),
         "prompts": prompts,
         "lastMessage": last,
     });
@@ -92,18 +206,15 @@ pub(crate) fn save(exe: &str, session: &str, cwd: &Path, prompt: &str, last: Opt
     }
 }
 
-/// The resume command: prints `resumed <id>: <lastMessage>` when the session exists and was
-/// started in the current directory, else `not_found` on stderr (exit 1).
-pub(crate) fn resume(exe: &str, session: &str, not_found: &str) -> ExitCode {
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let record = session_file(exe, session)
-        .and_then(|p| std::fs::read(p).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .filter(|r| {
-            r.get("cwd")
-                .and_then(Value::as_str)
-                .is_some_and(|c| same_dir(Path::new(c), &cwd))
-        });
+/// `opencode --session <id>`: prints `resumed <id>: <lastMessage>` when the session exists and
+/// was started in the current directory, else OpenCode's error on stderr (exit 1).
+pub(crate) fn opencode_resume(session: &str) -> ExitCode {
+    let cwd = canonical(&std::env::current_dir().unwrap_or_default());
+    let record = opencode_record(session).filter(|r| {
+        r.get("cwd")
+            .and_then(Value::as_str)
+            .is_some_and(|c| canonical(Path::new(c)) == cwd)
+    });
     match record {
         Some(r) => {
             let last = r.get("lastMessage").and_then(Value::as_str).unwrap_or("");
@@ -111,7 +222,7 @@ pub(crate) fn resume(exe: &str, session: &str, not_found: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         None => {
-            util::err_line(not_found);
+            util::err_line(&format!("Error: Session not found: {session}"));
             ExitCode::from(1)
         }
     }
@@ -133,8 +244,63 @@ mod tests {
 
     #[test]
     fn session_ids_stay_in_the_store() {
-        assert!(session_file("claude", "../x").is_none());
-        assert!(session_file("claude", "").is_none());
-        assert!(session_file("claude", ".hidden").is_none());
+        for bad in ["../x", "", ".hidden", "a/b", "a\\b"] {
+            assert!(!safe_id(bad), "{bad}");
+            assert!(opencode_file(bad).is_none(), "{bad}");
+        }
+        assert!(safe_id("6f1c2f7e-3b8a-4c1d-9e2f-0a1b2c3d4e5f"));
+    }
+
+    #[test]
+    fn the_probe_is_answered_from_the_switch_the_session_or_not_at_all() {
+        let none = Settings::default();
+        let probe = format!("Quick check.\n{PROBE_QUESTION}\n");
+        assert_eq!(
+            reply(
+                &none,
+                "claude",
+                "s",
+                &probe,
+                Some("Fixed the parser.".into())
+            ),
+            Reply {
+                text: "Fixed the parser.".into(),
+                probe: true
+            }
+        );
+        assert_eq!(
+            reply(&none, "claude", "s", &probe, None).text,
+            PROBE_UNKNOWN
+        );
+        let set = Settings::with(&[(settings::PROBE_ANSWER, "Writing the lexer.")]);
+        assert_eq!(
+            reply(&set, "claude", "s", &probe, Some("other".into())).text,
+            "Writing the lexer."
+        );
+        let work = reply(&set, "codex", "t", "Finish the parser.", None);
+        assert_eq!(work.text, last_message("codex", "t"));
+        assert!(!work.probe);
+    }
+
+    #[test]
+    fn fresh_and_delay_switches() {
+        assert!(!fresh(&Settings::default()));
+        assert!(fresh(&Settings::with(&[(settings::RECEIVER_FRESH, "1")])));
+        assert!(!fresh(&Settings::with(&[(settings::RECEIVER_FRESH, "0")])));
+        let start = std::time::Instant::now();
+        pause(&Settings::with(&[(settings::RECEIVER_DELAY_MS, "30")]));
+        assert!(start.elapsed() >= Duration::from_millis(30));
+    }
+
+    #[test]
+    fn branch_of_a_repository() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(git_branch(tmp.path()), "HEAD");
+        std::fs::create_dir_all(tmp.path().join(".git")).unwrap();
+        std::fs::write(tmp.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::create_dir_all(tmp.path().join("sub")).unwrap();
+        assert_eq!(git_branch(&tmp.path().join("sub")), "main");
+        std::fs::write(tmp.path().join(".git/HEAD"), "0123abcd\n").unwrap();
+        assert_eq!(git_branch(tmp.path()), "HEAD");
     }
 }

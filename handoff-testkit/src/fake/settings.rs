@@ -47,6 +47,18 @@ pub const CONTEXT_FILE: &str = "HANDOFF_FAKE_CONTEXT_FILE";
 /// the context file and asking for nested advice.
 pub const WAIT_FILE: &str = "HANDOFF_FAKE_WAIT_FILE";
 
+/// A continuation receiver whose prompt contains `What were you last working on? Answer in one or
+/// two sentences.` answers with this text (instead of the last assistant text of the session it
+/// resumed, or `I don't know.`).
+pub const PROBE_ANSWER: &str = "FAKE_AGENT_PROBE_ANSWER";
+/// Milliseconds a continuation receiver sleeps before it writes anything to its session store
+/// (a receiver that is still starting).
+pub const RECEIVER_DELAY_MS: &str = "FAKE_AGENT_RECEIVER_DELAY_MS";
+/// `1`: a continuation receiver ignores the session it was told to resume (Claude `--resume`,
+/// Codex `exec resume`, OpenCode `--session`) and starts a new one (a receiver that did not
+/// continue).
+pub const RECEIVER_FRESH: &str = "FAKE_AGENT_RECEIVER_FRESH";
+
 /// Settings resolved from the environment and the env file.
 #[derive(Debug, Default)]
 pub(crate) struct Settings {
@@ -61,6 +73,17 @@ impl Settings {
             .map(|text| parse_env_file(&text))
             .unwrap_or_default();
         Settings { file }
+    }
+
+    /// Settings with these file entries (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn with(entries: &[(&str, &str)]) -> Settings {
+        Settings {
+            file: entries
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
     }
 
     /// The value of `key`: the real environment first, then the env file. Empty values count as

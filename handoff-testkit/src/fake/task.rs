@@ -7,6 +7,7 @@ use std::process::{ExitCode, Stdio};
 use super::Ctx;
 use super::advice::{self, Call};
 use super::json::{J, arr, obj};
+use super::receiver::Reply;
 use super::settings::{self, Settings};
 use super::util;
 
@@ -245,20 +246,21 @@ pub(crate) fn perform(
 
 /// A continuation receiver's turn: the same preliminaries and side effects as a run, then the
 /// receiver's own work. It writes `fake-receiver-<exe>.txt` (overwriting it) when the work is
-/// done and it may write, or whatever it may do under `mutate`; it answers in prose
-/// (`last_message`), or fails like the CLI under `agent-error` / `max-turns`.
+/// done and it may write, or whatever it may do under `mutate`; it answers in prose (the
+/// reply's text), or fails like the CLI under `agent-error` / `max-turns`. A reply to the probe
+/// question only answers: no file is written.
 pub(crate) fn perform_receiver(
     ctx: &mut Ctx,
     behaviour: Behaviour,
     task: &Task,
     prompt: &str,
     session: &str,
-    last_message: &str,
+    reply: &Reply,
 ) -> Result<Outcome, ExitCode> {
     let _nested = advice::before_answer(ctx, task.exe, prompt);
     side_effects(&ctx.settings, behaviour, task.exe)?;
     let works = behaviour.does_the_work() && task.writable;
-    let wrote = if works || behaviour == Behaviour::Mutate {
+    let wrote = if !reply.probe && (works || behaviour == Behaviour::Mutate) {
         let rel = format!("fake-receiver-{}.txt", task.exe);
         let content = format!("{} continued the task in session {session}\n", task.exe);
         Some(write_content(task, &rel, content)?)
@@ -267,7 +269,7 @@ pub(crate) fn perform_receiver(
     };
     let answer = match behaviour {
         Behaviour::AgentError | Behaviour::MaxTurns => Answer::AgentError(API_ERROR.to_owned()),
-        _ => Answer::Prose(last_message.to_owned()),
+        _ => Answer::Prose(reply.text.clone()),
     };
     Ok(Outcome { wrote, answer })
 }
