@@ -397,6 +397,26 @@ impl Provider for Cursor {
         runtime_check(raw)
     }
 
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::cursor::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &handoff_core::StoreEnv,
+        query: &handoff_core::SessionQuery,
+    ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        tokio::task::spawn_blocking(move || crate::transcript::cursor::find(&store, &query))
+            .await
+            .map_err(|e| {
+                handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
+            })?
+    }
+
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
         let version = match probe::version_and_flags(exe, probe, &["--help"], REQUIRED_FLAGS).await
         {

@@ -11,6 +11,9 @@
 //!
 //! Output is NDJSON events; the last `text` event is the answer, `step_finish` events carry
 //! token counts and cost, an `error` event is the CLI reporting its own failure.
+//!
+//! Sessions are reached through the CLI only (`export`, `import`, `session list`, `run
+//! --session [--fork]`): see `transcript/opencode.rs` for what real OpenCode does with them.
 
 use std::collections::BTreeMap;
 
@@ -20,6 +23,9 @@ use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
     OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
     ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
+};
+use handoff_core::{
+    CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -350,7 +356,19 @@ impl OpenCode {
         if let Some(effort) = &request.effort {
             args.extend(["--variant".into(), effort.clone()]);
         }
-        let policy = json!({
+        if let Some(from) = &request.resume {
+            if !crate::transcript::opencode::is_session_id(&from.session_id) {
+                return Err(InvocationError::Unsupported(format!(
+                    "'{}' is not an OpenCode session id",
+                    from.session_id
+                )));
+            }
+            args.extend(["--session".into(), from.session_id.clone()]);
+            if from.fork {
+                args.push("--fork".into());
+            }
+        }
+        let mut policy = json!({
             "role": request.role.as_str(),
             "enforcement": "preflighted-tool-permission-policy",
             "agent": agent,
@@ -365,6 +383,17 @@ impl OpenCode {
             "sessionStore": "the user's ($XDG_DATA_HOME/opencode/opencode.db)",
             "environment": "allowlist",
         });
+        if let Some(from) = &request.resume {
+            policy["resume"] = json!({
+                "sessionId": from.session_id,
+                "fork": if from.fork {
+                    "OpenCode's own --fork: a copy under an id OpenCode chooses (reported from its events); the resumed session is left as it was"
+                } else {
+                    "none: the carried copy is resumed in place"
+                },
+                "cwd": "the session's own directory (OpenCode resumes a session only where it is filed)",
+            });
+        }
         Ok(Invocation {
             program: run.executable.clone(),
             args,
@@ -627,6 +656,47 @@ impl Provider for OpenCode {
             "--session".to_owned(),
             session_id.to_owned(),
         ])
+    }
+
+    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
+        crate::transcript::opencode::read(path)
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::opencode::resume_support(version)
+    }
+
+    /// OpenCode's `run --session <id> --fork` copies a session losslessly and leaves it as it
+    /// was; handoff uses it only in the source's own directory (a fork keeps the source's
+    /// directory, and OpenCode resumes a session only where it is filed).
+    fn native_fork(&self) -> bool {
+        true
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        crate::transcript::opencode::find(store, query).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        crate::transcript::opencode::write(store, transcript, target).await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        crate::transcript::opencode::copy(store, source, target).await
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

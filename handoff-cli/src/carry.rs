@@ -546,22 +546,36 @@ pub fn listed_turns(transcript: &Transcript) -> serde_json::Value {
     let turns: Vec<serde_json::Value> = transcript.messages[skip..]
         .iter()
         .map(|m| {
+            let first_line = |t: &str| {
+                t.lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned()
+            };
             let text = m
                 .parts
                 .iter()
                 .find_map(|p| match p {
-                    Part::Text { text } => Some(text.as_str()),
-                    Part::ToolCall { name, .. } => Some(name.as_str()),
+                    Part::Text { text } if !text.trim().is_empty() => Some(first_line(text)),
                     _ => None,
                 })
-                .unwrap_or("");
-            let first: String = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .chars()
-                .take(TURN_SUMMARY_CHARS)
-                .collect();
+                .or_else(|| {
+                    m.parts.iter().find_map(|p| match p {
+                        Part::ToolCall { name, .. } => Some(format!("[tool call {name}]")),
+                        Part::ToolResult {
+                            output, is_error, ..
+                        } => Some(format!(
+                            "[tool {}] {}",
+                            if *is_error { "error" } else { "result" },
+                            first_line(output)
+                        )),
+                        Part::Reasoning { text } => Some(format!("[reasoning] {}", first_line(text))),
+                        Part::Text { .. } => None,
+                    })
+                })
+                .unwrap_or_default();
+            let first: String = text.chars().take(TURN_SUMMARY_CHARS).collect();
             serde_json::json!({
                 "role": match m.role { handoff_core::Role::User => "user", handoff_core::Role::Assistant => "assistant" },
                 "provider": m.provider,

@@ -14,13 +14,18 @@
 //!    pushes the branch, never forced;
 //! 4. the note, rendered with the git state read from the repository, is written outside the
 //!    repository (`$XDG_STATE_HOME/handoff/notes/<task>/`) and a handoff row is recorded;
-//! 5. the receiver's first turn runs headless in a session its CLI persists, with the note and
-//!    `--message` as its first prompt; a review receiver must leave the worktree's fingerprint
-//!    unchanged;
-//! 6. one JSON line (`handoff.continue.v1`) is printed.
+//! 5. the conversation: the source session (found before anything changed, see [`crate::carry`])
+//!    is forked, copied or converted into the receiver's store, and a bounded recap is written
+//!    next to the note;
+//! 6. the receiver's first turn runs headless on the carried session (or a new one its CLI
+//!    persists), with the note and `--message` as its prompt; a review receiver must leave the
+//!    worktree's fingerprint unchanged;
+//! 7. continuity: the receiver's store, the source and, where needed, a probe question say
+//!    whether it really continued;
+//! 8. one JSON line (`handoff.continue.v1`) is printed.
 //!
-//! Exit codes: 0 started (or `--dry-run`, `--note-only`); 1 not started — the task stays with
-//! its provider, the timeline says why, the message was not delivered; 5 rejected, nothing
+//! Exit codes: 0 started (or `--dry-run`, `--note-only`); 1 not started or not continued — the
+//! task stays with its provider, the timeline says why; 5 rejected, nothing
 //! changed; 9 cancelled; 10 a review receiver changed the worktree.
 
 use std::collections::BTreeMap;
@@ -49,7 +54,8 @@ use crate::checkpoint::{Git, Prepared, Stop, is_note, known_provider, open_store
 const AFTER_HELP: &str = "\
 Exit codes:
   0   the receiver started and finished its first turn (or --dry-run, --note-only)
-  1   the receiver did not start or its first turn failed; the task stays where it was
+  1   the receiver did not start, its first turn failed, or it did not continue the carried
+      conversation (continuity not-continued); the task stays where it was
   5   rejected before anything changed
   9   cancelled by SIGINT/SIGTERM
   10  a review receiver changed the worktree

@@ -245,35 +245,47 @@ fn continue_demo(handoff: &Path, sb: &Sandbox, repo: &ScratchRepo, cwd: &str) ->
     }
     let note_path = sb.root.join("private/handoff-note.md");
     std::fs::write(&note_path, note)?;
+    // The delegated runs above keep no sessions: the first handoff starts Codex from the note
+    // and a recap alone.
+    let first = continue_step(
+        handoff,
+        sb,
+        cwd,
+        &note_path,
+        &[
+            "--from",
+            "claude",
+            "--to",
+            "codex",
+            "--fallback",
+            "fresh-agent",
+            "--message",
+            "Link the greeting from the README",
+        ],
+    )?;
     println!(
-        "\n$ handoff continue --cwd {cwd} --from claude --to codex --note-file {} --message 'Link the greeting from the README'",
-        note_path.display()
+        "--> the task is with codex now (continuity {}); resume its session with: {}",
+        first["continuity"]["result"],
+        first["receiver"]["resume"]["shell"].as_str().unwrap_or("?")
     );
-    let out = sb
-        .command(handoff)
-        .args([
-            "continue", "--cwd", cwd, "--from", "claude", "--to", "codex",
-        ])
-        .arg("--note-file")
-        .arg(&note_path)
-        .args(["--message", "Link the greeting from the README"])
-        .output()
-        .context("cannot run handoff continue")?;
-    let code = out.status.code().unwrap_or(-1);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "handoff continue printed no result: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
-    println!("{}", serde_json::to_string_pretty(&value)?);
-    if code != 0 {
-        bail!("the continuation did not start (exit {code})");
+    // Back to Claude Code: Codex's session is carried into Claude Code's store and resumed.
+    let second = continue_step(
+        handoff,
+        sb,
+        cwd,
+        &note_path,
+        &["--to", "claude", "--message", "Check the README link"],
+    )?;
+    println!(
+        "--> {} messages of codex's session carried ({}) into claude session {}; continuity {}",
+        second["carry"]["messages"],
+        second["carry"]["mode"],
+        second["carry"]["sessionId"],
+        second["continuity"]["result"]
+    );
+    if second["continuity"]["result"] != "continued" {
+        bail!("the carried conversation was not continued");
     }
-    println!(
-        "--> the task is with codex now; resume its session with: {}",
-        value["receiver"]["resume"]["shell"].as_str().unwrap_or("?")
-    );
     println!("\n$ handoff log --cwd {cwd}");
     let log = sb
         .command(handoff)
@@ -288,6 +300,51 @@ fn continue_demo(handoff: &Path, sb: &Sandbox, repo: &ScratchRepo, cwd: &str) ->
         );
     }
     Ok(())
+}
+
+/// One `handoff continue` of the demo: prints the command and its result.
+fn continue_step(
+    handoff: &Path,
+    sb: &Sandbox,
+    cwd: &str,
+    note: &Path,
+    args: &[&str],
+) -> Result<serde_json::Value> {
+    println!(
+        "\n$ handoff continue --cwd {cwd} --note-file {} {}",
+        note.display(),
+        args.iter()
+            .map(|a| if a.contains(' ') {
+                format!("'{a}'")
+            } else {
+                (*a).to_owned()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let out = sb
+        .command(handoff)
+        .args(["continue", "--cwd", cwd])
+        .arg("--note-file")
+        .arg(note)
+        .args(args)
+        .output()
+        .context("cannot run handoff continue")?;
+    let code = out.status.code().unwrap_or(-1);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "handoff continue printed no result: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    if code != 0 {
+        bail!(
+            "the continuation did not succeed (exit {code}): {}",
+            value["reason"]
+        );
+    }
+    Ok(value)
 }
 
 fn examples() -> Result<()> {

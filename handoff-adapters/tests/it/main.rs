@@ -15,6 +15,8 @@ mod receiver;
 mod schema;
 mod store_claude;
 mod store_codex;
+mod store_opencode;
 mod support;
 mod transcript_claude;
 mod transcript_codex;
+mod transcript_cursor;

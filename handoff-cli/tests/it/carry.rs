@@ -720,3 +720,55 @@ fn a_chain_carries_each_receivers_session_to_the_next() {
     );
     assert_eq!(second.json["continuity"]["result"], "continued");
 }
+
+#[test]
+fn a_new_thread_gets_a_copy_re_rooted_at_its_worktree() {
+    let sb = sandbox();
+    let source = seed_claude(&sb);
+    let before = std::fs::read(&source).unwrap();
+    let run = continue_(&sb, &["--from", "claude", "--to", "claude", "--new-thread"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["carry"]["mode"], "native-copy", "{:#}", r["carry"]);
+    let worktree = r["worktree"]["path"].as_str().unwrap();
+    let id = r["carry"]["sessionId"].as_str().unwrap();
+    let copy = home(&sb)
+        .join(".claude/projects")
+        .join(slug(worktree))
+        .join(format!("{id}.jsonl"));
+    assert!(copy.is_file(), "{}", copy.display());
+    let text = std::fs::read_to_string(&copy).unwrap();
+    for line in text.lines().filter(|l| l.contains("\"cwd\"")) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["cwd"], worktree, "every cwd is re-rooted: {line}");
+        assert_eq!(v["sessionId"], id);
+    }
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{:#}",
+        r["continuity"]
+    );
+    assert_eq!(std::fs::read(&source).unwrap(), before);
+}
+
+#[test]
+fn a_receiver_too_old_to_resume_is_refused_before_anything_is_sent() {
+    let sb = sandbox();
+    seed_claude(&sb);
+    sb.agents.set("HANDOFF_FAKE_VERSION", "1.0.3");
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    let run = continue_(&sb, &["--from", "claude", "--to", "claude"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains("2.0.0"),
+        "names the minimum: {}",
+        run.stderr
+    );
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+    let prompted = sb.agents.invocations().iter().any(|i| {
+        i["stdin"]
+            .as_str()
+            .is_some_and(|s| s.contains("handed this task over to you"))
+    });
+    assert!(!prompted, "no receiver was given the task");
+}

@@ -268,3 +268,9 @@ fn carry_a_source_edited_mid_carry_is_not_continued() {
         "{r:#}"
     );
 }
+
+#[test]
+#[ignore = "real CLI: run with cargo xtask e2e-real"]
+fn carry_claude_to_opencode_is_imported_and_resumed() {
+    carried_and_resumed("claude", "opencode");
+}

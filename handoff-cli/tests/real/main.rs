@@ -12,8 +12,8 @@
 mod carry;
 mod continuation;
 mod opencode_sessions;
-mod sessions;
 mod plugin;
+mod sessions;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
