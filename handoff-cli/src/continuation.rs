@@ -50,6 +50,7 @@ use tokio::sync::watch;
 
 use crate::carry;
 use crate::checkpoint::{Git, Prepared, Stop, is_note, known_provider, open_store, split_z};
+use crate::remote;
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -152,6 +153,13 @@ pub struct ContinueArgs {
     /// Checkpoint and write the note, but start no receiver.
     #[arg(long, conflicts_with = "new_thread")]
     pub note_only: bool,
+    /// Continue on another machine: an ssh destination (an alias from ~/.ssh/config,
+    /// user@host, ssh://user@host:port) and optionally the repository's path there
+    /// (default: the same path as here if it holds the repository, else ~/handoff/<repo>).
+    /// The branch must be on a git remote both machines reach (--push pushes it); the other
+    /// machine needs handoff and the receiver's CLI.
+    #[arg(long, value_name = "DEST[:PATH]", conflicts_with_all = ["new_thread", "note_only"])]
+    pub on: Option<String>,
     /// Validate and plan everything, print what would happen, change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -284,6 +292,8 @@ struct Plan {
     push_remote: Option<String>,
     new_thread: Option<(Utf8PathBuf, String)>,
     note: handoff_core::Note,
+    note_text: String,
+    git_remote: Option<handoff_core::GitRemote>,
     note_dir: Utf8PathBuf,
     message: Option<String>,
 }
@@ -344,8 +354,25 @@ async fn run(
     let fallback = args.fallback == Some(Fallback::FreshAgent);
     let mut planned_carry: Option<carry::Planned> = None;
     let mut not_carried: Option<String> = None;
+    let destination = args
+        .on
+        .as_deref()
+        .map(remote::parse_destination)
+        .transpose()?;
     let planned = if args.note_only {
         not_carried = Some("--note-only: no receiver is started".into());
+        None
+    } else if destination.is_some() {
+        // The receiver runs on the other machine, which carries the conversation itself.
+        if let Err(why) = &source {
+            if !fallback {
+                return Err(End::Rejected(format!(
+                    "cannot carry the conversation to {}: {why}; pass --session to name the session, or --fallback fresh-agent to start {} from the note and a recap alone",
+                    plan.target.provider, plan.target.provider
+                )));
+            }
+            not_carried = Some(why.clone());
+        }
         None
     } else {
         let p = engine
@@ -405,7 +432,7 @@ async fn run(
     let source = source.ok();
     let mut carry_report = carry::report(
         source.as_ref(),
-        planned_carry.is_some(),
+        planned_carry.is_some() || (destination.is_some() && source.is_some()),
         planned_carry.as_ref().map(|c| c.mode),
         not_carried.clone(),
     );
@@ -453,6 +480,15 @@ async fn run(
                 return Ok(NOT_STARTED);
             }
         }
+    }
+
+    // The other machine, inspected without changing anything there.
+    let remote_plan = match &destination {
+        Some(dest) => Some(inspect_remote(engine, &plan, dest, args).await?),
+        None => None,
+    };
+    if let Some(rp) = &remote_plan {
+        result.remote = Some(rp.report());
     }
 
     // The worktree must be free: no root run or continuation, no agent working in it.
@@ -521,6 +557,8 @@ async fn run(
         push_remote,
         new_thread,
         note,
+        note_text,
+        git_remote: _,
         note_dir,
         message,
     } = plan;
@@ -648,6 +686,32 @@ async fn run(
         }
         None => None,
     };
+
+    if let Some(rp) = remote_plan {
+        result.carry = Some(carry_report);
+        let digest = result
+            .note
+            .as_ref()
+            .and_then(|n| n.digest.clone())
+            .unwrap_or_default();
+        let local = LocalHandoff {
+            store: &store,
+            task: &work_task,
+            commit: &commit,
+            branch: &work_branch,
+            note_path: &note_path,
+            note_text: &note_text,
+            digest: &digest,
+            source: source.as_ref(),
+            from: &from,
+            target: &target,
+            route,
+            message: message.clone(),
+        };
+        let code = finish_remote(args, &rp, &local, result, cancel.clone()).await?;
+        drop(lease);
+        return Ok(code);
+    }
 
     // The receiver's store gets the carried session.
     let receiver_for_carry = if planned_carry.is_some() {
@@ -1169,6 +1233,531 @@ fn annotate(
     let _ = store.add_handoff_details(id, &d);
 }
 
+/// The other machine, as inspected before anything changed.
+struct RemotePlan {
+    ssh: remote::Ssh,
+    destination: String,
+    inspection: remote::Inspection,
+    url: String,
+}
+
+impl RemotePlan {
+    fn report(&self) -> handoff_core::ContinueRemote {
+        let i = &self.inspection;
+        handoff_core::ContinueRemote {
+            destination: self.destination.clone(),
+            path: i.path.clone(),
+            cloned: i.repo == "absent",
+            handoff_version: i.handoff_version.clone(),
+            receiver_cli: i.receiver.clone(),
+            branch_head: i.branch_head.clone(),
+            task_id: None,
+            handoff_id: None,
+            log: Some(self.ssh.interactive(&format!(
+                "handoff log --cwd {}",
+                handoff_core::shell_word(&i.path)
+            ))),
+        }
+    }
+}
+
+/// How long one inspection or preparation step over ssh may take.
+const REMOTE_STEP: Duration = Duration::from_secs(120);
+
+/// Inspects the other machine and refuses what can't work there, changing nothing.
+async fn inspect_remote(
+    engine: &Engine,
+    plan: &Plan,
+    dest: &remote::Destination,
+    args: &ContinueArgs,
+) -> Result<RemotePlan, End> {
+    let Some(git_remote) = &plan.git_remote else {
+        return Err(End::Rejected(format!(
+            "--on: branch '{}' has no git remote both machines can reach (add one with git remote add)",
+            plan.branch
+        )));
+    };
+    let Some(url) = git_remote.url.clone() else {
+        return Err(End::Rejected(format!(
+            "--on: the remote '{}' has no URL",
+            git_remote.name
+        )));
+    };
+    let exe = engine
+        .provider(&plan.target.provider)
+        .map(|p| p.spec().executable)
+        .unwrap_or("?");
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let ssh = remote::Ssh::new(&dest.host, &env);
+    let name = plan.root.file_name().unwrap_or("repo");
+    let script = remote::inspect_script(
+        dest.path.as_deref(),
+        plan.root.as_str(),
+        name,
+        exe,
+        &url,
+        &plan.branch,
+    );
+    let out = ssh
+        .step("inspecting the other machine", &script, b"", REMOTE_STEP)
+        .await
+        .map_err(|e| End::Rejected(format!("--on: {e}")))?;
+    let i = remote::read_inspection(&out);
+    let host = &dest.host;
+    if i.handoff.is_none() {
+        return Err(End::Rejected(format!(
+            "--on: handoff is not installed on {host} (not found on its PATH)"
+        )));
+    }
+    if i.receiver.is_none() {
+        return Err(End::Rejected(format!(
+            "--on: {exe} ({}) is not installed on {host} (not found on its PATH)",
+            plan.target.provider
+        )));
+    }
+    match i.repo.as_str() {
+        "not-a-repo" => {
+            return Err(End::Rejected(format!(
+                "--on: '{}' on {host} exists and is not a git repository",
+                i.path
+            )));
+        }
+        "present" if i.dirty => {
+            return Err(End::Rejected(format!(
+                "--on: '{}' on {host} has uncommitted changes; commit or stash them there first",
+                i.path
+            )));
+        }
+        _ => {}
+    }
+    if let Some(e) = &i.ls_remote_error {
+        return Err(End::Rejected(format!(
+            "--on: {host} cannot reach the git remote '{}' ({url}): {e}",
+            git_remote.name
+        )));
+    }
+    let needs_push =
+        !plan.prepared.committed.is_empty() || i.branch_head.as_deref() != Some(plan.head.as_str());
+    if needs_push && !args.push {
+        let where_ = match &i.branch_head {
+            None => format!("branch '{}' is not on '{}'", plan.branch, git_remote.name),
+            Some(h) if !plan.prepared.committed.is_empty() => format!(
+                "the checkpoint will be a new commit on '{}' (now at {})",
+                plan.branch,
+                &h[..h.len().min(12)]
+            ),
+            Some(h) => format!(
+                "'{}' on '{}' is at {}, not at HEAD {}",
+                plan.branch,
+                git_remote.name,
+                &h[..h.len().min(12)],
+                &plan.head[..plan.head.len().min(12)]
+            ),
+        };
+        return Err(End::Rejected(format!(
+            "--on: {where_}: pass --push so that {host} can fetch it"
+        )));
+    }
+    Ok(RemotePlan {
+        ssh,
+        destination: dest.host.clone(),
+        inspection: i,
+        url,
+    })
+}
+
+/// What the local side of a remote handoff records.
+struct LocalHandoff<'a> {
+    store: &'a SqliteStore,
+    task: &'a Task,
+    commit: &'a str,
+    branch: &'a str,
+    note_path: &'a Utf8Path,
+    note_text: &'a str,
+    digest: &'a str,
+    source: Option<&'a carry::Source>,
+    from: &'a TaskAgent,
+    target: &'a ContinueTarget,
+    route: Route,
+    message: Option<String>,
+}
+
+/// Puts the repository on the other machine at the checkpoint, sends it the note and the
+/// source session, starts its `handoff continue` detached, waits for its result and records
+/// everything in the local timeline.
+async fn finish_remote(
+    args: &ContinueArgs,
+    rp: &RemotePlan,
+    local: &LocalHandoff<'_>,
+    result: &mut ContinueResult,
+    mut cancel: watch::Receiver<bool>,
+) -> Result<u8, End> {
+    let path = rp.inspection.path.clone();
+    let ssh = &rp.ssh;
+    let source_ref = AgentRef {
+        provider: local.from.provider.clone(),
+        model: local.from.model.clone(),
+    };
+    let target_ref = AgentRef {
+        provider: local.target.provider.clone(),
+        model: local.target.model.clone(),
+    };
+    let mut details = serde_json::Map::new();
+    details.insert("checkpoint".into(), local.commit.into());
+    details.insert("task".into(), local.task.id.as_str().into());
+    details.insert("role".into(), local.target.role.as_str().into());
+    details.insert("branch".into(), local.branch.into());
+    details.insert(
+        "remote".into(),
+        serde_json::json!({ "destination": rp.destination, "path": path }),
+    );
+    let row = local
+        .store
+        .record_handoff(
+            &local.task.id,
+            &NewHandoff {
+                source: source_ref.clone(),
+                target: target_ref.clone(),
+                context: HandoffContext {
+                    note_path: Some(local.note_path.to_owned()),
+                    note_digest: Some(local.digest.to_owned()),
+                    transcript_messages: None,
+                    message: local.message.clone(),
+                    details: Some(details),
+                },
+                route: local.route,
+            },
+        )
+        .map_err(|e| End::NotStarted(format!("the task store failed: {e}")))?;
+    result.handoff_id = Some(row.id.clone());
+    let fail = |reason: String, result: &mut ContinueResult| {
+        let _ = local.store.finish_handoff(
+            &row.id,
+            &HandoffOutcome::NotStarted {
+                reason: reason.clone(),
+            },
+        );
+        result.message = local
+            .message
+            .clone()
+            .map(|text| ContinueMessage { text, sent: false });
+        End::NotStarted(format!(
+            "the receiver did not start on {}: {reason}",
+            rp.destination
+        ))
+    };
+
+    // The repository there, at the checkpoint.
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let prepared = match ssh
+        .step(
+            "preparing the repository",
+            &remote::prepare_script(&path, &rp.url, local.branch, local.commit),
+            b"",
+            REMOTE_STEP,
+        )
+        .await
+    {
+        Ok(out) => out,
+        Err(e) => {
+            // A clone that failed half-way is removed; an existing repository was only fetched.
+            if rp.inspection.repo == "absent" {
+                let _ = ssh
+                    .run(
+                        &remote::undo_script(&path, local.branch, true, &remote::Before::default()),
+                        b"",
+                        REMOTE_STEP,
+                    )
+                    .await;
+            }
+            return Err(fail(e, result));
+        }
+    };
+    let cloned = prepared.value("cloned").is_some();
+    let before = remote::Before {
+        previous: prepared.value("previous").filter(|s| !s.is_empty()),
+        branch_was: prepared.value("branchWas").filter(|s| !s.is_empty()),
+    };
+    let undo = |ssh: &remote::Ssh| {
+        let script = format!(
+            "{}\nrm -rf \"{}\"",
+            remote::undo_script(&path, local.branch, cloned, &before),
+            remote::incoming_dir(&id)
+        );
+        let ssh = ssh.clone();
+        async move {
+            let _ = ssh.run(&script, b"", REMOTE_STEP).await;
+        }
+    };
+    if let Some(r) = result.remote.as_mut() {
+        r.cloned = cloned;
+    }
+
+    // The note and the source session, into a private directory there.
+    let note_file = match ssh
+        .step(
+            "sending the note",
+            &remote::upload_script(&id, "note.md"),
+            local.note_text.as_bytes(),
+            REMOTE_STEP,
+        )
+        .await
+    {
+        Ok(out) => out.value("file").unwrap_or_default(),
+        Err(e) => {
+            undo(ssh).await;
+            return Err(fail(e, result));
+        }
+    };
+    let mut session_file = None;
+    if let Some(src) = local.source {
+        let bytes = match std::fs::read(&src.session.path) {
+            Ok(b) => b,
+            Err(e) => {
+                undo(ssh).await;
+                return Err(fail(
+                    format!("cannot read {}: {e}", src.session.path),
+                    result,
+                ));
+            }
+        };
+        let name = src.session.path.file_name().unwrap_or("session.jsonl");
+        match ssh
+            .step(
+                "sending the session",
+                &remote::upload_script(&id, name),
+                &bytes,
+                REMOTE_STEP,
+            )
+            .await
+        {
+            Ok(out) => session_file = out.value("file"),
+            Err(e) => {
+                undo(ssh).await;
+                return Err(fail(e, result));
+            }
+        }
+    }
+
+    // handoff continue there, detached: it survives this connection.
+    let mut remote_args: Vec<String> = vec![
+        "--cwd".into(),
+        path.clone(),
+        "--from".into(),
+        local.from.provider.to_string(),
+        "--to".into(),
+        local.target.provider.to_string(),
+        "--note-file".into(),
+        note_file,
+        "--role".into(),
+        args.role.as_str().into(),
+        "--ready-timeout".into(),
+        args.ready_timeout.to_string(),
+        "--timeout".into(),
+        args.timeout.to_string(),
+        "--quiet".into(),
+    ];
+    let mut opt = |flag: &str, v: Option<&String>| {
+        if let Some(v) = v {
+            remote_args.push(flag.into());
+            remote_args.push(v.clone());
+        }
+    };
+    opt("--from-model", local.from.model.as_ref());
+    opt("--model", args.model.as_ref());
+    opt("--effort", args.effort.as_ref());
+    opt("--account", args.account.as_ref());
+    opt("--message", local.message.as_ref());
+    opt("--session", session_file.as_ref());
+    if args.fallback == Some(Fallback::FreshAgent) {
+        remote_args.extend(["--fallback".into(), "fresh-agent".into()]);
+    }
+    if args.probe {
+        remote_args.push("--probe".into());
+    }
+    if args.wait {
+        remote_args.push("--wait".into());
+    }
+    if let Err(e) = ssh
+        .step(
+            "starting handoff continue",
+            &remote::start_script(&id, &path, &remote_args),
+            b"",
+            REMOTE_STEP,
+        )
+        .await
+    {
+        undo(ssh).await;
+        return Err(fail(e, result));
+    }
+
+    // Its result.
+    let deadline =
+        std::time::Instant::now() + Duration::from_secs(args.timeout + args.ready_timeout + 120);
+    let poll = remote::poll_script(&id);
+    let outcome = loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = cancel.changed() => {}
+        }
+        if *cancel.borrow() {
+            let _ = ssh
+                .run(
+                    &format!("kill \"$(cat \"{}/pid\")\"", remote::incoming_dir(&id)),
+                    b"",
+                    REMOTE_STEP,
+                )
+                .await;
+            let _ = local.store.finish_handoff(
+                &row.id,
+                &HandoffOutcome::NotStarted {
+                    reason: "cancelled by a signal".into(),
+                },
+            );
+            return Err(End::Cancelled(format!(
+                "cancelled by a signal; handoff continue on {} was stopped",
+                rp.destination
+            )));
+        }
+        match ssh.run(&poll, b"", REMOTE_STEP).await {
+            Ok(out) if out.code == 0 && out.value("running").as_deref() == Some("0") => break out,
+            Ok(_) | Err(_) if std::time::Instant::now() < deadline => {}
+            Ok(out) => {
+                return Err(fail(
+                    format!(
+                        "no result from handoff continue there: {}",
+                        out.stderr_tail()
+                    ),
+                    result,
+                ));
+            }
+            Err(e) => return Err(fail(e, result)),
+        }
+    };
+    let text = outcome.value("result").unwrap_or_default();
+    let there: ContinueResult = match serde_json::from_str(text.trim()) {
+        Ok(r) => r,
+        Err(_) => {
+            let why = outcome.value("stderr").unwrap_or_default();
+            undo(ssh).await;
+            return Err(fail(
+                format!("handoff continue there printed no result: {}", why.trim()),
+                result,
+            ));
+        }
+    };
+
+    // Its result is ours, with the local checks and records added.
+    result.carry = there.carry.clone();
+    result.receiver = there.receiver.clone().map(|mut r| {
+        if let Some(resume) = r.resume.as_mut() {
+            resume.shell = ssh.interactive(&resume.shell);
+        }
+        r
+    });
+    result.message = there.message.clone();
+    if let Some(r) = result.remote.as_mut() {
+        r.task_id = there.task_id.as_ref().map(|t| t.to_string());
+        r.handoff_id = there.handoff_id.as_ref().map(|h| h.to_string());
+    }
+    let mut continuity = there.continuity.clone();
+    if let (Some(src), Some(c)) = (local.source, continuity.as_mut())
+        && let Some(snapshot) = &src.snapshot
+    {
+        let kept = snapshot.still_prefix().unwrap_or(false);
+        c.checks.original_appended = Some(kept);
+        if !kept && c.result != ContinuityResult::NotContinued {
+            c.result = ContinuityResult::NotContinued;
+            c.reason = format!(
+                "the source session {} changed here while it was carried",
+                src.session.session_id
+            );
+        }
+    }
+    result.continuity = continuity.clone();
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "remote".into(),
+        serde_json::to_value(&result.remote).unwrap_or_default(),
+    );
+    if let Some(c) = &continuity {
+        extra.insert("continuity".into(), carry::timeline_details(c));
+    }
+    if let Some(carry) = &result.carry {
+        let mut value = serde_json::to_value(carry).unwrap_or_default();
+        if let (Some(src), true, Some(obj)) = (local.source, carry.carried, value.as_object_mut()) {
+            obj.insert("turns".into(), carry::listed_turns(&src.transcript));
+        }
+        extra.insert("carry".into(), value);
+    }
+    let _ = local.store.add_handoff_details(&row.id, &extra);
+    let started = matches!(
+        there.outcome,
+        ContinueOutcome::Started | ContinueOutcome::ReviewChanged | ContinueOutcome::NotContinued
+    );
+    if !started {
+        let reason = there
+            .reason
+            .clone()
+            .unwrap_or_else(|| format!("{:?}", there.outcome));
+        let _ = local.store.finish_handoff(
+            &row.id,
+            &HandoffOutcome::NotStarted {
+                reason: reason.clone(),
+            },
+        );
+        result.outcome = ContinueOutcome::NotStarted;
+        result.exit_code = NOT_STARTED;
+        result.reason = Some(format!("on {}: {reason}", rp.destination));
+        return Ok(NOT_STARTED);
+    }
+    let _ = local
+        .store
+        .finish_handoff(&row.id, &HandoffOutcome::Started);
+    if let Some(last) = result
+        .receiver
+        .as_ref()
+        .and_then(|r| r.last_message.clone())
+    {
+        let _ = local.store.append(
+            &local.task.id,
+            &Record::Turn(Turn {
+                author: target_ref.clone(),
+                summary: format!(
+                    "on {}: {}",
+                    rp.destination,
+                    last.chars().take(2000).collect::<String>()
+                ),
+            }),
+        );
+    }
+    let not_continued = continuity
+        .as_ref()
+        .is_some_and(|c| c.result == ContinuityResult::NotContinued);
+    if not_continued {
+        result.outcome = ContinueOutcome::NotContinued;
+        result.exit_code = NOT_STARTED;
+        result.reason = Some(format!(
+            "not continued on {}: {}",
+            rp.destination,
+            continuity.map(|c| c.reason).unwrap_or_default()
+        ));
+        return Ok(NOT_STARTED);
+    }
+    let _ = local.store.set_agent(
+        &local.task.id,
+        &TaskAgent {
+            provider: local.target.provider.clone(),
+            model: target_ref.model.clone(),
+            account: local.target.account.clone(),
+        },
+    );
+    result.outcome = there.outcome;
+    result.exit_code = there.exit_code;
+    result.reason = there.reason.clone();
+    Ok(there.exit_code)
+}
+
 fn role_of(role: RoleArg) -> ReceiverRole {
     match role {
         RoleArg::Implement => ReceiverRole::Implement,
@@ -1406,6 +1995,8 @@ fn validate(
         push_remote,
         new_thread,
         note,
+        note_text: text,
+        git_remote: state.remote.clone(),
         note_dir,
         message,
     })

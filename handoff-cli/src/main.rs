@@ -19,6 +19,7 @@ mod nested;
 mod note;
 mod plugin_status;
 mod record;
+mod remote;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{

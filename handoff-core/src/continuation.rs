@@ -278,6 +278,32 @@ pub struct ContinueResult {
     pub carry: Option<ContinueCarry>,
     /// Whether the receiver really continued.
     pub continuity: Option<Continuity>,
+    /// With `--on`: the other machine and what happened there.
+    pub remote: Option<ContinueRemote>,
+}
+
+/// The other machine of `--on`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueRemote {
+    /// The ssh destination.
+    pub destination: String,
+    /// The repository's path there.
+    pub path: String,
+    /// Whether handoff cloned it there (false: it was there and was fetched).
+    pub cloned: bool,
+    /// `handoff --version` there.
+    pub handoff_version: Option<String>,
+    /// The receiver's CLI there.
+    pub receiver_cli: Option<String>,
+    /// The branch's head on the git remote, as the other machine sees it.
+    pub branch_head: Option<String>,
+    /// The task in the other machine's store.
+    pub task_id: Option<String>,
+    /// The handoff in the other machine's store.
+    pub handoff_id: Option<String>,
+    /// How to see the task's timeline there.
+    pub log: Option<String>,
 }
 
 /// How the conversation reaches the receiver.
@@ -462,6 +488,7 @@ impl ContinueResult {
             receiver: None,
             carry: None,
             continuity: None,
+            remote: None,
         }
     }
 }

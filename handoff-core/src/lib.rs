@@ -46,9 +46,10 @@ pub use config::{
 };
 pub use continuation::{
     CONTINUE_SCHEMA, CarryMode, CarrySource, ContinueCarry, ContinueCheckpoint, ContinueMessage,
-    ContinueNote, ContinueOutcome, ContinuePush, ContinueRecap, ContinueReceiver, ContinueResult,
-    ContinueTarget, ContinueWorktree, Continuity, ContinuityChecks, ContinuityProbe,
-    ContinuityResult, ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word,
+    ContinueNote, ContinueOutcome, ContinuePush, ContinueRecap, ContinueReceiver, ContinueRemote,
+    ContinueResult, ContinueTarget, ContinueWorktree, Continuity, ContinuityChecks,
+    ContinuityProbe, ContinuityResult, ReceiverReport, ReceiverRequest, ReceiverRole,
+    ResumeCommand, shell_word,
 };
 pub use engine::{
     Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, now_iso,

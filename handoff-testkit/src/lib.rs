@@ -152,12 +152,14 @@ pub mod fake;
 pub mod fixtures;
 pub mod model_server;
 mod repo;
+pub mod ssh;
 
 pub use agents::FakeAgents;
 pub use binary::fake_agent_bin;
 pub use fake::EXECUTABLES;
 pub use model_server::{ModelServer, Script, Step};
 pub use repo::ScratchRepo;
+pub use ssh::SshHost;
 
 /// The switches the fake reads (environment variables or `fake-agent.env` lines).
 pub mod keys {

@@ -809,6 +809,9 @@ Then check it until it passes (exit 0); the JSON names each missing or empty sec
   the agent the person named. Add `--model`, `--effort` or `--account` only if they named one,
   `--role review` if the receiver should only review, `--new-thread` if the work should go on in
   a new linked worktree and branch, and `--push` only if the person asked you to push.
+  `--on <ssh host>[:<path>]` continues on another machine the person named (it needs `--push`
+  unless the branch is already on its remote at HEAD; the other machine needs `handoff` and the
+  receiver's CLI).
 - Your own session is found by itself (your session variable, else the newest session that ran
   in this worktree). If the dry run says it can't be carried (`reason`), pass `--session <id>` if
   you know your session id; add `--fallback fresh-agent` only if the person accepts that the

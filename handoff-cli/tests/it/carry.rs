@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::note::SECTIONS;
 use crate::support::{Run, Sandbox};
 
-const CLAUDE_SOURCE: &str = "a7859f76-46bd-4069-b44b-0c2f0943b80c";
+pub(crate) const CLAUDE_SOURCE: &str = "a7859f76-46bd-4069-b44b-0c2f0943b80c";
 const CODEX_SOURCE: &str = "01a2308e-9a92-7fa1-9b83-fc8f4a0751d4";
 
 fn fixture(name: &str) -> String {
@@ -20,7 +20,7 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn sandbox() -> Sandbox {
+pub(crate) fn sandbox() -> Sandbox {
     let sb = Sandbox::new();
     for (k, v) in [
         ("user.name", "handoff test"),
@@ -38,16 +38,16 @@ fn sandbox() -> Sandbox {
     sb
 }
 
-fn home(sb: &Sandbox) -> PathBuf {
+pub(crate) fn home(sb: &Sandbox) -> PathBuf {
     sb.root.join("home")
 }
 
-fn repo_path(sb: &Sandbox) -> String {
+pub(crate) fn repo_path(sb: &Sandbox) -> String {
     sb.repo.path().to_string_lossy().into_owned()
 }
 
 /// Claude Code's project folder name for a directory.
-fn slug(path: &str) -> String {
+pub(crate) fn slug(path: &str) -> String {
     path.chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect()
@@ -55,7 +55,7 @@ fn slug(path: &str) -> String {
 
 /// The recorded real Claude Code session, re-rooted at the sandbox's repository, in the
 /// sandbox's Claude store.
-fn seed_claude(sb: &Sandbox) -> PathBuf {
+pub(crate) fn seed_claude(sb: &Sandbox) -> PathBuf {
     let text = fixture("claude-two-turns.jsonl").replace("$SCRATCH/repo", &repo_path(sb));
     let dir = home(sb).join(".claude/projects").join(slug(&repo_path(sb)));
     std::fs::create_dir_all(&dir).unwrap();
@@ -76,7 +76,7 @@ fn seed_codex(sb: &Sandbox) -> PathBuf {
     path
 }
 
-fn note_file(sb: &Sandbox) -> String {
+pub(crate) fn note_file(sb: &Sandbox) -> String {
     let mut text = String::from("# Handoff note\n");
     for section in SECTIONS {
         let body = match section {
@@ -127,7 +127,7 @@ fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
     continue_env(sb, &[], args)
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -144,21 +144,21 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn log_json(sb: &Sandbox) -> Value {
+pub(crate) fn log_json(sb: &Sandbox) -> Value {
     let cwd = repo_path(sb);
     let run = sb.run(&["log", "--cwd", &cwd, "--json"]);
     assert_eq!(run.code, 0, "{run:#?}");
     run.json
 }
 
-fn log_text(sb: &Sandbox) -> String {
+pub(crate) fn log_text(sb: &Sandbox) -> String {
     let cwd = repo_path(sb);
     let run = sb.run(&["log", "--cwd", &cwd]);
     assert_eq!(run.code, 0, "{run:#?}");
     run.stdout
 }
 
-fn handoff_rows(log: &Value) -> Vec<Value> {
+pub(crate) fn handoff_rows(log: &Value) -> Vec<Value> {
     log["timeline"]
         .as_array()
         .unwrap()

@@ -18,5 +18,6 @@ mod lifecycle;
 mod live;
 mod mcp;
 mod note;
+mod remote;
 mod statuses;
 mod support;

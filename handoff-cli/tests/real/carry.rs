@@ -12,16 +12,16 @@ use serde_json::Value;
 use super::Rig;
 
 /// What the first agent's turn says: found again in the second agent's request.
-const FIRST_ANSWER: &str = "first-agent-marker-3c1e: the parser's first pass is done";
+pub(super) const FIRST_ANSWER: &str = "first-agent-marker-3c1e: the parser's first pass is done";
 /// What the second agent answers.
-const SECOND_ANSWER: &str = "second-agent-marker-8b77: continuing with the second pass";
+pub(super) const SECOND_ANSWER: &str = "second-agent-marker-8b77: continuing with the second pass";
 /// Only the note's Current state and Next steps use these words.
 const CURRENT: &str = "The tokenizer splits quoted fields; escaped quotes still break it.";
 const NEXT: &str = "1. Fix escaped quotes in the tokenizer, then run the parser tests.";
 
 const TURN_BUDGET: Duration = Duration::from_secs(240);
 
-fn rig() -> Rig {
+pub(super) fn rig() -> Rig {
     let rig = Rig::new("claude", Script::new([]));
     for (k, v) in [
         ("user.name", "handoff e2e"),
@@ -81,7 +81,7 @@ fn continue_(rig: &Rig, args: &[&str]) -> (i32, Value) {
 
 /// The first handoff: `from` → `to` with nothing to carry (the receiver starts from the note);
 /// its session, made by the real CLI, is what the next handoff carries.
-fn first_session(rig: &Rig, from: &str, to: &str) -> String {
+pub(super) fn first_session(rig: &Rig, from: &str, to: &str) -> String {
     rig.server
         .set_script(Script::new([Step::text(FIRST_ANSWER)]));
     let (code, r) = continue_(
@@ -93,7 +93,7 @@ fn first_session(rig: &Rig, from: &str, to: &str) -> String {
     r["receiver"]["sessionId"].as_str().unwrap().to_owned()
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
@@ -120,7 +120,7 @@ fn session_file(rig: &Rig, id: &str) -> PathBuf {
 }
 
 /// The last model call's body, as text.
-fn last_request(rig: &Rig) -> String {
+pub(super) fn last_request(rig: &Rig) -> String {
     rig.server
         .model_calls()
         .last()

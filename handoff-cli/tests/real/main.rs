@@ -13,6 +13,7 @@ mod carry;
 mod continuation;
 mod opencode_sessions;
 mod plugin;
+mod remote;
 mod sessions;
 
 use std::os::unix::fs::PermissionsExt;

@@ -13,4 +13,5 @@ mod nested;
 mod others;
 mod probes;
 mod receiver;
+mod ssh;
 mod support;

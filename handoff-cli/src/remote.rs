@@ -1,0 +1,496 @@
+//! `handoff continue --on <ssh destination>[:<path>]`: the task continues on another machine,
+//! reached with the system `ssh` (batch mode: keys or an agent, never a password prompt) and
+//! a git remote both machines reach. No daemon of our own: the remote machine runs its own
+//! `handoff continue` on the carried session, detached so that it survives the connection.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use handoff_core::shell_word;
+use tokio::io::AsyncWriteExt;
+
+/// Where the task goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    /// What `ssh` connects to: an alias from `~/.ssh/config`, `user@host`, or
+    /// `ssh://user@host:port`.
+    pub host: String,
+    /// The repository's path there, when given (absolute, or `~/…`).
+    pub path: Option<String>,
+}
+
+/// Parses `--on`: `host`, `user@host`, `host:/path`, `host:~/path`, `ssh://user@host:port`,
+/// `ssh://user@host:port/path`.
+pub fn parse_destination(s: &str) -> Result<Destination, String> {
+    let bad = |why: &str| format!("--on: '{s}' is not an ssh destination: {why}");
+    if s.is_empty() {
+        return Err(bad("it is empty"));
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it contains a space or a control character"));
+    }
+    let (host, path) = if let Some(rest) = s.strip_prefix("ssh://") {
+        match rest.find('/') {
+            Some(i) => (format!("ssh://{}", &rest[..i]), Some(rest[i..].to_owned())),
+            None => (s.to_owned(), None),
+        }
+    } else {
+        match s.split_once(':') {
+            Some((h, p)) => (h.to_owned(), Some(p.to_owned())),
+            None => (s.to_owned(), None),
+        }
+    };
+    let bare = host.strip_prefix("ssh://").unwrap_or(&host);
+    if bare.is_empty() || bare.starts_with('-') || bare.starts_with('@') || bare.ends_with('@') {
+        return Err(bad("no host"));
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-@%+[]:".contains(c);
+    if !bare.chars().all(allowed) || (!host.starts_with("ssh://") && bare.contains(':')) {
+        return Err(bad("the host has characters ssh does not accept"));
+    }
+    let path = match path {
+        None => None,
+        Some(p) if p.is_empty() => return Err(bad("the path after ':' is empty")),
+        Some(p) if p.starts_with('/') || p.starts_with("~/") => Some(p),
+        Some(p) => {
+            return Err(bad(&format!(
+                "the path '{p}' must be absolute or start with ~/"
+            )));
+        }
+    };
+    Ok(Destination { host, path })
+}
+
+/// A finished remote command.
+#[derive(Debug)]
+pub struct Remote {
+    /// Its exit code (255: ssh itself failed).
+    pub code: i32,
+    /// Its stdout.
+    pub stdout: String,
+    /// Its stderr.
+    pub stderr: String,
+}
+
+impl Remote {
+    /// `key=value` lines of stdout.
+    pub fn value(&self, key: &str) -> Option<String> {
+        self.stdout.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .and_then(|r| r.strip_prefix('='))
+                .map(str::to_owned)
+        })
+    }
+
+    /// The last lines of stderr, on one line.
+    pub fn stderr_tail(&self) -> String {
+        last_lines(&self.stderr, 3)
+    }
+}
+
+/// The last `n` non-empty lines of `text`, joined with ` | `.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+/// The ssh client: `$HANDOFF_SSH` (a command line, e.g. `ssh -F ~/.ssh/work_config`) or `ssh`,
+/// in batch mode with a connect timeout.
+#[derive(Debug, Clone)]
+pub struct Ssh {
+    argv: Vec<String>,
+    /// The destination.
+    pub host: String,
+}
+
+impl Ssh {
+    /// The client for `host`, from handoff's environment.
+    pub fn new(host: &str, env: &std::collections::BTreeMap<String, String>) -> Ssh {
+        let mut argv: Vec<String> = env
+            .get("HANDOFF_SSH")
+            .map(|s| s.split_whitespace().map(str::to_owned).collect())
+            .filter(|v: &Vec<String>| !v.is_empty())
+            .unwrap_or_else(|| vec!["ssh".to_owned()]);
+        argv.extend(
+            [
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=15",
+                "-o",
+                "ServerAliveInterval=15",
+                "-T",
+            ]
+            .map(str::to_owned),
+        );
+        Ssh {
+            argv,
+            host: host.to_owned(),
+        }
+    }
+
+    /// The command a person types to reach the host (`ssh -t <host>`), for printed commands.
+    pub fn interactive(&self, remote_shell: &str) -> String {
+        let mut words: Vec<String> = self
+            .argv
+            .iter()
+            .filter(|a| *a != "-T")
+            .filter(|a| {
+                !a.starts_with("BatchMode")
+                    && !a.starts_with("ConnectTimeout")
+                    && !a.starts_with("ServerAlive")
+            })
+            .cloned()
+            .collect();
+        // Drop the `-o` left without its value.
+        let mut cleaned = Vec::new();
+        let mut i = 0;
+        while i < words.len() {
+            if words[i] == "-o" && (i + 1 >= words.len() || words[i + 1].starts_with('-')) {
+                i += 1;
+                continue;
+            }
+            cleaned.push(std::mem::take(&mut words[i]));
+            i += 1;
+        }
+        cleaned.push("-t".into());
+        cleaned.push(self.host.clone());
+        cleaned.push(remote_shell.to_owned());
+        cleaned
+            .iter()
+            .map(|w| shell_word(w))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Runs `script` with `sh` on the host, `stdin` on its standard input, for at most
+    /// `timeout`.
+    pub async fn run(
+        &self,
+        script: &str,
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Result<Remote, String> {
+        let mut cmd = tokio::process::Command::new(&self.argv[0]);
+        cmd.args(&self.argv[1..])
+            .arg(&self.host)
+            .arg("--")
+            .arg(format!("sh -c {}", shell_word(script)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.argv[0]))?;
+        if let Some(mut input) = child.stdin.take() {
+            let _ = input.write_all(stdin).await;
+            drop(input);
+        }
+        match tokio::time::timeout(timeout, child.wait_with_output()).await {
+            Ok(Ok(out)) => Ok(Remote {
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }),
+            Ok(Err(e)) => Err(format!("ssh {} failed: {e}", self.host)),
+            Err(_) => Err(format!(
+                "ssh {} did not finish within {} s",
+                self.host,
+                timeout.as_secs()
+            )),
+        }
+    }
+
+    /// Like [`Ssh::run`], but an unreachable host or a non-zero exit is an error naming `step`.
+    pub async fn step(
+        &self,
+        step: &str,
+        script: &str,
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Result<Remote, String> {
+        let out = self
+            .run(script, stdin, timeout)
+            .await
+            .map_err(|e| format!("{step}: {e}"))?;
+        match out.code {
+            0 => Ok(out),
+            255 => Err(format!(
+                "{step}: cannot reach {} over ssh: {}",
+                self.host,
+                out.stderr_tail()
+            )),
+            code => Err(format!(
+                "{step} failed on {} (exit {code}): {}",
+                self.host,
+                out.stderr_tail()
+            )),
+        }
+    }
+}
+
+/// What the remote machine has, read without changing anything.
+#[derive(Debug, Clone, Default)]
+pub struct Inspection {
+    /// `handoff` on its PATH.
+    pub handoff: Option<String>,
+    /// `handoff --version` there.
+    pub handoff_version: Option<String>,
+    /// The receiver's CLI on its PATH.
+    pub receiver: Option<String>,
+    /// The repository's path there.
+    pub path: String,
+    /// `absent`, `present` or `not-a-repo`.
+    pub repo: String,
+    /// Whether the repository there has uncommitted changes.
+    pub dirty: bool,
+    /// The branch's head on the git remote, as the remote machine sees it.
+    pub branch_head: Option<String>,
+    /// Why the remote machine could not list the git remote, if it could not.
+    pub ls_remote_error: Option<String>,
+}
+
+/// The script that inspects the remote machine: `key=value` lines.
+pub fn inspect_script(
+    path: Option<&str>,
+    local_root: &str,
+    repo_name: &str,
+    receiver_exe: &str,
+    url: &str,
+    branch: &str,
+) -> String {
+    let q = |s: &str| shell_word(s);
+    format!(
+        r#"set -u
+echo "home=$HOME"
+if h=$(command -v handoff 2>/dev/null); then echo "handoff=$h"; echo "handoffVersion=$(handoff --version 2>/dev/null | head -n 1)"; fi
+if r=$(command -v {exe} 2>/dev/null); then echo "receiver=$r"; fi
+p={path}
+if [ -z "$p" ]; then
+  if [ -e {local}/.git ]; then p={local}; else p="$HOME/handoff/"{name}; fi
+fi
+case "$p" in "~/"*) p="$HOME/${{p#\~/}}";; esac
+echo "path=$p"
+if [ -e "$p/.git" ]; then
+  echo "repo=present"
+  if [ -n "$(git -C "$p" status --porcelain 2>/dev/null | head -n 1)" ]; then echo "dirty=1"; fi
+  echo "head=$(git -C "$p" rev-parse -q --verify HEAD 2>/dev/null)"
+  echo "branch=$(git -C "$p" symbolic-ref -q --short HEAD 2>/dev/null)"
+elif [ -e "$p" ]; then echo "repo=not-a-repo"
+else echo "repo=absent"
+fi
+if out=$(GIT_TERMINAL_PROMPT=0 git ls-remote {url} {refname} 2>&1); then
+  echo "branchHead=$(printf '%s\n' "$out" | head -n 1 | cut -f 1)"
+else
+  echo "lsRemoteError=$(printf '%s\n' "$out" | tail -n 1)"
+fi
+"#,
+        exe = q(receiver_exe),
+        path = q(path.unwrap_or("")),
+        local = q(local_root),
+        name = q(repo_name),
+        url = q(url),
+        refname = q(&format!("refs/heads/{branch}")),
+    )
+}
+
+/// Reads the inspection script's output.
+pub fn read_inspection(out: &Remote) -> Inspection {
+    let v = |k: &str| out.value(k).filter(|s| !s.is_empty());
+    Inspection {
+        handoff: v("handoff"),
+        handoff_version: v("handoffVersion"),
+        receiver: v("receiver"),
+        path: v("path").unwrap_or_default(),
+        repo: v("repo").unwrap_or_default(),
+        dirty: v("dirty").is_some(),
+        branch_head: v("branchHead"),
+        ls_remote_error: v("lsRemoteError"),
+    }
+}
+
+/// The script that puts the repository at `path` on `branch` at `commit`: cloned when absent
+/// (`cloned=1`), else fetched and checked out (`previous=<branch or HEAD>`); HEAD verified.
+pub fn prepare_script(path: &str, url: &str, branch: &str, commit: &str) -> String {
+    let q = |s: &str| shell_word(s);
+    format!(
+        r#"set -eu
+p={path}
+export GIT_TERMINAL_PROMPT=0
+if [ ! -e "$p/.git" ]; then
+  mkdir -p "$(dirname "$p")"
+  git clone -q --no-checkout {url} "$p"
+  echo "cloned=1"
+else
+  prev=$(git -C "$p" symbolic-ref -q --short HEAD || git -C "$p" rev-parse HEAD)
+  echo "previous=$prev"
+  echo "branchWas=$(git -C "$p" rev-parse -q --verify {branchref} || true)"
+fi
+git -C "$p" fetch -q {url} {refspec}
+git -C "$p" checkout -q -B {branch} {commit}
+test "$(git -C "$p" rev-parse HEAD)" = {commit}
+echo "head=$(git -C "$p" rev-parse HEAD)"
+"#,
+        path = q(path),
+        url = q(url),
+        refspec = q(&format!("refs/heads/{branch}")),
+        branch = q(branch),
+        branchref = q(&format!("refs/heads/{branch}")),
+        commit = q(commit),
+    )
+}
+
+/// What [`prepare_script`] found in a repository that was there already.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Before {
+    /// The branch (or commit) checked out.
+    pub previous: Option<String>,
+    /// Where the branch pointed, when it existed.
+    pub branch_was: Option<String>,
+}
+
+/// The script that undoes [`prepare_script`]: removes a fresh clone; else puts the branch back
+/// where it was (or deletes it when it did not exist) and checks the previous branch or commit
+/// out again.
+pub fn undo_script(path: &str, branch: &str, cloned: bool, before: &Before) -> String {
+    let q = |s: &str| shell_word(s);
+    if cloned {
+        return format!("rm -rf {}", q(path));
+    }
+    let Some(prev) = &before.previous else {
+        return "true".to_owned();
+    };
+    let reset = match &before.branch_was {
+        Some(was) => format!(
+            "git update-ref {} {}",
+            q(&format!("refs/heads/{branch}")),
+            q(was)
+        ),
+        None => format!("git update-ref -d {}", q(&format!("refs/heads/{branch}"))),
+    };
+    format!(
+        "cd {} && git checkout -q --detach && {reset} && git checkout -q {}",
+        q(path),
+        q(prev)
+    )
+}
+
+/// The private directory on the remote machine for this handoff's files.
+pub fn incoming_dir(id: &str) -> String {
+    format!("$HOME/.local/state/handoff/incoming/{id}")
+}
+
+/// The script that writes stdin to `<incoming>/<name>` (0600 in a 0700 directory) and prints
+/// its absolute path.
+pub fn upload_script(id: &str, name: &str) -> String {
+    format!(
+        "set -eu\numask 077\nd=\"{}\"\nmkdir -p \"$d\"\ncat > \"$d\"/{name}\necho \"file=$d/{name}\"\n",
+        incoming_dir(id),
+        name = shell_word(name)
+    )
+}
+
+/// The script that starts `handoff continue` detached in its own session (it survives the
+/// connection), its JSON line going to `<incoming>/result.json`.
+pub fn start_script(id: &str, path: &str, args: &[String]) -> String {
+    let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+    format!(
+        "set -eu\numask 077\nd=\"{dir}\"\ncd {path}\nsetsid nohup handoff continue {args} > \"$d/result.json\" 2> \"$d/stderr.log\" < /dev/null &\necho $! > \"$d/pid\"\necho \"pid=$!\"\n",
+        dir = incoming_dir(id),
+        path = shell_word(path),
+        args = words.join(" "),
+    )
+}
+
+/// The script that reports on the detached run: `running=1` while it runs, then its result.
+pub fn poll_script(id: &str) -> String {
+    format!(
+        "d=\"{dir}\"\nif kill -0 \"$(cat \"$d/pid\")\" 2>/dev/null; then echo running=1; exit 0; fi\necho running=0\necho \"result=$(cat \"$d/result.json\" 2>/dev/null)\"\necho \"stderr=$(tail -n 3 \"$d/stderr.log\" 2>/dev/null | tr '\\n' ' ')\"\n",
+        dir = incoming_dir(id)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn destinations_parse() {
+        let d = |s: &str| parse_destination(s);
+        assert_eq!(
+            d("box").unwrap(),
+            Destination {
+                host: "box".into(),
+                path: None
+            }
+        );
+        assert_eq!(
+            d("me@box:/srv/repo").unwrap().path.as_deref(),
+            Some("/srv/repo")
+        );
+        assert_eq!(
+            d("me@box:~/w/repo").unwrap().path.as_deref(),
+            Some("~/w/repo")
+        );
+        let u = d("ssh://me@box:2222/srv/repo").unwrap();
+        assert_eq!(u.host, "ssh://me@box:2222");
+        assert_eq!(u.path.as_deref(), Some("/srv/repo"));
+        assert_eq!(d("ssh://me@box:2222").unwrap().path, None);
+        for bad in [
+            "",
+            "-oProxyCommand=x",
+            "box:relative/path",
+            "box:",
+            "a b",
+            "@box",
+            "box;rm",
+        ] {
+            assert!(d(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn inspection_reads_key_values() {
+        let out = Remote {
+            code: 0,
+            stdout: "home=/h\nhandoff=/usr/bin/handoff\nreceiver=/usr/bin/codex\npath=/h/handoff/r\nrepo=absent\nbranchHead=abc\n".into(),
+            stderr: String::new(),
+        };
+        let i = read_inspection(&out);
+        assert_eq!(i.receiver.as_deref(), Some("/usr/bin/codex"));
+        assert_eq!(i.repo, "absent");
+        assert!(!i.dirty);
+        assert_eq!(i.branch_head.as_deref(), Some("abc"));
+        assert_eq!(i.handoff_version, None);
+    }
+
+    #[test]
+    fn the_interactive_command_keeps_the_users_ssh_options() {
+        let env = std::collections::BTreeMap::from([(
+            "HANDOFF_SSH".to_owned(),
+            "ssh -F /c/config".to_owned(),
+        )]);
+        let ssh = Ssh::new("box", &env);
+        assert_eq!(
+            ssh.interactive("cd /r && codex resume x"),
+            "ssh -F /c/config -t box 'cd /r && codex resume x'"
+        );
+        assert_eq!(last_lines("a\n\nb\nc\nd\n", 2), "c | d");
+    }
+
+    proptest! {
+        #[test]
+        fn parsing_never_panics_and_never_accepts_an_option(s in ".{0,40}") {
+            if let Ok(d) = parse_destination(&s) {
+                prop_assert!(!d.host.starts_with('-'));
+                prop_assert!(!d.host.chars().any(char::is_whitespace));
+            }
+        }
+    }
+}

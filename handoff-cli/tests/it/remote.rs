@@ -1,0 +1,376 @@
+//! `handoff continue --on`: the other machine is a throwaway sshd on 127.0.0.1 whose sessions
+//! get their own HOME and PATH; the git remote is a bare repository both sides reach.
+
+use std::path::{Path, PathBuf};
+
+use handoff_testkit::ssh::SshHost;
+use serde_json::Value;
+
+use crate::carry::{
+    CLAUDE_SOURCE, files_under, home, log_json, note_file, repo_path, sandbox, seed_claude,
+};
+use crate::support::{HANDOFF, Run, Sandbox};
+
+/// The other machine: its HOME, and a PATH with handoff and the fake agents named in `clis`.
+struct Other {
+    host: SshHost,
+    home: PathBuf,
+    path: PathBuf,
+}
+
+fn other_machine(sb: &Sandbox, clis: &[&str]) -> Other {
+    let root = sb.root.join("other");
+    let home = root.join("home");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
+    for cli in clis {
+        std::os::unix::fs::symlink(sb.agents.bin(cli), bin.join(cli)).unwrap();
+    }
+    // The fake agents read their settings next to themselves.
+    std::os::unix::fs::symlink(sb.agents.env_file(), bin.join("fake-agent.env")).ok();
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    Other {
+        host: SshHost::start(&home, &path),
+        home,
+        path: root.join("repo"),
+    }
+}
+
+/// The sandbox's repository with a bare `origin` both machines reach, `main` pushed.
+fn with_origin(sb: &Sandbox) -> PathBuf {
+    let bare = sb.root.join("origin.git");
+    let out = std::process::Command::new("git")
+        .args(["init", "-q", "--bare", "-b", "main"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    sb.repo
+        .git(&["remote", "add", "origin", bare.to_str().unwrap()]);
+    sb.repo.git(&["push", "-q", "-u", "origin", "HEAD"]);
+    bare
+}
+
+fn continue_on(sb: &Sandbox, other: &Other, dest: &str, args: &[&str]) -> Run {
+    let note = note_file(sb);
+    let cwd = repo_path(sb);
+    let ssh = other.host.ssh_command().join(" ");
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", ssh)
+        .args([
+            "continue",
+            "--cwd",
+            &cwd,
+            "--note-file",
+            &note,
+            "--on",
+            dest,
+        ])
+        .args(args);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.stdout.lines().count(), 1, "{run:#?}");
+    let parsed: handoff_core::ContinueResult = serde_json::from_value(run.json.clone())
+        .unwrap_or_else(|e| panic!("not a handoff.continue.v1 result: {e}: {run:#?}"));
+    assert_eq!(i32::from(parsed.exit_code), run.code);
+    run
+}
+
+fn dest(other: &Other) -> String {
+    format!("{}:{}", other.host.alias(), other.path.display())
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn a_claude_task_continues_on_codex_on_the_other_machine() {
+    let sb = sandbox();
+    with_origin(&sb);
+    let source = seed_claude(&sb);
+    let before = std::fs::read(&source).unwrap();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// wip\n");
+    let other = other_machine(&sb, &["codex"]);
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--push"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}\n{}", other.host.log_text());
+    let r = &run.json;
+    assert_eq!(r["outcome"], "started", "{r:#}");
+    let remote = &r["remote"];
+    assert_eq!(remote["path"], other.path.to_str().unwrap());
+    assert_eq!(remote["cloned"], true);
+    assert!(remote["taskId"].is_string(), "{remote:#}");
+    // The other machine holds the checkpoint, checked out on the branch.
+    let commit = r["checkpoint"]["commit"].as_str().unwrap();
+    assert_eq!(git_in(&other.path, &["rev-parse", "HEAD"]), commit);
+    assert_eq!(
+        git_in(&other.path, &["symbolic-ref", "--short", "HEAD"]),
+        "main"
+    );
+    // The conversation was carried into Codex's store there, re-rooted, and resumed.
+    assert_eq!(r["carry"]["carried"], true, "{:#}", r["carry"]);
+    assert_eq!(r["carry"]["mode"], "converted");
+    let id = r["carry"]["sessionId"].as_str().unwrap();
+    let rollouts = files_under(&other.home.join(".codex/sessions"));
+    assert_eq!(rollouts.len(), 1, "{rollouts:?}");
+    assert!(
+        rollouts[0]
+            .to_string_lossy()
+            .ends_with(&format!("{id}.jsonl"))
+    );
+    let text = std::fs::read_to_string(&rollouts[0]).unwrap();
+    assert!(text.contains(other.path.to_str().unwrap()), "re-rooted");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{:#}",
+        r["continuity"]
+    );
+    assert_eq!(r["continuity"]["checks"]["originalAppended"], true);
+    assert!(
+        files_under(&home(&sb).join(".codex")).is_empty(),
+        "nothing ran here"
+    );
+    assert_eq!(std::fs::read(&source).unwrap(), before);
+    // The resume command reaches the other machine.
+    let shell = r["receiver"]["resume"]["shell"].as_str().unwrap();
+    assert!(
+        shell.contains(&format!("-t {}", other.host.alias())),
+        "{shell}"
+    );
+    // The local timeline records it.
+    let log = log_json(&sb);
+    let handoffs: Vec<&Value> = log["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["kind"] == "handoff")
+        .collect();
+    let details = &handoffs.last().unwrap()["event"]["context"]["details"];
+    assert_eq!(details["remote"]["destination"], other.host.alias());
+    assert_eq!(details["continuity"]["result"], "continued");
+    assert_eq!(log["task"]["agent"]["provider"], "codex");
+    let _ = CLAUDE_SOURCE;
+}
+
+#[test]
+fn a_dry_run_checks_the_other_machine_and_changes_nothing() {
+    let sb = sandbox();
+    with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&sb, &["codex"]);
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--dry-run"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["outcome"], "dry-run");
+    let remote = &run.json["remote"];
+    assert_eq!(remote["cloned"], true, "it would clone: {remote:#}");
+    assert!(remote["receiverCli"].as_str().unwrap().ends_with("/codex"));
+    assert!(remote["handoffVersion"].is_string());
+    assert_eq!(remote["branchHead"], head.trim());
+    assert!(!other.path.exists(), "nothing was cloned");
+    assert!(
+        !other.home.join(".local").exists(),
+        "nothing was written there"
+    );
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+}
+
+#[test]
+fn the_other_machine_is_checked_before_anything_changes() {
+    let sb = sandbox();
+    with_origin(&sb);
+    seed_claude(&sb);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// wip\n");
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    let status = sb.repo.git(&["status", "--porcelain"]);
+
+    // Without the receiver's CLI there.
+    let other = other_machine(&sb, &["claude"]);
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--push"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains("codex (codex) is not installed on"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!other.path.exists());
+
+    // The branch is not on the remote at the checkpoint, and --push was not given.
+    let other = {
+        drop(other);
+        std::fs::remove_dir_all(sb.root.join("other")).unwrap();
+        other_machine(&sb, &["codex"])
+    };
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("pass --push"), "{}", run.stderr);
+    assert!(!other.path.exists());
+
+    // A path there that is not a repository.
+    std::fs::create_dir_all(&other.path).unwrap();
+    std::fs::write(other.path.join("file"), "x").unwrap();
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--push"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains("is not a git repository"),
+        "{}",
+        run.stderr
+    );
+    std::fs::remove_dir_all(&other.path).unwrap();
+
+    // Unreachable.
+    let mut other = other;
+    other.host.stop();
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--push"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+
+    // Nothing changed here either.
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+    assert_eq!(sb.repo.git(&["status", "--porcelain"]), status);
+}
+
+#[test]
+fn bad_destinations_are_refused() {
+    let sb = sandbox();
+    for bad in ["-oProxyCommand=touch_x", "host:relative", "a b"] {
+        let note = note_file(&sb);
+        let cwd = repo_path(&sb);
+        let run = sb.run(&[
+            "continue",
+            "--cwd",
+            &cwd,
+            "--note-file",
+            &note,
+            "--from",
+            "claude",
+            "--to",
+            "codex",
+            &format!("--on={bad}"),
+        ]);
+        assert_eq!(run.code, 5, "{bad}: {run:#?}");
+        assert!(
+            run.stderr.contains("is not an ssh destination"),
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn a_failure_there_is_undone_and_named_with_its_stderr() {
+    let sb = sandbox();
+    with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&sb, &["codex"]);
+    // A handoff there that fails once started.
+    let bin = sb.root.join("other/bin");
+    std::fs::remove_file(bin.join("handoff")).unwrap();
+    std::fs::write(
+        bin.join("handoff"),
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'handoff 0.1.0'; exit 0; fi\necho 'boom: the disk is full' >&2\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("handoff"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.json["outcome"], "not-started");
+    assert!(
+        run.stderr.contains("boom: the disk is full"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!other.path.exists(), "the clone is removed");
+    assert!(
+        files_under(&other.home.join(".local/state/handoff/incoming")).is_empty(),
+        "the files sent are removed"
+    );
+    let log = log_json(&sb);
+    assert_eq!(log["task"]["agent"]["provider"], "claude", "the task stays");
+
+    // A clone that was there already gets its branch and checkout back.
+    let bare = sb.root.join("origin.git");
+    let out = std::process::Command::new("git")
+        .args(["clone", "-q"])
+        .arg(&bare)
+        .arg(&other.path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let old = git_in(&other.path, &["rev-parse", "HEAD"]);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// newer\n");
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--push"],
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_ne!(
+        run.json["checkpoint"]["commit"],
+        old.as_str(),
+        "a new checkpoint was pushed"
+    );
+    assert_eq!(
+        git_in(&other.path, &["rev-parse", "main"]),
+        old,
+        "the branch is back"
+    );
+    assert_eq!(
+        git_in(&other.path, &["symbolic-ref", "--short", "HEAD"]),
+        "main"
+    );
+    assert_eq!(git_in(&other.path, &["status", "--porcelain"]), "");
+}
