@@ -39,7 +39,8 @@ fn session_variable(provider: &AgentId) -> Option<&'static str> {
 pub struct Source {
     /// Where it is.
     pub session: SessionRef,
-    /// How it was found.
+    /// How it was found: `flag` (`--session <id>`), `file` (`--session <path>`, a file
+    /// outside the CLI's store), `environment`, `timeline` or `latest`.
     pub found: &'static str,
     /// What it holds.
     pub transcript: Transcript,
@@ -113,7 +114,7 @@ pub async fn find_source(
                 path: as_path.to_owned(),
                 cwd: transcript.source.cwd.clone(),
             };
-            return read(session, "flag")
+            return read(session, "file")
                 .map(Ok)
                 .map_err(|e| format!("--session: {e}"));
         }
@@ -243,7 +244,8 @@ pub async fn plan(
     };
     let store = receiver.store_env();
     if source.session.provider == *target {
-        if adapter.native_fork() && same_dir {
+        // The CLI forks only what its own store holds: a session given as a file is copied.
+        if adapter.native_fork() && same_dir && source.found != "file" {
             return Ok(Planned {
                 mode: CarryMode::NativeFork,
                 resume: ResumeFrom {

@@ -329,9 +329,9 @@ pub struct CarrySource {
     /// The file it was read from.
     #[schemars(with = "String")]
     pub path: Utf8PathBuf,
-    /// How it was found: `flag` (`--session`), `environment` (the calling agent's session
-    /// variable), `timeline` (the task's last receiver) or `latest` (the newest session that
-    /// ran in the worktree).
+    /// How it was found: `flag` (`--session <id>`), `file` (`--session <path>`),
+    /// `environment` (the calling agent's session variable), `timeline` (the task's last
+    /// receiver) or `latest` (the newest session that ran in the worktree).
     pub found: String,
     /// Messages read.
     pub messages: u64,

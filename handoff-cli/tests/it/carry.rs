@@ -772,3 +772,33 @@ fn a_receiver_too_old_to_resume_is_refused_before_anything_is_sent() {
     });
     assert!(!prompted, "no receiver was given the task");
 }
+
+#[test]
+fn a_session_given_as_a_file_is_copied_not_forked() {
+    let sb = sandbox();
+    let stored = seed_claude(&sb);
+    // A copy outside Claude Code's store (as another machine receives it).
+    let file = sb.private.join(format!("{CLAUDE_SOURCE}.jsonl"));
+    std::fs::copy(&stored, &file).unwrap();
+    std::fs::remove_file(&stored).unwrap();
+    let run = continue_(
+        &sb,
+        &[
+            "--from",
+            "claude",
+            "--to",
+            "claude",
+            "--session",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let carry = &run.json["carry"];
+    assert_eq!(carry["source"]["found"], "file", "{carry:#}");
+    assert_eq!(carry["mode"], "native-copy", "{carry:#}");
+    assert_eq!(run.json["continuity"]["result"], "continued");
+    // A relative path is refused.
+    let run = continue_(&sb, &["--to", "codex", "--session", "private/x.jsonl"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("absolute path"), "{}", run.stderr);
+}

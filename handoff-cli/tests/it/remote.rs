@@ -374,3 +374,36 @@ fn a_failure_there_is_undone_and_named_with_its_stderr() {
     );
     assert_eq!(git_in(&other.path, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn the_receiver_there_survives_the_connection_and_home_paths_expand_there() {
+    let sb = sandbox();
+    with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&sb, &["codex"]);
+    // The receiver takes longer than the connection that started it.
+    sb.agents.set("FAKE_AGENT_RECEIVER_DELAY_MS", "1500");
+    let run = continue_on(
+        &sb,
+        &other,
+        &format!("{}:~/work/repo", other.host.alias()),
+        &["--from", "claude", "--to", "codex"],
+    );
+    sb.agents.unset("FAKE_AGENT_RECEIVER_DELAY_MS");
+    assert_eq!(run.code, 0, "{run:#?}");
+    let there = other.home.join("work/repo");
+    assert_eq!(run.json["remote"]["path"], there.to_str().unwrap());
+    assert!(there.join(".git").exists());
+    assert_eq!(
+        run.json["continuity"]["result"], "continued",
+        "{:#}",
+        run.json["continuity"]
+    );
+    // The timeline there has the task too.
+    let log = other
+        .host
+        .exec(&format!("handoff log --json --cwd {}", there.display()));
+    assert_eq!(log.0, 0, "{log:?}");
+    let v: Value = serde_json::from_str(log.1.trim()).unwrap();
+    assert_eq!(v["task"]["agent"]["provider"], "codex");
+}
