@@ -666,11 +666,12 @@ impl Provider for OpenCode {
         crate::transcript::opencode::resume_support(version)
     }
 
-    /// OpenCode's `run --session <id> --fork` copies a session losslessly and leaves it as it
-    /// was; handoff uses it only in the source's own directory (a fork keeps the source's
-    /// directory, and OpenCode resumes a session only where it is filed).
+    /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
+    /// fork's id is OpenCode's own, so the continuity check could not know which session to
+    /// read before the turn ends: handoff copies OpenCode sessions itself instead
+    /// ([`Provider::copy_session`], fresh ids, same content), and the receiver resumes the copy.
     fn native_fork(&self) -> bool {
-        true
+        false
     }
 
     async fn find_session(

@@ -65,9 +65,11 @@ impl Source {
 /// calling agent's session variable, the session the task's last receiver of `provider` ran
 /// in, else the newest session that ran in one of `cwds`. `Ok(Err(why))` when there is none;
 /// `Err` when one was named but can't be used.
+#[allow(clippy::too_many_arguments)]
 pub async fn find_source(
     engine: &Engine,
     provider: &AgentId,
+    account: Option<&str>,
     flag: Option<&str>,
     last_receiver: Option<&str>,
     cwds: &[Utf8PathBuf],
@@ -76,7 +78,7 @@ pub async fn find_source(
     let Some(adapter) = engine.provider(provider) else {
         return Ok(Err(format!("unknown provider '{provider}'")));
     };
-    let store = engine.user_store(provider, scratch);
+    let store = engine.user_store(provider, scratch, account);
     let read = |session: SessionRef, found: &'static str| -> Result<Source, String> {
         let in_scratch = session.path.starts_with(scratch);
         let snapshot = if in_scratch {
@@ -105,6 +107,8 @@ pub async fn find_source(
                     "--session: '{flag}' is not an absolute path to a session file"
                 ));
             }
+            let snapshot = SourceSnapshot::take(as_path)
+                .map_err(|e| format!("--session: cannot read '{flag}': {e}"))?;
             let transcript = adapter
                 .read_transcript(as_path)
                 .map_err(|e| format!("--session: {e}"))?;
@@ -114,9 +118,12 @@ pub async fn find_source(
                 path: as_path.to_owned(),
                 cwd: transcript.source.cwd.clone(),
             };
-            return read(session, "file")
-                .map(Ok)
-                .map_err(|e| format!("--session: {e}"));
+            return Ok(Ok(Source {
+                session,
+                found: "file",
+                transcript,
+                snapshot: Some(snapshot),
+            }));
         }
         return match adapter
             .find_session(&store, &SessionQuery::Id(flag.to_owned()))
@@ -421,9 +428,11 @@ pub struct SourceRefKey<'a> {
 }
 
 /// Whether any process's command line names `session_id` (an agent running it).
-pub fn session_in_use(session_id: &str) -> Option<u32> {
+/// `Err` when the processes can't be listed: then it is not known to be free.
+pub fn session_in_use(session_id: &str) -> Result<Option<u32>, String> {
     let own = std::process::id();
-    let entries = std::fs::read_dir("/proc").ok()?;
+    let entries = std::fs::read_dir("/proc")
+        .map_err(|e| format!("cannot list the running processes (/proc: {e})"))?;
     for entry in entries.flatten() {
         let Some(pid) = entry
             .file_name()
@@ -442,10 +451,10 @@ pub fn session_in_use(session_id: &str) -> Option<u32> {
             .split(|b| *b == 0)
             .any(|arg| arg == session_id.as_bytes())
         {
-            return Some(pid);
+            return Ok(Some(pid));
         }
     }
-    None
+    Ok(None)
 }
 
 /// What to do about an earlier carried copy before writing a new one.
@@ -463,7 +472,8 @@ pub enum Earlier {
     Keep(String),
 }
 
-/// Decides about the earlier copy `id` given the messages about to be carried.
+/// Decides about the earlier copy `id` given the messages about to be carried (as the receiver
+/// gets them: masked when converted).
 pub async fn judge_earlier(receiver: &PreparedReceiver, id: &str, carried: &Transcript) -> Earlier {
     let adapter = receiver.provider();
     let store = receiver.store_env();
@@ -477,10 +487,16 @@ pub async fn judge_earlier(receiver: &PreparedReceiver, id: &str, carried: &Tran
             return Earlier::Keep(format!("the earlier carried copy {id} cannot be read: {e}"));
         }
     };
-    if let Some(pid) = session_in_use(id) {
-        return Earlier::Keep(format!(
-            "an agent (pid {pid}) is running the earlier carried copy {id}"
-        ));
+    match session_in_use(id) {
+        Ok(None) => {}
+        Ok(Some(pid)) => {
+            return Earlier::Keep(format!(
+                "an agent (pid {pid}) is running the earlier carried copy {id}"
+            ));
+        }
+        Err(e) => {
+            return Earlier::Keep(format!("the earlier carried copy {id} may be in use: {e}"));
+        }
     }
     let earlier = match adapter.read_transcript(&session.path) {
         Ok(t) => t,
@@ -618,7 +634,12 @@ pub fn report(
 
 /// Whether the source still holds what was carried: its bytes unchanged (it may have grown),
 /// and, read again, the carried messages first.
-pub async fn original_appended(engine: &Engine, source: &Source, scratch: &Utf8Path) -> bool {
+pub async fn original_appended(
+    engine: &Engine,
+    source: &Source,
+    account: Option<&str>,
+    scratch: &Utf8Path,
+) -> bool {
     if let Some(snapshot) = &source.snapshot
         && !snapshot.still_prefix().unwrap_or(false)
     {
@@ -627,7 +648,7 @@ pub async fn original_appended(engine: &Engine, source: &Source, scratch: &Utf8P
     let Some(adapter) = engine.provider(&source.session.provider) else {
         return false;
     };
-    let store = engine.user_store(&source.session.provider, scratch);
+    let store = engine.user_store(&source.session.provider, scratch, account);
     let path = if source.snapshot.is_some() {
         source.session.path.clone()
     } else {

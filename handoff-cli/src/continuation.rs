@@ -345,6 +345,7 @@ async fn run(
     let source = carry::find_source(
         engine,
         &plan.source.provider,
+        plan.source.account.as_deref(),
         args.session.as_deref(),
         last_receiver.as_deref(),
         &cwds,
@@ -375,20 +376,22 @@ async fn run(
         }
         None
     } else {
-        let p = engine
+        let mut p = engine
             .prepare_receiver(&request, "", args.account.as_deref())
             .await?;
         let why = match &source {
             Err(why) => Some(why.clone()),
             Ok(src) => match carry::plan(src, &p, &receiver_cwd, &known).await {
                 Ok(c) => {
+                    // The receiver again, resuming: its CLI must be able to.
                     let mut with_resume = request.clone();
                     with_resume.resume = Some(c.resume.clone());
                     match engine
                         .prepare_receiver(&with_resume, "", args.account.as_deref())
                         .await
                     {
-                        Ok(_) => {
+                        Ok(resuming) => {
+                            p = resuming;
                             request.resume = Some(c.resume.clone());
                             planned_carry = Some(c);
                             None
@@ -408,9 +411,6 @@ async fn run(
             }
             not_carried = Some(why);
         }
-        let p = engine
-            .prepare_receiver(&request, "", args.account.as_deref())
-            .await?;
         result.target = Some(ContinueTarget {
             model: p.request.model.clone(),
             effort: p.request.effort.clone(),
@@ -460,7 +460,12 @@ async fn run(
             &plan.target.provider,
         )
     {
-        match carry::judge_earlier(p, &id, &src.transcript).await {
+        let carried = if src.session.provider == plan.target.provider {
+            src.transcript.clone()
+        } else {
+            carry::masked(&src.transcript, &known).0
+        };
+        match carry::judge_earlier(p, &id, &carried).await {
             carry::Earlier::None => {}
             carry::Earlier::Replace { session_id, path } => replace = Some((session_id, path)),
             carry::Earlier::Keep(why) => {
@@ -539,7 +544,6 @@ async fn run(
             "cancelled by a signal before anything changed".into(),
         ));
     }
-    drop(planned);
 
     // From here on, things change. The checkpoint first.
     let Plan {
@@ -707,6 +711,7 @@ async fn run(
             target: &target,
             route,
             message: message.clone(),
+            known: &known,
         };
         let code = finish_remote(args, &rp, &local, result, cancel.clone()).await?;
         drop(lease);
@@ -714,16 +719,8 @@ async fn run(
     }
 
     // The receiver's store gets the carried session.
-    let receiver_for_carry = if planned_carry.is_some() {
-        Some(
-            engine
-                .prepare_receiver(&request, "", args.account.as_deref())
-                .await
-                .map_err(End::NotStarted)?,
-        )
-    } else {
-        None
-    };
+    // The receiver as planned (resuming) knows its store.
+    let receiver_for_carry = planned.filter(|_| planned_carry.is_some());
     let carried = match (&planned_carry, &source, &receiver_for_carry) {
         (Some(c), Some(src), Some(p)) => {
             let done = carry::perform(c.mode, src, p, &work_root, &known)
@@ -739,6 +736,12 @@ async fn run(
                 && *old != done.session_id
                 && std::fs::remove_file(path).is_ok()
             {
+                // A Claude Code session keeps sub-agent transcripts and large tool results in a
+                // folder named after it.
+                let companion = path.with_extension("");
+                if companion.is_dir() && companion.file_name() == Some(old.as_str()) {
+                    let _ = std::fs::remove_dir_all(&companion);
+                }
                 carry_report.replaced = Some(old.clone());
             }
             Some(done)
@@ -911,6 +914,7 @@ async fn run(
                 run,
                 &watched,
                 args.ready_timeout,
+                from.account.as_deref(),
                 &scratch_path,
             )
             .await
@@ -963,6 +967,8 @@ async fn run(
     });
     annotate(&store, &row.id, &verdict, None);
     let continued = verdict.result != ContinuityResult::NotContinued;
+    // A receiver stopped before it resumed anything has not taken the task.
+    let takes_task = continued && !watched.stopped_starting;
     result.continuity = Some(verdict.clone());
 
     // Started: the task is the receiver's now, unless it did not continue.
@@ -988,14 +994,16 @@ async fn run(
         result.reason = Some(format!("not continued: {}", verdict.reason));
         return Ok(NOT_STARTED);
     }
-    let _ = store.set_agent(
-        &work_task.id,
-        &TaskAgent {
-            provider: target.provider.clone(),
-            model: target_ref.model.clone(),
-            account: target.account.clone(),
-        },
-    );
+    if takes_task {
+        let _ = store.set_agent(
+            &work_task.id,
+            &TaskAgent {
+                provider: target.provider.clone(),
+                model: target_ref.model.clone(),
+                account: target.account.clone(),
+            },
+        );
+    }
     result.outcome = ContinueOutcome::Started;
     result.exit_code = exit::OK;
     if let Some(before) = before {
@@ -1049,7 +1057,10 @@ async fn watch_receiver(
     let turn = engine.start_receiver(receiver, timeout, stopped);
     tokio::pin!(turn);
     let started = std::time::Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // Checks start every half second and slow down to every five (a store read through its
+    // CLI, such as OpenCode's export, costs a process each time).
+    let mut every = Duration::from_millis(500);
+    let mut next = tokio::time::Instant::now() + every;
     let mut seen = false;
     let mut stopped_starting = false;
     let mut signals = true;
@@ -1065,16 +1076,21 @@ async fn watch_receiver(
                     Err(_) => signals = false,
                 }
             }
-            _ = tick.tick(), if carried.is_some() && !seen && !stopped_starting => {
-                if let Some(c) = carried
-                    && let carry::StoreVerdict::Read(handoff_core::Resumption::Continued) =
-                        carry::store_verdict(receiver, c).await
-                {
-                    seen = true;
-                } else if started.elapsed() >= ready {
-                    stopped_starting = true;
-                    let _ = stop.send(true);
+            () = tokio::time::sleep_until(next), if carried.is_some() && !seen && !stopped_starting => {
+                if let Some(c) = carried {
+                    match carry::store_verdict(receiver, c).await {
+                        carry::StoreVerdict::Read(handoff_core::Resumption::Continued) => seen = true,
+                        // Can't tell from the store: the turn goes on; the probe decides later.
+                        carry::StoreVerdict::Unreadable(_) => {}
+                        _ if started.elapsed() >= ready => {
+                            stopped_starting = true;
+                            let _ = stop.send(true);
+                        }
+                        _ => {}
+                    }
                 }
+                every = (every * 3 / 2).min(Duration::from_secs(5));
+                next = tokio::time::Instant::now() + every;
             }
         }
     }
@@ -1090,9 +1106,10 @@ async fn decide(
     run: &handoff_core::ReceiverRun,
     watched: &Watched,
     ready_secs: u64,
+    account: Option<&str>,
     scratch: &Utf8Path,
 ) -> Continuity {
-    let original = carry::original_appended(engine, source, scratch).await;
+    let original = carry::original_appended(engine, source, account, scratch).await;
     let mut checks = ContinuityChecks {
         original_appended: Some(original),
         session_resumed: None,
@@ -1139,7 +1156,10 @@ async fn decide(
                 "the receiver had not resumed the carried session {} after {ready_secs} s and was stopped",
                 carried.session_id
             ),
-            None,
+            Some(format!(
+                "the task stays with {}; run handoff continue again with a longer --ready-timeout",
+                source.session.provider
+            )),
             checks,
         );
     }
@@ -1290,6 +1310,15 @@ async fn inspect_remote(
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let ssh = remote::Ssh::new(&dest.host, &env);
     let name = plan.root.file_name().unwrap_or("repo");
+    let first = plan
+        .git
+        .run(&["rev-list", "--max-parents=0", "HEAD"])
+        .map_err(End::Rejected)?;
+    let first = String::from_utf8_lossy(&first.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let script = remote::inspect_script(
         dest.path.as_deref(),
         plan.root.as_str(),
@@ -1297,6 +1326,7 @@ async fn inspect_remote(
         exe,
         &url,
         &plan.branch,
+        &first,
     );
     let out = ssh
         .step("inspecting the other machine", &script, b"", REMOTE_STEP)
@@ -1307,6 +1337,20 @@ async fn inspect_remote(
     if i.handoff.is_none() {
         return Err(End::Rejected(format!(
             "--on: handoff is not installed on {host} (not found on its PATH)"
+        )));
+    }
+    let ours = format!("handoff {}", env!("CARGO_PKG_VERSION"));
+    if i.handoff_version.as_deref() != Some(ours.as_str()) {
+        return Err(End::Rejected(format!(
+            "--on: {host} runs {}, this machine {ours}: install the same version there",
+            i.handoff_version
+                .as_deref()
+                .unwrap_or("a handoff without a version")
+        )));
+    }
+    if i.no_setsid {
+        return Err(End::Rejected(format!(
+            "--on: {host} has no setsid (util-linux), which keeps the receiver running after the connection closes"
         )));
     }
     if i.receiver.is_none() {
@@ -1322,6 +1366,13 @@ async fn inspect_remote(
                 i.path
             )));
         }
+        "present" if i.foreign => {
+            return Err(End::Rejected(format!(
+                "--on: '{}' on {host} is another project's repository (it lacks this one's first commit {})",
+                i.path,
+                remote::short(&first)
+            )));
+        }
         "present" if i.dirty => {
             return Err(End::Rejected(format!(
                 "--on: '{}' on {host} has uncommitted changes; commit or stash them there first",
@@ -1329,6 +1380,21 @@ async fn inspect_remote(
             )));
         }
         _ => {}
+    }
+    if let Some(there) = &i.branch_there {
+        // The checkpoint descends from HEAD: the branch there must be behind HEAD or at it.
+        let behind = plan
+            .git
+            .run(&["merge-base", "--is-ancestor", there, "HEAD"])
+            .is_ok();
+        if !behind {
+            return Err(End::Rejected(format!(
+                "--on: branch '{}' in '{}' on {host} is at {}, which is not in this branch's history: merge or drop those commits there first",
+                plan.branch,
+                i.path,
+                remote::short(there)
+            )));
+        }
     }
     if let Some(e) = &i.ls_remote_error {
         return Err(End::Rejected(format!(
@@ -1344,14 +1410,14 @@ async fn inspect_remote(
             Some(h) if !plan.prepared.committed.is_empty() => format!(
                 "the checkpoint will be a new commit on '{}' (now at {})",
                 plan.branch,
-                &h[..h.len().min(12)]
+                remote::short(h)
             ),
             Some(h) => format!(
                 "'{}' on '{}' is at {}, not at HEAD {}",
                 plan.branch,
                 git_remote.name,
-                &h[..h.len().min(12)],
-                &plan.head[..plan.head.len().min(12)]
+                remote::short(h),
+                remote::short(&plan.head)
             ),
         };
         return Err(End::Rejected(format!(
@@ -1380,6 +1446,7 @@ struct LocalHandoff<'a> {
     target: &'a ContinueTarget,
     route: Route,
     message: Option<String>,
+    known: &'a [String],
 }
 
 /// Puts the repository on the other machine at the checkpoint, sends it the note and the
@@ -1454,7 +1521,8 @@ async fn finish_remote(
             "preparing the repository",
             &remote::prepare_script(&path, &rp.url, local.branch, local.commit),
             b"",
-            REMOTE_STEP,
+            // A clone can take long.
+            Duration::from_secs(args.timeout).max(REMOTE_STEP),
         )
         .await
     {
@@ -1498,7 +1566,7 @@ async fn finish_remote(
         .step(
             "sending the note",
             &remote::upload_script(&id, "note.md"),
-            local.note_text.as_bytes(),
+            redact(local.note_text, local.known).0.as_bytes(),
             REMOTE_STEP,
         )
         .await
@@ -1601,13 +1669,7 @@ async fn finish_remote(
             _ = cancel.changed() => {}
         }
         if *cancel.borrow() {
-            let _ = ssh
-                .run(
-                    &format!("kill \"$(cat \"{}/pid\")\"", remote::incoming_dir(&id)),
-                    b"",
-                    REMOTE_STEP,
-                )
-                .await;
+            let _ = ssh.run(&remote::stop_script(&id), b"", REMOTE_STEP).await;
             let _ = local.store.finish_handoff(
                 &row.id,
                 &HandoffOutcome::NotStarted {
@@ -1623,29 +1685,56 @@ async fn finish_remote(
             Ok(out) if out.code == 0 && out.value("running").as_deref() == Some("0") => break out,
             Ok(_) | Err(_) if std::time::Instant::now() < deadline => {}
             Ok(out) => {
+                let _ = ssh.run(&remote::stop_script(&id), b"", REMOTE_STEP).await;
                 return Err(fail(
                     format!(
-                        "no result from handoff continue there: {}",
+                        "no result from handoff continue there in time; it was stopped: {}",
                         out.stderr_tail()
                     ),
                     result,
                 ));
             }
-            Err(e) => return Err(fail(e, result)),
+            Err(e) => {
+                let _ = ssh.run(&remote::stop_script(&id), b"", REMOTE_STEP).await;
+                return Err(fail(e, result));
+            }
         }
     };
+    // Undone only while the repository there is exactly the checkpoint: a run that got further
+    // may have work in it.
+    let untouched = ssh
+        .run(
+            &remote::untouched_script(&path, local.commit),
+            b"",
+            REMOTE_STEP,
+        )
+        .await
+        .is_ok_and(|o| o.code == 0);
     let text = outcome.value("result").unwrap_or_default();
     let there: ContinueResult = match serde_json::from_str(text.trim()) {
         Ok(r) => r,
         Err(_) => {
             let why = outcome.value("stderr").unwrap_or_default();
-            undo(ssh).await;
+            if untouched {
+                undo(ssh).await;
+            }
             return Err(fail(
                 format!("handoff continue there printed no result: {}", why.trim()),
                 result,
             ));
         }
     };
+    if there.outcome == ContinueOutcome::Rejected && untouched {
+        undo(ssh).await;
+    }
+    // What was sent is not needed any more (the note there is rendered into its own store).
+    let _ = ssh
+        .run(
+            &format!("rm -rf \"{}\"", remote::incoming_dir(&id)),
+            b"",
+            REMOTE_STEP,
+        )
+        .await;
 
     // Its result is ours, with the local checks and records added.
     result.carry = there.carry.clone();

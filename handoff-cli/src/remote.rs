@@ -31,7 +31,15 @@ pub fn parse_destination(s: &str) -> Result<Destination, String> {
     }
     let (host, path) = if let Some(rest) = s.strip_prefix("ssh://") {
         match rest.find('/') {
-            Some(i) => (format!("ssh://{}", &rest[..i]), Some(rest[i..].to_owned())),
+            Some(i) => {
+                let p = &rest[i..];
+                // `ssh://host/~/x` names `~/x`.
+                let p = p
+                    .strip_prefix('/')
+                    .filter(|p| p.starts_with("~/"))
+                    .unwrap_or(p);
+                (format!("ssh://{}", &rest[..i]), Some(p.to_owned()))
+            }
             None => (s.to_owned(), None),
         }
     } else {
@@ -253,9 +261,16 @@ pub struct Inspection {
     pub branch_head: Option<String>,
     /// Why the remote machine could not list the git remote, if it could not.
     pub ls_remote_error: Option<String>,
+    /// Whether the repository there lacks this one's first commit (another project).
+    pub foreign: bool,
+    /// Where the branch points in the repository there, when it has it.
+    pub branch_there: Option<String>,
+    /// Whether `setsid` is missing there.
+    pub no_setsid: bool,
 }
 
-/// The script that inspects the remote machine: `key=value` lines.
+/// The script that inspects the remote machine: `key=value` lines. `root` is the repository's
+/// first commit: a repository there without it is another project.
 pub fn inspect_script(
     path: Option<&str>,
     local_root: &str,
@@ -263,32 +278,35 @@ pub fn inspect_script(
     receiver_exe: &str,
     url: &str,
     branch: &str,
+    root: &str,
 ) -> String {
     let q = |s: &str| shell_word(s);
     format!(
         r#"set -u
-echo "home=$HOME"
 if h=$(command -v handoff 2>/dev/null); then echo "handoff=$h"; echo "handoffVersion=$(handoff --version 2>/dev/null | head -n 1)"; fi
 if r=$(command -v {exe} 2>/dev/null); then echo "receiver=$r"; fi
+command -v setsid >/dev/null 2>&1 || echo "noSetsid=1"
 p={path}
 if [ -z "$p" ]; then
-  if [ -e {local}/.git ]; then p={local}; else p="$HOME/handoff/"{name}; fi
+  if [ -e {local}/.git ] && git -C {local} cat-file -e {root}^{{commit}} 2>/dev/null; then p={local}; else p="$HOME/handoff/"{name}; fi
 fi
 case "$p" in "~/"*) p="$HOME/${{p#\~/}}";; esac
 echo "path=$p"
 if [ -e "$p/.git" ]; then
   echo "repo=present"
+  git -C "$p" cat-file -e {root}^{{commit}} 2>/dev/null || echo "foreign=1"
   if [ -n "$(git -C "$p" status --porcelain 2>/dev/null | head -n 1)" ]; then echo "dirty=1"; fi
-  echo "head=$(git -C "$p" rev-parse -q --verify HEAD 2>/dev/null)"
-  echo "branch=$(git -C "$p" symbolic-ref -q --short HEAD 2>/dev/null)"
+  echo "branchThere=$(git -C "$p" rev-parse -q --verify {refname} 2>/dev/null)"
 elif [ -e "$p" ]; then echo "repo=not-a-repo"
 else echo "repo=absent"
 fi
-if out=$(GIT_TERMINAL_PROMPT=0 git ls-remote {url} {refname} 2>&1); then
+e=$(mktemp)
+if out=$(GIT_TERMINAL_PROMPT=0 git ls-remote {url} {refname} 2>"$e"); then
   echo "branchHead=$(printf '%s\n' "$out" | head -n 1 | cut -f 1)"
 else
-  echo "lsRemoteError=$(printf '%s\n' "$out" | tail -n 1)"
+  echo "lsRemoteError=$(tail -n 1 "$e")"
 fi
+rm -f "$e"
 "#,
         exe = q(receiver_exe),
         path = q(path.unwrap_or("")),
@@ -296,7 +314,20 @@ fi
         name = q(repo_name),
         url = q(url),
         refname = q(&format!("refs/heads/{branch}")),
+        root = q(root),
     )
+}
+
+/// A full object id (40 or 64 lowercase hex digits).
+pub fn is_object_id(s: &str) -> bool {
+    matches!(s.len(), 40 | 64)
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The first 12 characters of an object id, for messages.
+pub fn short(id: &str) -> String {
+    id.chars().take(12).collect()
 }
 
 /// Reads the inspection script's output.
@@ -309,7 +340,10 @@ pub fn read_inspection(out: &Remote) -> Inspection {
         path: v("path").unwrap_or_default(),
         repo: v("repo").unwrap_or_default(),
         dirty: v("dirty").is_some(),
-        branch_head: v("branchHead"),
+        foreign: v("foreign").is_some(),
+        branch_there: v("branchThere").filter(|h| is_object_id(h)),
+        no_setsid: v("noSetsid").is_some(),
+        branch_head: v("branchHead").filter(|h| is_object_id(h)),
         ls_remote_error: v("lsRemoteError"),
     }
 }
@@ -400,10 +434,28 @@ pub fn upload_script(id: &str, name: &str) -> String {
 pub fn start_script(id: &str, path: &str, args: &[String]) -> String {
     let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
     format!(
-        "set -eu\numask 077\nd=\"{dir}\"\ncd {path}\nsetsid nohup handoff continue {args} > \"$d/result.json\" 2> \"$d/stderr.log\" < /dev/null &\necho $! > \"$d/pid\"\necho \"pid=$!\"\n",
+        "set -eu\nd=\"{dir}\"\ncd {path}\nsetsid nohup handoff continue {args} > \"$d/result.json\" 2> \"$d/stderr.log\" < /dev/null &\necho $! > \"$d/pid\"\necho \"pid=$!\"\n",
         dir = incoming_dir(id),
         path = shell_word(path),
         args = words.join(" "),
+    )
+}
+
+/// The script that stops the detached run: its whole session, handoff and the receiver.
+pub fn stop_script(id: &str) -> String {
+    format!(
+        "pid=$(cat \"{}/pid\" 2>/dev/null) && kill -TERM -- -\"$pid\" 2>/dev/null; true\n",
+        incoming_dir(id)
+    )
+}
+
+/// The script that succeeds when the repository at `path` is exactly `commit`: HEAD there
+/// and nothing changed.
+pub fn untouched_script(path: &str, commit: &str) -> String {
+    format!(
+        "test \"$(git -C {p} rev-parse HEAD)\" = {c} && test -z \"$(git -C {p} status --porcelain)\"\n",
+        p = shell_word(path),
+        c = shell_word(commit)
     )
 }
 
@@ -438,6 +490,7 @@ mod tests {
             d("me@box:~/w/repo").unwrap().path.as_deref(),
             Some("~/w/repo")
         );
+        assert_eq!(d("ssh://box/~/r").unwrap().path.as_deref(), Some("~/r"));
         let u = d("ssh://me@box:2222/srv/repo").unwrap();
         assert_eq!(u.host, "ssh://me@box:2222");
         assert_eq!(u.path.as_deref(), Some("/srv/repo"));
@@ -459,14 +512,18 @@ mod tests {
     fn inspection_reads_key_values() {
         let out = Remote {
             code: 0,
-            stdout: "home=/h\nhandoff=/usr/bin/handoff\nreceiver=/usr/bin/codex\npath=/h/handoff/r\nrepo=absent\nbranchHead=abc\n".into(),
+            stdout: format!(
+                "handoff=/usr/bin/handoff\nreceiver=/usr/bin/codex\npath=/h/handoff/r\nrepo=absent\nbranchHead={}\nbranchThere=warning: x\n",
+                "a".repeat(40)
+            ),
             stderr: String::new(),
         };
         let i = read_inspection(&out);
         assert_eq!(i.receiver.as_deref(), Some("/usr/bin/codex"));
         assert_eq!(i.repo, "absent");
         assert!(!i.dirty);
-        assert_eq!(i.branch_head.as_deref(), Some("abc"));
+        assert_eq!(i.branch_head, Some("a".repeat(40)));
+        assert_eq!(i.branch_there, None, "only object ids are read");
         assert_eq!(i.handoff_version, None);
     }
 

@@ -304,7 +304,6 @@ const STOP_WORDS: &[&str] = &[
     "working",
     "would",
     "your",
-    "were",
     "currently",
     "sentence",
     "sentences",

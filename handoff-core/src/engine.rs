@@ -1237,15 +1237,28 @@ impl Engine {
         self.registry.get(id).cloned()
     }
 
-    /// The store of a session written by `id` on this machine, as the user's own runs of that
-    /// CLI see it: handoff's environment, the CLI's executable when installed, and `scratch`.
-    pub fn user_store(&self, id: &AgentId, scratch: &Utf8Path) -> crate::carry::StoreEnv {
+    /// The store of a session written by `id` on this machine, as that CLI saw it: handoff's
+    /// environment with the configuration's `env` for the agent and, when named, the account's
+    /// variables on top (they may move the store: `CLAUDE_CONFIG_DIR`, `CODEX_HOME`); the CLI's
+    /// executable when installed; and `scratch`.
+    pub fn user_store(
+        &self,
+        id: &AgentId,
+        scratch: &Utf8Path,
+        account: Option<&str>,
+    ) -> crate::carry::StoreEnv {
         let executable = self
             .registry
             .get(id)
             .and_then(|p| locate(p.spec(), &self.options.env));
+        let config = self.options.config.agent(id);
+        let mut vars = self.options.env.clone();
+        vars.extend(config.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if let Some(acc) = account.and_then(|a| config.accounts.get(a)) {
+            vars.extend(acc.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         crate::carry::StoreEnv {
-            vars: self.options.env.clone(),
+            vars,
             executable,
             scratch: Some(scratch.to_owned()),
         }

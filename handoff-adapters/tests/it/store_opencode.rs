@@ -684,7 +684,10 @@ fn carrying_needs_opencode_1_2_24() {
     let old = OpenCode.resume_support(Some("1.2.23")).unwrap_err();
     assert!(old.contains("1.2.24") && !old.contains('\n'), "{old}");
     assert!(OpenCode.resume_support(None).is_err());
-    assert!(OpenCode.native_fork());
+    assert!(
+        !OpenCode.native_fork(),
+        "OpenCode picks a fork's id itself: handoff copies instead"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -440,7 +440,15 @@ fn a_receiver_still_starting_after_the_ready_timeout_is_inconclusive() {
     let c = &run.json["continuity"];
     assert_eq!(c["result"], "inconclusive", "{c:#}");
     assert!(c["reason"].as_str().unwrap().contains("after 1 s"), "{c:#}");
-    assert!(c["next"].is_string());
+    assert!(
+        c["next"].as_str().unwrap().contains("--ready-timeout"),
+        "{c:#}"
+    );
+    assert_eq!(
+        log_json(&sb)["task"]["agent"]["provider"],
+        "claude",
+        "a receiver stopped before it resumed anything has not taken the task"
+    );
 }
 
 #[test]
@@ -797,8 +805,17 @@ fn a_session_given_as_a_file_is_copied_not_forked() {
     assert_eq!(carry["source"]["found"], "file", "{carry:#}");
     assert_eq!(carry["mode"], "native-copy", "{carry:#}");
     assert_eq!(run.json["continuity"]["result"], "continued");
-    // A relative path is refused.
-    let run = continue_(&sb, &["--to", "codex", "--session", "private/x.jsonl"]);
+    // A relative path is refused, even to a file that exists.
+    let note = note_file(&sb);
+    let cwd = repo_path(&sb);
+    let run = sb.exec(
+        sb.command()
+            .current_dir(&sb.private)
+            .args(["continue", "--cwd", &cwd, "--note-file", &note])
+            .args(["--to", "codex", "--session"])
+            .arg(format!("./{CLAUDE_SOURCE}.jsonl")),
+    );
+    assert!(sb.private.join(format!("{CLAUDE_SOURCE}.jsonl")).is_file());
     assert_eq!(run.code, 5, "{run:#?}");
     assert!(run.stderr.contains("absolute path"), "{}", run.stderr);
 }

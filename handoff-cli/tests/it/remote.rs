@@ -407,3 +407,121 @@ fn the_receiver_there_survives_the_connection_and_home_paths_expand_there() {
     let v: Value = serde_json::from_str(log.1.trim()).unwrap();
     assert_eq!(v["task"]["agent"]["provider"], "codex");
 }
+
+/// Replaces `handoff` on the other machine with a script.
+fn fake_handoff_there(sb: &Sandbox, script: &str) {
+    let bin = sb.root.join("other/bin");
+    std::fs::remove_file(bin.join("handoff")).unwrap();
+    std::fs::write(bin.join("handoff"), script).unwrap();
+    std::fs::set_permissions(
+        bin.join("handoff"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+#[test]
+fn what_is_there_already_is_respected() {
+    let sb = sandbox();
+    let bare = with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&sb, &["codex"]);
+    let clone = |to: &Path| {
+        let out = std::process::Command::new("git")
+            .args(["clone", "-q"])
+            .arg(&bare)
+            .arg(to)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+
+    // A clone there whose branch has a commit this machine lacks.
+    clone(&other.path);
+    for (k, v) in [("user.name", "t"), ("user.email", "t@example.invalid")] {
+        git_in(&other.path, &["config", k, v]);
+    }
+    std::fs::write(other.path.join("theirs.txt"), "x").unwrap();
+    git_in(&other.path, &["add", "theirs.txt"]);
+    git_in(&other.path, &["commit", "-q", "-m", "work done there"]);
+    let theirs = git_in(&other.path, &["rev-parse", "HEAD"]);
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains("not in this branch's history"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        git_in(&other.path, &["rev-parse", "HEAD"]),
+        theirs,
+        "left as it was"
+    );
+    std::fs::remove_dir_all(&other.path).unwrap();
+
+    // Another project's repository at that path.
+    std::fs::create_dir_all(&other.path).unwrap();
+    git_in(&other.path, &["init", "-q"]);
+    for (k, v) in [("user.name", "t"), ("user.email", "t@example.invalid")] {
+        git_in(&other.path, &["config", k, v]);
+    }
+    git_in(
+        &other.path,
+        &["commit", "-q", "--allow-empty", "-m", "other project"],
+    );
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr.contains("another project's repository"),
+        "{}",
+        run.stderr
+    );
+    std::fs::remove_dir_all(&other.path).unwrap();
+
+    // Another version of handoff there.
+    fake_handoff_there(&sb, "#!/bin/sh\necho 'handoff 9.9.9'\n");
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("runs handoff 9.9.9"), "{}", run.stderr);
+    assert!(!other.path.exists());
+}
+
+#[test]
+fn a_refusal_there_is_undone() {
+    let sb = sandbox();
+    with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&sb, &["codex"]);
+    // The other machine's configuration has no such account: its handoff refuses.
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--account", "nope"],
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.json["outcome"], "not-started");
+    assert!(
+        run.stderr.contains("unknown account 'nope'"),
+        "{}",
+        run.stderr
+    );
+    assert!(!other.path.exists(), "the clone is removed");
+    assert!(files_under(&other.home.join(".local/state/handoff/incoming")).is_empty());
+    assert!(files_under(&other.home.join(".codex")).is_empty());
+}

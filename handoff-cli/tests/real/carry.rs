@@ -13,6 +13,8 @@ use super::Rig;
 
 /// What the first agent's turn says: found again in the second agent's request.
 pub(super) const FIRST_ANSWER: &str = "first-agent-marker-3c1e: the parser's first pass is done";
+/// Only the first agent's prompt holds this: found again in the second agent's request.
+pub(super) const FIRST_PROMPT: &str = "first-prompt-marker-51d9: start with the tokenizer";
 /// What the second agent answers.
 pub(super) const SECOND_ANSWER: &str = "second-agent-marker-8b77: continuing with the second pass";
 /// Only the note's Current state and Next steps use these words.
@@ -86,7 +88,16 @@ pub(super) fn first_session(rig: &Rig, from: &str, to: &str) -> String {
         .set_script(Script::new([Step::text(FIRST_ANSWER)]));
     let (code, r) = continue_(
         rig,
-        &["--from", from, "--to", to, "--fallback", "fresh-agent"],
+        &[
+            "--from",
+            from,
+            "--to",
+            to,
+            "--fallback",
+            "fresh-agent",
+            "--message",
+            FIRST_PROMPT,
+        ],
     );
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(r["continuity"]["result"], "fresh-agent", "{r:#}");
@@ -163,7 +174,7 @@ fn carried_and_resumed(from: &'static str, to: &'static str) {
         "{from}→{to}: the earlier answer is not in the resumed request"
     );
     assert!(
-        request.contains("handed this task over to you"),
+        request.contains(FIRST_PROMPT),
         "{from}→{to}: the earlier prompt is not in the resumed request"
     );
     assert_eq!(
@@ -273,4 +284,27 @@ fn carry_a_source_edited_mid_carry_is_not_continued() {
 #[ignore = "real CLI: run with cargo xtask e2e-real"]
 fn carry_claude_to_opencode_is_imported_and_resumed() {
     carried_and_resumed("claude", "opencode");
+}
+
+#[test]
+#[ignore = "real CLI: run with cargo xtask e2e-real"]
+fn carry_opencode_to_opencode_is_a_copy_with_fresh_ids() {
+    let rig = rig();
+    let source = first_session(&rig, "claude", "opencode");
+    rig.server.clear_log();
+    rig.server
+        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
+    let (code, r) = continue_(&rig, &["--to", "opencode"]);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["carry"]["mode"], "native-copy", "{:#}", r["carry"]);
+    let copy = r["carry"]["sessionId"].as_str().unwrap();
+    assert_ne!(copy, source);
+    assert_eq!(r["receiver"]["sessionId"], copy);
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{:#}",
+        r["continuity"]
+    );
+    let request = last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER) && request.contains(FIRST_PROMPT));
 }

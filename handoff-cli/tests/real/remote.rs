@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use handoff_testkit::model_server::{Script, Step};
 use handoff_testkit::ssh::SshHost;
 
-use super::carry::{FIRST_ANSWER, SECOND_ANSWER, files_under, first_session, last_request, rig};
+use super::carry::{
+    FIRST_ANSWER, FIRST_PROMPT, SECOND_ANSWER, files_under, first_session, last_request, rig,
+};
 use super::{HANDOFF, real_bin};
 
 #[test]
@@ -84,7 +86,8 @@ fn remote_claude_to_codex_over_ssh_resumes_the_carried_session_there() {
     // Codex ran there, on the carried session, with the earlier turns in its request.
     let rollouts = files_under(&home.join(".codex/sessions"));
     assert_eq!(rollouts.len(), 1, "{rollouts:?}");
-    assert!(last_request(&rig).contains(FIRST_ANSWER));
+    let request = last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER) && request.contains(FIRST_PROMPT));
     assert!(
         files_under(&rig.root.join("codex-home/sessions")).is_empty(),
         "Codex did not run here"
