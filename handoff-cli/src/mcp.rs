@@ -204,6 +204,9 @@ pub struct ContinueInput {
     pub ready_timeout: Option<u64>,
     /// Also ask the receiver what it was last working on and compare with the note (`--probe`).
     pub probe: Option<bool>,
+    /// Continue on another machine: an ssh destination and optionally the repository's path
+    /// there, `host[:path]` (`--on`).
+    pub on: Option<String>,
 }
 
 /// What `handoff_start` runs in the background: exactly one of `run`, `advice`, `continue`.
@@ -294,6 +297,7 @@ impl ContinueInput {
         launch.value("--fallback", self.fallback.as_ref());
         launch.value("--ready-timeout", self.ready_timeout.as_ref());
         launch.switch("--probe", self.probe);
+        launch.value("--on", self.on.as_ref());
         Ok(launch)
     }
 }
