@@ -61,7 +61,100 @@ pub struct SshHost {
     config: PathBuf,
     log: PathBuf,
     // Last, so the files outlive the process that uses them.
+    _keys: TempDir,
     _dir: TempDir,
+}
+
+/// Who logs in to an [`SshHost`] and what every login sees.
+#[derive(Debug, Clone, Copy)]
+pub struct Login<'a> {
+    /// The account (default: the current user).
+    pub user: Option<&'a str>,
+    /// `HOME` of every login.
+    pub home: &'a Path,
+    /// `PATH` of every login.
+    pub path: &'a str,
+    /// More variables of every login.
+    pub env: &'a [(&'a str, &'a str)],
+}
+
+/// The account tests log in as on "the other machine": `handoff-remote`, created (a system
+/// account without a home, shell `/bin/sh`) when missing. Only root can make it: `None`
+/// otherwise.
+///
+/// # Panics
+///
+/// When running as root and `useradd` fails.
+pub fn second_account() -> Option<String> {
+    const NAME: &str = "handoff-remote";
+    if !Uid::effective().is_root() {
+        return None;
+    }
+    if User::from_name(NAME).ok().flatten().is_none() {
+        let out = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--home-dir",
+                "/tmp",
+                "--shell",
+                "/bin/sh",
+                NAME,
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run useradd: {e}"));
+        // Another test may have made it meanwhile.
+        if !out.status.success() && User::from_name(NAME).ok().flatten().is_none() {
+            panic!(
+                "useradd {NAME} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    // useradd leaves the account locked (`!`), which sshd refuses even for keys; `*` only
+    // rules out passwords.
+    let out = Command::new("usermod")
+        .args(["-p", "*", NAME])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run usermod: {e}"));
+    assert!(
+        out.status.success(),
+        "usermod -p '*' {NAME} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(NAME.to_owned())
+}
+
+/// Gives `path` and everything under it to `user` (tests that hand files to the other
+/// machine's account).
+///
+/// # Panics
+///
+/// When the account is unknown or a file can't be changed.
+pub fn give(path: &Path, user: &str) {
+    let account = User::from_name(user)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("no account {user}"));
+    fn walk(p: &Path, uid: Uid, gid: nix::unistd::Gid) {
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            p,
+            Some(uid),
+            Some(gid),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .unwrap_or_else(|e| panic!("cannot chown {}: {e}", p.display()));
+        if p.is_dir() && !p.is_symlink() {
+            for e in fs::read_dir(p)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+                .flatten()
+            {
+                walk(&e.path(), uid, gid);
+            }
+        }
+    }
+    walk(path, account.uid, account.gid);
 }
 
 impl SshHost {
@@ -88,6 +181,23 @@ impl SshHost {
     /// break, sshd exits early (the message carries its log), or no login succeeds within
     /// about 10 seconds.
     pub fn start(remote_home: &Path, remote_path: &str) -> SshHost {
+        SshHost::start_login(&Login {
+            user: None,
+            home: remote_home,
+            path: remote_path,
+            env: &[],
+        })
+    }
+
+    /// Like [`SshHost::start`], for `login.user` (another account: only that account may log
+    /// in, and its key is readable by it) and with `login.env` set for every login too.
+    ///
+    /// # Panics
+    ///
+    /// As [`SshHost::start`].
+    pub fn start_login(login: &Login<'_>) -> SshHost {
+        let remote_home = login.home;
+        let remote_path = login.path;
         assert!(
             Path::new(SSHD).is_file(),
             "{SSHD} not found: the SSH tests need an OpenSSH server (install openssh-server)"
@@ -122,16 +232,29 @@ impl SshHost {
         generate_key(&keygen, &client_key, "handoff-test-client-key");
         let host_public = read_public_key(&host_key);
 
-        let user = current_user();
+        let user = login.user.map_or_else(current_user, str::to_owned);
+        // Another account reads its authorized key itself: it gets a copy it can read.
+        let keys_dir = tempfile::Builder::new()
+            .prefix("handoff-sshd-keys-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+        set_mode(keys_dir.path(), 0o755);
+        let authorized = keys_dir.path().join("authorized_keys");
+        fs::copy(root.join("id_ed25519.pub"), &authorized)
+            .unwrap_or_else(|e| panic!("cannot copy the client key: {e}"));
+        set_mode(&authorized, 0o644);
         let sshd_config = root.join("sshd_config");
         let config = root.join("ssh_config");
         let known_hosts = root.join("known_hosts");
         let log = root.join("sshd.log");
+        let env: Vec<String> = login.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let server = ServerConfig {
             host_key: &host_key,
-            authorized_keys: &root.join("id_ed25519.pub"),
+            authorized_keys: &authorized,
             remote_home,
             remote_path,
+            env: &env,
+            allow_user: login.user,
         };
         let mut penalties = true;
 
@@ -164,6 +287,7 @@ impl SshHost {
                         ssh,
                         config,
                         log,
+                        _keys: keys_dir,
                         _dir: dir,
                     };
                 }
@@ -348,6 +472,8 @@ struct ServerConfig<'a> {
     authorized_keys: &'a Path,
     remote_home: &'a str,
     remote_path: &'a str,
+    env: &'a [String],
+    allow_user: Option<&'a str>,
 }
 
 impl ServerConfig<'_> {
@@ -370,12 +496,20 @@ impl ServerConfig<'_> {
              X11Forwarding no\n\
              LogLevel INFO\n\
              Subsystem sftp internal-sftp\n\
-             SetEnv {home} {path}\n",
+             SetEnv {home} {path}{env}\n",
             host_key = quote(&self.host_key.to_string_lossy()),
             authorized_keys = quote(&self.authorized_keys.to_string_lossy()),
             home = quote(&format!("HOME={}", self.remote_home)),
             path = quote(&format!("PATH={}", self.remote_path)),
+            env = self
+                .env
+                .iter()
+                .map(|e| format!(" {}", quote(e)))
+                .collect::<String>(),
         );
+        if let Some(user) = self.allow_user {
+            text.push_str(&format!("AllowUsers {user}\n"));
+        }
         if penalties {
             // Failed logins in a test must not lock 127.0.0.1 out of later ones.
             text.push_str("PerSourcePenalties no\n");

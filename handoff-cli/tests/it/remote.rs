@@ -1,46 +1,105 @@
-//! `handoff continue --on`: the other machine is a throwaway sshd on 127.0.0.1 whose sessions
-//! get their own HOME and PATH; the git remote is a bare repository both sides reach.
+//! `handoff continue --on`: the other machine is a throwaway sshd on 127.0.0.1. Run as root
+//! (CI), it logs in as a second account (`handoff-remote`) whose files, HOME and PATH are its
+//! own; otherwise as this user with its own HOME and PATH. The git remote is a bare repository
+//! both sides reach.
 
 use std::path::{Path, PathBuf};
 
-use handoff_testkit::ssh::SshHost;
+use handoff_testkit::FakeAgents;
+use handoff_testkit::ssh::{Login, SshHost, give, second_account};
 use serde_json::Value;
+use tempfile::TempDir;
 
 use crate::carry::{
     CLAUDE_SOURCE, files_under, home, log_json, note_file, repo_path, sandbox, seed_claude,
 };
 use crate::support::{HANDOFF, Run, Sandbox};
 
-/// The other machine: its HOME, and a PATH with handoff and the fake agents named in `clis`.
+/// The other machine: its own directory, HOME and PATH (handoff and the fake agents named in
+/// `clis`), and the account that logs in.
 struct Other {
     host: SshHost,
     home: PathBuf,
     path: PathBuf,
+    bin: PathBuf,
+    agents: FakeAgents,
+    user: Option<String>,
+    _dir: TempDir,
 }
 
-fn other_machine(sb: &Sandbox, clis: &[&str]) -> Other {
-    let root = sb.root.join("other");
-    let home = root.join("home");
-    let bin = root.join("bin");
-    std::fs::create_dir_all(&home).unwrap();
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
-    for cli in clis {
-        std::os::unix::fs::symlink(sb.agents.bin(cli), bin.join(cli)).unwrap();
+impl Other {
+    /// Hands what a test made at `path` to the other machine's account.
+    fn own(&self, path: &Path) {
+        if let Some(user) = &self.user {
+            give(path, user);
+        }
     }
-    // The fake agents read their settings next to themselves.
-    std::os::unix::fs::symlink(sb.agents.env_file(), bin.join("fake-agent.env")).ok();
+}
+
+/// A directory others may enter.
+fn shared_dir(prefix: &str) -> (TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, root)
+}
+
+fn other_machine(clis: &[&str]) -> Other {
+    let (dir, root) = shared_dir("handoff-other-");
+    let agents = FakeAgents::install(&root);
+    for exe in [
+        "claude",
+        "codex",
+        "opencode",
+        "grok",
+        "kiro-cli",
+        "cursor-agent",
+    ] {
+        if !clis.contains(&exe) {
+            agents.uninstall(exe);
+        }
+    }
+    let bin = agents.bin_dir.clone();
+    std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Its git trusts repositories whoever owns them (the origin belongs to this user).
+    std::fs::write(home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
+    let user = second_account();
+    if let Some(u) = &user {
+        give(&root, u);
+    }
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let host = SshHost::start_login(&Login {
+        user: user.as_deref(),
+        home: &home,
+        path: &path,
+        env: &[],
+    });
     Other {
-        host: SshHost::start(&home, &path),
+        host,
         home,
         path: root.join("repo"),
+        bin,
+        agents,
+        user,
+        _dir: dir,
     }
 }
 
-/// The sandbox's repository with a bare `origin` both machines reach, `main` pushed.
-fn with_origin(sb: &Sandbox) -> PathBuf {
-    let bare = sb.root.join("origin.git");
+/// A bare `origin` both machines reach, with the sandbox's `main` pushed.
+struct Origin {
+    path: PathBuf,
+    _dir: TempDir,
+}
+
+fn with_origin(sb: &Sandbox) -> Origin {
+    let (dir, root) = shared_dir("handoff-origin-");
+    let bare = root.join("origin.git");
     let out = std::process::Command::new("git")
         .args(["init", "-q", "--bare", "-b", "main"])
         .arg(&bare)
@@ -50,7 +109,10 @@ fn with_origin(sb: &Sandbox) -> PathBuf {
     sb.repo
         .git(&["remote", "add", "origin", bare.to_str().unwrap()]);
     sb.repo.git(&["push", "-q", "-u", "origin", "HEAD"]);
-    bare
+    Origin {
+        path: bare,
+        _dir: dir,
+    }
 }
 
 fn continue_on(sb: &Sandbox, other: &Other, dest: &str, args: &[&str]) -> Run {
@@ -83,6 +145,7 @@ fn dest(other: &Other) -> String {
 
 fn git_in(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*"])
         .args(args)
         .current_dir(dir)
         .output()
@@ -94,12 +157,12 @@ fn git_in(dir: &Path, args: &[&str]) -> String {
 #[test]
 fn a_claude_task_continues_on_codex_on_the_other_machine() {
     let sb = sandbox();
-    with_origin(&sb);
+    let _origin = with_origin(&sb);
     let source = seed_claude(&sb);
     let before = std::fs::read(&source).unwrap();
     sb.repo
         .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// wip\n");
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     let run = continue_on(
         &sb,
         &other,
@@ -131,6 +194,12 @@ fn a_claude_task_continues_on_codex_on_the_other_machine() {
             .to_string_lossy()
             .ends_with(&format!("{id}.jsonl"))
     );
+    if let Some(user) = &other.user {
+        // Written there by the other machine's account.
+        let uid = nix::unistd::User::from_name(user).unwrap().unwrap().uid;
+        let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&rollouts[0]).unwrap());
+        assert_eq!(owner, uid.as_raw());
+    }
     let text = std::fs::read_to_string(&rollouts[0]).unwrap();
     assert!(text.contains(other.path.to_str().unwrap()), "re-rooted");
     assert_eq!(
@@ -168,9 +237,9 @@ fn a_claude_task_continues_on_codex_on_the_other_machine() {
 #[test]
 fn a_dry_run_checks_the_other_machine_and_changes_nothing() {
     let sb = sandbox();
-    with_origin(&sb);
+    let _origin = with_origin(&sb);
     seed_claude(&sb);
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     let head = sb.repo.git(&["rev-parse", "HEAD"]);
     let run = continue_on(
         &sb,
@@ -196,7 +265,7 @@ fn a_dry_run_checks_the_other_machine_and_changes_nothing() {
 #[test]
 fn the_other_machine_is_checked_before_anything_changes() {
     let sb = sandbox();
-    with_origin(&sb);
+    let _origin = with_origin(&sb);
     seed_claude(&sb);
     sb.repo
         .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// wip\n");
@@ -204,7 +273,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
     let status = sb.repo.git(&["status", "--porcelain"]);
 
     // Without the receiver's CLI there.
-    let other = other_machine(&sb, &["claude"]);
+    let other = other_machine(&["claude"]);
     let run = continue_on(
         &sb,
         &other,
@@ -221,11 +290,8 @@ fn the_other_machine_is_checked_before_anything_changes() {
     assert!(!other.path.exists());
 
     // The branch is not on the remote at the checkpoint, and --push was not given.
-    let other = {
-        drop(other);
-        std::fs::remove_dir_all(sb.root.join("other")).unwrap();
-        other_machine(&sb, &["codex"])
-    };
+    drop(other);
+    let other = other_machine(&["codex"]);
     let run = continue_on(
         &sb,
         &other,
@@ -239,6 +305,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
     // A path there that is not a repository.
     std::fs::create_dir_all(&other.path).unwrap();
     std::fs::write(other.path.join("file"), "x").unwrap();
+    other.own(&other.path);
     let run = continue_on(
         &sb,
         &other,
@@ -301,11 +368,11 @@ fn bad_destinations_are_refused() {
 #[test]
 fn a_failure_there_is_undone_and_named_with_its_stderr() {
     let sb = sandbox();
-    with_origin(&sb);
+    let origin = with_origin(&sb);
     seed_claude(&sb);
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     // A handoff there that fails once started.
-    let bin = sb.root.join("other/bin");
+    let bin = other.bin.clone();
     std::fs::remove_file(bin.join("handoff")).unwrap();
     std::fs::write(
         bin.join("handoff"),
@@ -340,14 +407,14 @@ fn a_failure_there_is_undone_and_named_with_its_stderr() {
     assert_eq!(log["task"]["agent"]["provider"], "claude", "the task stays");
 
     // A clone that was there already gets its branch and checkout back.
-    let bare = sb.root.join("origin.git");
     let out = std::process::Command::new("git")
         .args(["clone", "-q"])
-        .arg(&bare)
+        .arg(&origin.path)
         .arg(&other.path)
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
+    other.own(&other.path);
     let old = git_in(&other.path, &["rev-parse", "HEAD"]);
     sb.repo
         .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// newer\n");
@@ -378,18 +445,18 @@ fn a_failure_there_is_undone_and_named_with_its_stderr() {
 #[test]
 fn the_receiver_there_survives_the_connection_and_home_paths_expand_there() {
     let sb = sandbox();
-    with_origin(&sb);
+    let _origin = with_origin(&sb);
     seed_claude(&sb);
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     // The receiver takes longer than the connection that started it.
-    sb.agents.set("FAKE_AGENT_RECEIVER_DELAY_MS", "1500");
+    other.agents.set("FAKE_AGENT_RECEIVER_DELAY_MS", "1500");
     let run = continue_on(
         &sb,
         &other,
         &format!("{}:~/work/repo", other.host.alias()),
         &["--from", "claude", "--to", "codex"],
     );
-    sb.agents.unset("FAKE_AGENT_RECEIVER_DELAY_MS");
+    other.agents.unset("FAKE_AGENT_RECEIVER_DELAY_MS");
     assert_eq!(run.code, 0, "{run:#?}");
     let there = other.home.join("work/repo");
     assert_eq!(run.json["remote"]["path"], there.to_str().unwrap());
@@ -409,8 +476,8 @@ fn the_receiver_there_survives_the_connection_and_home_paths_expand_there() {
 }
 
 /// Replaces `handoff` on the other machine with a script.
-fn fake_handoff_there(sb: &Sandbox, script: &str) {
-    let bin = sb.root.join("other/bin");
+fn fake_handoff_there(other: &Other, script: &str) {
+    let bin = &other.bin;
     std::fs::remove_file(bin.join("handoff")).unwrap();
     std::fs::write(bin.join("handoff"), script).unwrap();
     std::fs::set_permissions(
@@ -423,13 +490,13 @@ fn fake_handoff_there(sb: &Sandbox, script: &str) {
 #[test]
 fn what_is_there_already_is_respected() {
     let sb = sandbox();
-    let bare = with_origin(&sb);
+    let origin = with_origin(&sb);
     seed_claude(&sb);
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     let clone = |to: &Path| {
         let out = std::process::Command::new("git")
             .args(["clone", "-q"])
-            .arg(&bare)
+            .arg(&origin.path)
             .arg(to)
             .output()
             .unwrap();
@@ -445,6 +512,7 @@ fn what_is_there_already_is_respected() {
     git_in(&other.path, &["add", "theirs.txt"]);
     git_in(&other.path, &["commit", "-q", "-m", "work done there"]);
     let theirs = git_in(&other.path, &["rev-parse", "HEAD"]);
+    other.own(&other.path);
     let run = continue_on(
         &sb,
         &other,
@@ -474,6 +542,7 @@ fn what_is_there_already_is_respected() {
         &other.path,
         &["commit", "-q", "--allow-empty", "-m", "other project"],
     );
+    other.own(&other.path);
     let run = continue_on(
         &sb,
         &other,
@@ -489,7 +558,7 @@ fn what_is_there_already_is_respected() {
     std::fs::remove_dir_all(&other.path).unwrap();
 
     // Another version of handoff there.
-    fake_handoff_there(&sb, "#!/bin/sh\necho 'handoff 9.9.9'\n");
+    fake_handoff_there(&other, "#!/bin/sh\necho 'handoff 9.9.9'\n");
     let run = continue_on(
         &sb,
         &other,
@@ -504,9 +573,9 @@ fn what_is_there_already_is_respected() {
 #[test]
 fn a_refusal_there_is_undone() {
     let sb = sandbox();
-    with_origin(&sb);
+    let _origin = with_origin(&sb);
     seed_claude(&sb);
-    let other = other_machine(&sb, &["codex"]);
+    let other = other_machine(&["codex"]);
     // The other machine's configuration has no such account: its handoff refuses.
     let run = continue_on(
         &sb,

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 use handoff_testkit::model_server::{Script, Step};
-use handoff_testkit::ssh::SshHost;
+use handoff_testkit::ssh::{Login, SshHost, give, second_account};
 
 use super::carry::{
     FIRST_ANSWER, FIRST_PROMPT, SECOND_ANSWER, files_under, first_session, last_request, rig,
@@ -17,7 +17,16 @@ use super::{HANDOFF, real_bin};
 #[ignore = "real CLI: run with cargo xtask e2e-real"]
 fn remote_claude_to_codex_over_ssh_resumes_the_carried_session_there() {
     let rig = rig();
-    let bare = rig.root.join("origin.git");
+    // The origin and the other machine live outside the rig's private directory: run as root,
+    // the other machine is a second account.
+    let shared = |prefix: &str| {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, path)
+    };
+    let (_origin_dir, origin) = shared("handoff-real-origin-");
+    let bare = origin.join("origin.git");
     let out = std::process::Command::new("git")
         .args(["init", "-q", "--bare", "-b", "main"])
         .arg(&bare)
@@ -33,7 +42,7 @@ fn remote_claude_to_codex_over_ssh_resumes_the_carried_session_there() {
 
     // The other machine: its own HOME (with the same gateway configuration), handoff and the
     // real CLIs on its PATH.
-    let other = rig.root.join("other");
+    let (_other_dir, other) = shared("handoff-real-other-");
     let home = other.join("home");
     let bin = other.join("bin");
     let config = home.join(".config/handoff");
@@ -46,12 +55,22 @@ fn remote_claude_to_codex_over_ssh_resumes_the_carried_session_there() {
     )
     .unwrap();
     std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
+    let user = second_account();
+    if let Some(u) = &user {
+        give(&other, u);
+    }
     let path = format!(
         "{}:{}:/usr/local/bin:/usr/bin:/bin",
         bin.display(),
         real_bin().display()
     );
-    let host = SshHost::start(&home, &path);
+    let host = SshHost::start_login(&Login {
+        user: user.as_deref(),
+        home: &home,
+        path: &path,
+        env: &[],
+    });
     let repo_there: PathBuf = other.join("repo");
 
     rig.server.clear_log();

@@ -164,3 +164,34 @@ fn ssh_drop_leaves_no_sshd_no_login_and_no_files() {
     assert_eq!(status.code(), Some(255), "the open login failed with sshd");
     assert!(started.elapsed() < Duration::from_secs(30));
 }
+
+#[test]
+fn ssh_logins_as_the_second_account_run_as_it() {
+    let Some(user) = handoff_testkit::ssh::second_account() else {
+        // Only root can make the account; the other tests cover this user's logins.
+        assert!(!nix::unistd::Uid::effective().is_root());
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(dir.path()).unwrap().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    handoff_testkit::ssh::give(&home, &user);
+    let host = handoff_testkit::ssh::SshHost::start_login(&handoff_testkit::ssh::Login {
+        user: Some(&user),
+        home: &home,
+        path: "/usr/bin:/bin",
+        env: &[("HANDOFF_TEST_MARK", "set")],
+    });
+    let (code, out, err) =
+        host.exec("id -un; echo $HOME; echo $HANDOFF_TEST_MARK; touch \"$HOME/made\"");
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines, [user.as_str(), home.to_str().unwrap(), "set"]);
+    let uid = nix::unistd::User::from_name(&user).unwrap().unwrap().uid;
+    let owner = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(home.join("made")).unwrap());
+    assert_eq!(
+        owner,
+        uid.as_raw(),
+        "files there belong to the second account"
+    );
+}
