@@ -760,8 +760,17 @@ pub(crate) fn copy(
         refuse_existing(path)?;
     }
     if !target.dry_run {
-        for (path, data) in &plan {
-            write_new(path, data)?;
+        for (i, (path, data)) in plan.iter().enumerate() {
+            if let Err(e) = write_new(path, data) {
+                // All or nothing: what this copy wrote already goes again.
+                for (written, _) in &plan[..i] {
+                    let _ = std::fs::remove_file(written);
+                }
+                if let Some((main, _)) = plan.first() {
+                    let _ = std::fs::remove_dir_all(main.with_extension(""));
+                }
+                return Err(e);
+            }
         }
     }
     Ok(CarriedSession {
