@@ -227,6 +227,15 @@ pub struct Planned {
     pub bytes: u64,
     /// Secrets masked in a converted transcript.
     pub secrets: u64,
+    /// What a converted carry writes: the source's messages, secrets masked.
+    pub converted: Option<Transcript>,
+}
+
+impl Planned {
+    /// The messages the receiver gets: masked when converted, else the source's as they are.
+    pub fn messages<'a>(&'a self, source: &'a Source) -> &'a Transcript {
+        self.converted.as_ref().unwrap_or(&source.transcript)
+    }
 }
 
 /// Decides how `source` reaches `target` in `cwd` and plans it without writing.
@@ -262,23 +271,34 @@ pub async fn plan(
                 files: Vec::new(),
                 bytes: source.snapshot.as_ref().map_or(0, |s| s.bytes),
                 secrets: 0,
+                converted: None,
             });
         }
         let planned = adapter
             .copy_session(&store, &source.session, &carry_target)
             .await
             .map_err(|e| e.to_string())?;
-        return Ok(planned_from(CarryMode::NativeCopy, planned, 0));
+        return Ok(planned_from(CarryMode::NativeCopy, planned, 0, None));
     }
     let (transcript, secrets) = masked(&source.transcript, known);
     let planned = adapter
         .write_session(&store, &transcript, &carry_target)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(planned_from(CarryMode::Converted, planned, secrets))
+    Ok(planned_from(
+        CarryMode::Converted,
+        planned,
+        secrets,
+        Some(transcript),
+    ))
 }
 
-fn planned_from(mode: CarryMode, planned: CarriedSession, secrets: u64) -> Planned {
+fn planned_from(
+    mode: CarryMode,
+    planned: CarriedSession,
+    secrets: u64,
+    converted: Option<Transcript>,
+) -> Planned {
     Planned {
         mode,
         resume: ResumeFrom {
@@ -288,6 +308,7 @@ fn planned_from(mode: CarryMode, planned: CarriedSession, secrets: u64) -> Plann
         files: planned.files,
         bytes: planned.bytes,
         secrets,
+        converted,
     }
 }
 
@@ -313,13 +334,12 @@ pub struct Carried {
     pub warnings: Vec<String>,
 }
 
-/// Writes the carry planned as `mode` into the receiver's store and reads it back.
+/// Writes the carry `planned` into the receiver's store and reads it back.
 pub async fn perform(
-    mode: CarryMode,
+    planned: &Planned,
     source: &Source,
     receiver: &PreparedReceiver,
     cwd: &Utf8Path,
-    known: &[String],
 ) -> Result<Carried, String> {
     let adapter = receiver.provider();
     let store = receiver.store_env();
@@ -329,7 +349,7 @@ pub async fn perform(
         model: receiver.request.model.clone(),
         dry_run: false,
     };
-    let written = match mode {
+    let written = match planned.mode {
         CarryMode::NativeFork => {
             return Ok(Carried {
                 resume: ResumeFrom {
@@ -347,13 +367,10 @@ pub async fn perform(
             .copy_session(&store, &source.session, &carry_target)
             .await
             .map_err(|e| e.to_string())?,
-        CarryMode::Converted => {
-            let (transcript, _) = masked(&source.transcript, known);
-            adapter
-                .write_session(&store, &transcript, &carry_target)
-                .await
-                .map_err(|e| e.to_string())?
-        }
+        CarryMode::Converted => adapter
+            .write_session(&store, planned.messages(source), &carry_target)
+            .await
+            .map_err(|e| e.to_string())?,
     };
     let baseline = read_session(receiver, &written.session_id)
         .await

@@ -450,7 +450,7 @@ async fn run(
     // An earlier carried copy of the same source for the same CLI is replaced only when this
     // carry holds all of it and no agent runs it.
     let mut replace: Option<(String, Utf8PathBuf)> = None;
-    if let (Some(src), Some(_), Some(p)) = (&source, &planned_carry, &planned)
+    if let (Some(src), Some(c), Some(p)) = (&source, &planned_carry, &planned)
         && let Some(id) = carry::earlier_copy(
             &timeline,
             &carry::SourceRefKey {
@@ -460,12 +460,7 @@ async fn run(
             &plan.target.provider,
         )
     {
-        let carried = if src.session.provider == plan.target.provider {
-            src.transcript.clone()
-        } else {
-            carry::masked(&src.transcript, &known).0
-        };
-        match carry::judge_earlier(p, &id, &carried).await {
+        match carry::judge_earlier(p, &id, c.messages(src)).await {
             carry::Earlier::None => {}
             carry::Earlier::Replace { session_id, path } => replace = Some((session_id, path)),
             carry::Earlier::Keep(why) => {
@@ -723,7 +718,7 @@ async fn run(
     let receiver_for_carry = planned.filter(|_| planned_carry.is_some());
     let carried = match (&planned_carry, &source, &receiver_for_carry) {
         (Some(c), Some(src), Some(p)) => {
-            let done = carry::perform(c.mode, src, p, &work_root, &known)
+            let done = carry::perform(c, src, p, &work_root)
                 .await
                 .map_err(|e| End::NotStarted(format!("the conversation was not carried: {e}")))?;
             request.resume = Some(done.resume.clone());
@@ -835,16 +830,7 @@ async fn run(
         context.as_deref(),
     );
     let not_started = |reason: String, result: &mut ContinueResult| {
-        let _ = store.finish_handoff(
-            &row.id,
-            &HandoffOutcome::NotStarted {
-                reason: reason.clone(),
-            },
-        );
-        result.message = message
-            .clone()
-            .map(|text| ContinueMessage { text, sent: false });
-        End::NotStarted(format!("the receiver did not start: {reason}"))
+        receiver_not_started(&store, &row.id, message.as_ref(), result, "", reason)
     };
     let receiver = match engine
         .prepare_receiver(&request, &prompt, args.account.as_deref())
@@ -1497,21 +1483,16 @@ async fn finish_remote(
         )
         .map_err(|e| End::NotStarted(format!("the task store failed: {e}")))?;
     result.handoff_id = Some(row.id.clone());
+    let on = format!(" on {}", rp.destination);
     let fail = |reason: String, result: &mut ContinueResult| {
-        let _ = local.store.finish_handoff(
+        receiver_not_started(
+            local.store,
             &row.id,
-            &HandoffOutcome::NotStarted {
-                reason: reason.clone(),
-            },
-        );
-        result.message = local
-            .message
-            .clone()
-            .map(|text| ContinueMessage { text, sent: false });
-        End::NotStarted(format!(
-            "the receiver did not start on {}: {reason}",
-            rp.destination
-        ))
+            local.message.as_ref(),
+            result,
+            &on,
+            reason,
+        )
     };
 
     // The repository there, at the checkpoint.
@@ -1845,6 +1826,28 @@ async fn finish_remote(
     result.exit_code = there.exit_code;
     result.reason = there.reason.clone();
     Ok(there.exit_code)
+}
+
+/// Records that the receiver (`where_`: "" or " on <host>") did not start, and reports the
+/// message unsent.
+fn receiver_not_started(
+    store: &SqliteStore,
+    row: &handoff_core::HandoffId,
+    message: Option<&String>,
+    result: &mut ContinueResult,
+    where_: &str,
+    reason: String,
+) -> End {
+    let _ = store.finish_handoff(
+        row,
+        &HandoffOutcome::NotStarted {
+            reason: reason.clone(),
+        },
+    );
+    result.message = message
+        .cloned()
+        .map(|text| ContinueMessage { text, sent: false });
+    End::NotStarted(format!("the receiver did not start{where_}: {reason}"))
 }
 
 fn role_of(role: RoleArg) -> ReceiverRole {

@@ -641,6 +641,17 @@ pub(crate) fn render(messages: &[&Message], target: &CarryTarget, now: &str) -> 
     out
 }
 
+/// A new session's id must be usable as a file name.
+fn check_session_id(id: &str) -> Result<(), TranscriptError> {
+    if plain_id(id) {
+        Ok(())
+    } else {
+        Err(TranscriptError::Unsupported(format!(
+            "'{id}' can't name a Claude Code session"
+        )))
+    }
+}
+
 /// Writes `transcript` as a new Claude Code session `target.session_id` in the project folder
 /// of `target.cwd` (see [`render`] for the lines). Consecutive messages of one role stay
 /// separate lines (the Messages API joins consecutive turns of a role); a conversation that
@@ -651,12 +662,7 @@ pub(crate) fn write(
     target: &CarryTarget,
     now: &str,
 ) -> Result<CarriedSession, TranscriptError> {
-    if !plain_id(&target.session_id) {
-        return Err(TranscriptError::Unsupported(format!(
-            "'{}' can't name a Claude Code session",
-            target.session_id
-        )));
-    }
+    check_session_id(&target.session_id)?;
     let messages = carried_messages(transcript)?;
     let root = projects_root(store)?;
     let path =
@@ -716,12 +722,7 @@ pub(crate) fn copy(
     source: &SessionRef,
     target: &CarryTarget,
 ) -> Result<CarriedSession, TranscriptError> {
-    if !plain_id(&target.session_id) {
-        return Err(TranscriptError::Unsupported(format!(
-            "'{}' can't name a Claude Code session",
-            target.session_id
-        )));
-    }
+    check_session_id(&target.session_id)?;
     let root = projects_root(store)?;
     let folder = project_folder(&root, target.cwd.as_str())?;
     let id = &target.session_id;

@@ -348,6 +348,17 @@ pub(crate) fn render(messages: &[&Message], target: &CarryTarget, now: &str) -> 
     out
 }
 
+/// A new thread's id must be a UUID.
+fn check_thread_id(id: &str) -> Result<(), TranscriptError> {
+    if plain_id(id) && id.len() == 36 {
+        Ok(())
+    } else {
+        Err(TranscriptError::Unsupported(format!(
+            "'{id}' can't name a Codex thread: it needs a UUID"
+        )))
+    }
+}
+
 /// Writes `transcript` as a new Codex thread `target.session_id` created at `now`, working in
 /// `target.cwd` (see [`render`]). An empty conversation is refused.
 pub(crate) fn write(
@@ -356,12 +367,7 @@ pub(crate) fn write(
     target: &CarryTarget,
     now: &str,
 ) -> Result<CarriedSession, TranscriptError> {
-    if !plain_id(&target.session_id) || target.session_id.len() != 36 {
-        return Err(TranscriptError::Unsupported(format!(
-            "'{}' can't name a Codex thread: it needs a UUID",
-            target.session_id
-        )));
-    }
+    check_thread_id(&target.session_id)?;
     let messages = carried_messages(transcript)?;
     let home = codex_home(store)?;
     let path = rollout_path(&home, &target.session_id, now)?;
@@ -472,12 +478,7 @@ pub(crate) fn copy(
     target: &CarryTarget,
     now: &str,
 ) -> Result<CarriedSession, TranscriptError> {
-    if !plain_id(&target.session_id) || target.session_id.len() != 36 {
-        return Err(TranscriptError::Unsupported(format!(
-            "'{}' can't name a Codex thread: it needs a UUID",
-            target.session_id
-        )));
-    }
+    check_thread_id(&target.session_id)?;
     let home = codex_home(store)?;
     let path = rollout_path(&home, &target.session_id, now)?;
     let bytes = rollout_bytes(&source.path)?;

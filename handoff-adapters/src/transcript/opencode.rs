@@ -608,19 +608,7 @@ pub(crate) fn build_export(
                     "tokens": {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}},
                     "finish": "stop",
                 });
-                let parts: Vec<Value> = texts
-                    .iter()
-                    .map(|text| {
-                        json!({
-                            "id": ids.ascending("prt"),
-                            "sessionID": session_id,
-                            "messageID": id,
-                            "type": "text",
-                            "text": text,
-                            "time": {"start": t, "end": t},
-                        })
-                    })
-                    .collect();
+                let parts = text_parts(&session_id, &id, &texts, Some(t), ids);
                 messages.push(json!({"info": info, "parts": parts}));
             }
         }
@@ -646,6 +634,32 @@ pub(crate) fn build_export(
     (session_id, doc)
 }
 
+/// Text parts of message `id`, fresh ids in order; assistant parts carry their time.
+fn text_parts(
+    session_id: &str,
+    id: &str,
+    texts: &[String],
+    time: Option<u64>,
+    ids: &mut IdGen,
+) -> Vec<Value> {
+    texts
+        .iter()
+        .map(|text| {
+            let mut part = json!({
+                "id": ids.ascending("prt"),
+                "sessionID": session_id,
+                "messageID": id,
+                "type": "text",
+                "text": text,
+            });
+            if let Some(t) = time {
+                part["time"] = json!({"start": t, "end": t});
+            }
+            part
+        })
+        .collect()
+}
+
 fn user_message(
     session_id: &str,
     id: &str,
@@ -654,18 +668,7 @@ fn user_message(
     texts: &[String],
     ids: &mut IdGen,
 ) -> Value {
-    let parts: Vec<Value> = texts
-        .iter()
-        .map(|text| {
-            json!({
-                "id": ids.ascending("prt"),
-                "sessionID": session_id,
-                "messageID": id,
-                "type": "text",
-                "text": text,
-            })
-        })
-        .collect();
+    let parts = text_parts(session_id, id, texts, None, ids);
     json!({
         "info": {
             "id": id,

@@ -451,36 +451,43 @@ fn a_receiver_still_starting_after_the_ready_timeout_is_inconclusive() {
     );
 }
 
+/// Carries the seeded Claude session to Codex; once the carried copy exists (the receiver
+/// still starting), `change` is applied to the source session. Fails when it never ran.
+fn carry_while_the_source_changes(
+    sb: &Sandbox,
+    source: &Path,
+    change: impl FnOnce(&Path) + Send + 'static,
+) -> Run {
+    let codex_sessions = home(sb).join(".codex/sessions");
+    let source = source.to_owned();
+    let watcher = std::thread::spawn(move || {
+        for _ in 0..400 {
+            if !files_under(&codex_sessions).is_empty() {
+                change(&source);
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        false
+    });
+    let run = continue_env(
+        sb,
+        &[("FAKE_AGENT_RECEIVER_DELAY_MS", "1500")],
+        &["--from", "claude", "--to", "codex"],
+    );
+    assert!(watcher.join().unwrap(), "the carried copy appeared");
+    run
+}
+
 #[test]
 fn a_source_edited_while_it_is_carried_fails_original_appended() {
     let sb = sandbox();
     let source = seed_claude(&sb);
-    let codex_sessions = home(&sb).join(".codex/sessions");
-    let editor = {
-        let source = source.clone();
-        std::thread::spawn(move || {
-            // Once the carried copy exists, rewrite what the source already held.
-            for _ in 0..400 {
-                if !files_under(&codex_sessions).is_empty() {
-                    let text = std::fs::read_to_string(&source).unwrap();
-                    std::fs::write(
-                        &source,
-                        text.replace("Create notes.txt", "Delete notes.txt"),
-                    )
-                    .unwrap();
-                    return true;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            false
-        })
-    };
-    let run = continue_env(
-        &sb,
-        &[("FAKE_AGENT_RECEIVER_DELAY_MS", "1500")],
-        &["--from", "claude", "--to", "codex"],
-    );
-    assert!(editor.join().unwrap(), "the carried copy appeared");
+    let run = carry_while_the_source_changes(&sb, &source, |source| {
+        // Rewrite what the source already held.
+        let text = std::fs::read_to_string(source).unwrap();
+        std::fs::write(source, text.replace("Create notes.txt", "Delete notes.txt")).unwrap();
+    });
     assert_eq!(run.code, 1, "{run:#?}");
     let c = &run.json["continuity"];
     assert_eq!(c["result"], "not-continued", "{c:#}");
@@ -499,34 +506,14 @@ fn a_source_edited_while_it_is_carried_fails_original_appended() {
 fn a_source_that_only_grew_still_counts_as_continued() {
     let sb = sandbox();
     let source = seed_claude(&sb);
-    let codex_sessions = home(&sb).join(".codex/sessions");
-    let appender = {
-        let source = source.clone();
-        std::thread::spawn(move || {
-            for _ in 0..400 {
-                if !files_under(&codex_sessions).is_empty() {
-                    let mut f = std::fs::OpenOptions::new()
-                        .append(true)
-                        .open(&source)
-                        .unwrap();
-                    std::io::Write::write_all(
-                        &mut f,
-                        b"{\"type\":\"last-prompt\",\"lastPrompt\":\"x\"}\n",
-                    )
-                    .unwrap();
-                    return true;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(25));
-            }
-            false
-        })
-    };
-    let run = continue_env(
-        &sb,
-        &[("FAKE_AGENT_RECEIVER_DELAY_MS", "1500")],
-        &["--from", "claude", "--to", "codex"],
-    );
-    assert!(appender.join().unwrap());
+    let run = carry_while_the_source_changes(&sb, &source, |source| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(source)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"{\"type\":\"last-prompt\",\"lastPrompt\":\"x\"}\n")
+            .unwrap();
+    });
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.json["continuity"]["checks"]["originalAppended"], true);
     assert_eq!(run.json["continuity"]["result"], "continued");

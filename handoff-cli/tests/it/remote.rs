@@ -10,9 +10,7 @@ use handoff_testkit::ssh::{Login, SshHost, give, second_account};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::carry::{
-    CLAUDE_SOURCE, files_under, home, log_json, note_file, repo_path, sandbox, seed_claude,
-};
+use crate::carry::{files_under, home, log_json, note_file, repo_path, sandbox, seed_claude};
 use crate::support::{HANDOFF, Run, Sandbox};
 
 /// The other machine: its own directory, HOME and PATH (handoff and the fake agents named in
@@ -139,6 +137,14 @@ fn continue_on(sb: &Sandbox, other: &Other, dest: &str, args: &[&str]) -> Run {
     run
 }
 
+/// Refused before anything changed: exit 5, one line on stderr saying `why`.
+fn refused(run: &Run, why: &str) {
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert_eq!(run.json["outcome"], "rejected", "{run:#?}");
+    assert!(run.stderr.contains(why), "want {why:?} in {}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+}
+
 fn dest(other: &Other) -> String {
     format!("{}:{}", other.host.alias(), other.path.display())
 }
@@ -231,7 +237,6 @@ fn a_claude_task_continues_on_codex_on_the_other_machine() {
     assert_eq!(details["remote"]["destination"], other.host.alias());
     assert_eq!(details["continuity"]["result"], "continued");
     assert_eq!(log["task"]["agent"]["provider"], "codex");
-    let _ = CLAUDE_SOURCE;
 }
 
 #[test]
@@ -280,12 +285,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
         &dest(&other),
         &["--from", "claude", "--to", "codex", "--push"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(
-        run.stderr.contains("codex (codex) is not installed on"),
-        "{}",
-        run.stderr
-    );
+    refused(&run, "codex (codex) is not installed on");
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     assert!(!other.path.exists());
 
@@ -298,8 +298,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
         &dest(&other),
         &["--from", "claude", "--to", "codex"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(run.stderr.contains("pass --push"), "{}", run.stderr);
+    refused(&run, "pass --push");
     assert!(!other.path.exists());
 
     // A path there that is not a repository.
@@ -312,12 +311,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
         &dest(&other),
         &["--from", "claude", "--to", "codex", "--push"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(
-        run.stderr.contains("is not a git repository"),
-        "{}",
-        run.stderr
-    );
+    refused(&run, "is not a git repository");
     std::fs::remove_dir_all(&other.path).unwrap();
 
     // Unreachable.
@@ -329,8 +323,7 @@ fn the_other_machine_is_checked_before_anything_changes() {
         &dest(&other),
         &["--from", "claude", "--to", "codex", "--push"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(run.stderr.contains("cannot reach"), "{}", run.stderr);
+    refused(&run, "cannot reach");
     assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
 
     // Nothing changed here either.
@@ -519,12 +512,7 @@ fn what_is_there_already_is_respected() {
         &dest(&other),
         &["--from", "claude", "--to", "codex"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(
-        run.stderr.contains("not in this branch's history"),
-        "{}",
-        run.stderr
-    );
+    refused(&run, "not in this branch's history");
     assert_eq!(
         git_in(&other.path, &["rev-parse", "HEAD"]),
         theirs,
@@ -549,12 +537,7 @@ fn what_is_there_already_is_respected() {
         &dest(&other),
         &["--from", "claude", "--to", "codex"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(
-        run.stderr.contains("another project's repository"),
-        "{}",
-        run.stderr
-    );
+    refused(&run, "another project's repository");
     std::fs::remove_dir_all(&other.path).unwrap();
 
     // Another version of handoff there.
@@ -565,8 +548,7 @@ fn what_is_there_already_is_respected() {
         &dest(&other),
         &["--from", "claude", "--to", "codex"],
     );
-    assert_eq!(run.code, 5, "{run:#?}");
-    assert!(run.stderr.contains("runs handoff 9.9.9"), "{}", run.stderr);
+    refused(&run, "runs handoff 9.9.9");
     assert!(!other.path.exists());
 }
 
