@@ -57,7 +57,7 @@ fn log(args: &LogArgs) -> Result<(), String> {
         }
         _ => None,
     };
-    let store = crate::checkpoint::open_store()?;
+    let store = crate::open_store()?;
     let task = match (id, worktree) {
         (Some(id), _) => store.task(&id).map_err(|e| e.to_string())?,
         (None, Some(worktree)) => store
@@ -187,7 +187,7 @@ fn handoff(h: &HandoffRow) -> String {
         agent(&h.target),
         h.route.as_str()
     );
-    for turn in crate::carry::carried_turns(h) {
+    for turn in handoff_continue::carry::carried_turns(h) {
         out.push_str("\n    ");
         out.push_str(&turn);
     }

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 mod attribute;
-mod carry;
 mod checkpoint;
 mod continuation;
 mod docs;
@@ -19,7 +18,6 @@ mod nested;
 mod note;
 mod plugin_status;
 mod record;
-mod remote;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -334,6 +332,12 @@ fn salvage(args: &[String]) -> Option<RunInput> {
     input.harness = value("--harness").filter(|v| AgentId::parse(v).is_some());
     input.mode = value("--mode");
     Some(input)
+}
+
+/// Opens the default task store, reading its location from the environment.
+pub(crate) fn open_store() -> Result<handoff_store::SqliteStore, String> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    handoff_store::SqliteStore::open_default(&env).map_err(|e| e.to_string())
 }
 
 /// A receiver that turns `true` on the first SIGINT or SIGTERM. From then on those signals no

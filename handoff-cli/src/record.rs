@@ -90,8 +90,5 @@ fn record(outcome: &RunOutcome, result_path: Option<&str>) -> Result<(), String>
 
 /// The main worktree of the repository `root` belongs to.
 fn project_root(root: &camino::Utf8Path) -> Utf8PathBuf {
-    crate::checkpoint::Git {
-        root: root.to_owned(),
-    }
-    .project_root()
+    handoff_git::Git::new(root).project_root()
 }

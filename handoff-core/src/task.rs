@@ -639,6 +639,12 @@ pub trait TaskStore: Send + Sync {
     /// to `id`, a copy of the original's timeline followed by a [`ForkMarker`]. The original is
     /// left untouched. One transaction.
     fn fork_task(&self, id: &TaskId, fork: &Fork) -> Result<Task, StoreError>;
+
+    /// Fails when the store can't be written now (e.g. another process holds its write lock),
+    /// so that a command that must record what it does can refuse before it does anything.
+    fn check_writable(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 fn invalid(field: &'static str, reason: impl Into<String>) -> StoreError {

@@ -110,10 +110,6 @@ impl SqliteStore {
     /// Takes the write lock and gives it back at once: fails with [`StoreError::Locked`] when
     /// another process holds it for longer than the busy timeout. Lets a command that must
     /// record what it does refuse before it does anything.
-    pub fn check_writable(&self) -> Result<(), StoreError> {
-        self.write(|_, _| Ok(()))
-    }
-
     /// What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` find wrong with the file;
     /// empty when it is sound.
     pub fn integrity_problems(&self) -> Result<Vec<String>, StoreError> {
@@ -201,6 +197,12 @@ fn no_handoff(id: &HandoffId) -> StoreError {
 }
 
 impl TaskStore for SqliteStore {
+    /// Takes the write lock and gives it back at once: fails with [`StoreError::Locked`] when
+    /// another process holds it for longer than the busy timeout.
+    fn check_writable(&self) -> Result<(), StoreError> {
+        self.write(|_, _| Ok(()))
+    }
+
     fn create_task(&self, task: &NewTask) -> Result<Task, StoreError> {
         task.validate()?;
         let now = now_iso();

@@ -564,7 +564,7 @@ pub fn write_recap(
         omitted: r.omitted,
     };
     if !dry_run {
-        crate::continuation::write_private_file(&path, &r.text)?;
+        crate::private::write_private_file(&path, &r.text)?;
     }
     Ok((report, r.text, r.redactions))
 }

@@ -1,0 +1,386 @@
+//! Checkpoints: commit the reviewed files of a worktree with the git CLI and record the commit
+//! in the task's timeline.
+//!
+//! Everything that can be refused is checked before anything is committed: the repository (a
+//! branch with a commit), the selection (named paths inside the worktree, or every tracked
+//! change), the task store (a task, or an agent to create one), handoff notes among the files,
+//! and `git diff --check` on exactly what would be committed. The commit is built in a private
+//! index, so the user's index is untouched unless the commit is made. Hooks run; nothing is
+//! pushed.
+
+use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
+use handoff_core::{
+    AgentId, AgentRef, Checkpoint, NOTE_SCHEMA, NewTask, Record, Registry, TaskAgent, TaskId,
+    TaskStore, check_cwd, check_model,
+};
+use handoff_git::{Git, PrivateIndex, split_z, tail};
+
+use crate::error::{CheckpointError, Failed, OrFail, OrReject, Phase, Rejection};
+
+/// The commit message when none is given.
+pub const DEFAULT_MESSAGE: &str = "handoff checkpoint";
+
+/// The JSON schema version of a checkpoint report.
+pub const CHECKPOINT_SCHEMA: &str = "handoff.checkpoint.v1";
+
+/// What to commit, and for whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRequest {
+    /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit.
+    pub cwd: String,
+    /// The files to commit (relative to `cwd`, or absolute), inside the worktree.
+    pub paths: Vec<String>,
+    /// Commit every change to tracked files instead of naming them.
+    pub tracked: bool,
+    /// The commit message.
+    pub message: String,
+    /// The agent whose work this is (required for a worktree's first checkpoint).
+    pub agent: Option<String>,
+    /// The model that agent ran.
+    pub model: Option<String>,
+}
+
+/// A checkpoint made and recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// The task it was recorded in.
+    pub task_id: TaskId,
+    /// The new HEAD.
+    pub commit: String,
+    /// The branch it is on.
+    pub branch: String,
+    /// Who the work is attributed to.
+    pub author: AgentRef,
+    /// Repository-relative paths the commit holds.
+    pub committed: Vec<String>,
+    /// Paths still changed in the worktree after it.
+    pub uncommitted: Vec<String>,
+    /// The commit message.
+    pub message: String,
+}
+
+impl CheckpointReport {
+    /// The report as `handoff.checkpoint.v1` JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "schemaVersion": CHECKPOINT_SCHEMA,
+            "taskId": self.task_id,
+            "commit": self.commit,
+            "committed": self.committed,
+            "uncommitted": self.uncommitted,
+            "message": self.message,
+        })
+    }
+}
+
+/// Receives `git status --short` before a checkpoint is committed.
+pub type StatusSink<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// Commits the selected files and records the checkpoint in `store`. `show_status` receives
+/// `git status --short` of the worktree before anything is committed.
+pub fn checkpoint(
+    request: &CheckpointRequest,
+    store: &dyn TaskStore,
+    registry: &Registry,
+    show_status: Option<StatusSink<'_>>,
+) -> Result<CheckpointReport, CheckpointError> {
+    let cwd = check_cwd(&request.cwd).rejected("--cwd")?;
+    let agent = match &request.agent {
+        Some(a) => Some(known_provider(registry, "--agent", a)?),
+        None => None,
+    };
+    if let Some(model) = &request.model {
+        check_model(model).rejected("--model")?;
+    }
+    if request.message.trim().is_empty() {
+        return Err(Rejection::new("--message", "--message must not be empty").into());
+    }
+    if request.paths.is_empty() && !request.tracked {
+        return Err(Rejection::new("paths", "name the files to commit or pass --tracked").into());
+    }
+
+    let state = handoff_git::repo_state(&cwd).rejected("repository")?;
+    let root = state.repository.clone();
+    let Some(branch) = state.branch.clone() else {
+        return Err(Rejection::new(
+            "repository",
+            format!(
+                "HEAD is detached in '{root}': check out the branch the work is on, then checkpoint"
+            ),
+        )
+        .into());
+    };
+    if state.head.is_none() {
+        return Err(Rejection::new(
+            "repository",
+            format!(
+                "branch '{branch}' in '{root}' has no commit yet: make the first commit by hand"
+            ),
+        )
+        .into());
+    }
+    let git = Git::new(root.clone());
+
+    if let Some(show) = show_status {
+        let status = git.run(&["status", "--short"]).rejected("repository")?;
+        show(&status.stdout);
+    }
+
+    // The selection, as repository-relative pathspecs.
+    let pathspecs = if request.tracked {
+        let out = git
+            .run(&["diff", "--name-only", "-z", "HEAD"])
+            .rejected("repository")?;
+        split_z(&out.stdout)
+    } else {
+        let mut specs = Vec::new();
+        for p in &request.paths {
+            specs.push(select(&git, &cwd, p).rejected("paths")?);
+        }
+        specs
+    };
+    if pathspecs.is_empty() {
+        return Err(Rejection::new("paths", "nothing to commit: no tracked file changed").into());
+    }
+
+    // The task, before anything is committed.
+    let task = store.task_for_worktree(&root).rejected("task store")?;
+    let author_provider = match (&agent, &task) {
+        (Some(a), _) => a.clone(),
+        (None, Some(t)) => t.agent.provider.clone(),
+        (None, None) => {
+            return Err(Rejection::new(
+                "--agent",
+                "first checkpoint of this worktree: pass --agent <provider>",
+            )
+            .into());
+        }
+    };
+    let author = AgentRef {
+        provider: author_provider,
+        model: request
+            .model
+            .clone()
+            .or_else(|| task.as_ref().and_then(|t| t.agent.model.clone())),
+    };
+
+    let prepared = Prepared::new(&git, &pathspecs)?;
+    if prepared.committed.is_empty() {
+        return Err(Rejection::new(
+            "paths",
+            "nothing to commit: the named files do not differ from HEAD",
+        )
+        .into());
+    }
+    let committed = prepared.committed.clone();
+    let head = prepared.commit(&git, &request.message)?;
+
+    let after = handoff_git::repo_state(&root).failed(Phase::Checkpoint)?;
+    let uncommitted: Vec<String> = after.uncommitted.into_iter().map(|c| c.path).collect();
+
+    let recorded = (|| {
+        let task = match task {
+            Some(t) => t,
+            None => store.create_task(&NewTask {
+                project_root: git.project_root(),
+                worktree: root.clone(),
+                branch: Some(branch.clone()),
+                agent: TaskAgent {
+                    provider: author.provider.clone(),
+                    model: author.model.clone(),
+                    account: None,
+                },
+            })?,
+        };
+        store.append(
+            &task.id,
+            &Record::Checkpoint(Checkpoint {
+                commit: head.clone(),
+                author: author.clone(),
+                message: request.message.clone(),
+                committed: committed.clone(),
+                uncommitted: uncommitted.clone(),
+            }),
+        )?;
+        Ok::<_, handoff_core::StoreError>(task)
+    })();
+    let task = recorded.map_err(|e| {
+        Failed::new(
+            Phase::Record,
+            format!("committed {head} but could not record the checkpoint: {e}"),
+        )
+    })?;
+    Ok(CheckpointReport {
+        task_id: task.id,
+        commit: head,
+        branch,
+        author,
+        committed,
+        uncommitted,
+        message: request.message.clone(),
+    })
+}
+
+/// A provider the registry knows, or the rejection of `flag`.
+pub(crate) fn known_provider(
+    registry: &Registry,
+    flag: &'static str,
+    name: &str,
+) -> Result<AgentId, Rejection> {
+    handoff_core::registered(registry, flag, name).rejected(flag)
+}
+
+/// A commit built in a private index from HEAD plus the selected paths, checked and ready.
+pub(crate) struct Prepared {
+    index: PrivateIndex,
+    /// Repository-relative paths the commit holds, as git lists them.
+    pub committed: Vec<String>,
+}
+
+impl Prepared {
+    /// Builds the index; refuses a handoff note among the files and `git diff --check`
+    /// problems. Nothing outside the private index changes.
+    pub(crate) fn new(git: &Git, pathspecs: &[String]) -> Result<Prepared, Rejection> {
+        let index = git.private_index("checkpoint").rejected("repository")?;
+        let staging = index.git();
+        staging.run(&["read-tree", "HEAD"]).rejected("repository")?;
+        if !pathspecs.is_empty() {
+            let mut add = vec!["--literal-pathspecs", "add", "-A", "--"];
+            add.extend(pathspecs.iter().map(String::as_str));
+            staging.run(&add).rejected("paths")?;
+        }
+        let names = staging
+            .run(&["diff", "--cached", "--name-only", "-z", "HEAD"])
+            .rejected("repository")?;
+        let committed = split_z(&names.stdout);
+        for path in &committed {
+            if is_note(&git.root().join(path)) {
+                return Err(Rejection::new(
+                    "paths",
+                    format!(
+                        "'{path}' is a handoff note ({NOTE_SCHEMA}); notes are never committed: leave it out"
+                    ),
+                ));
+            }
+        }
+        let check = staging
+            .output(&["diff", "--cached", "--check", "HEAD"])
+            .rejected("repository")?;
+        if !check.status.success() {
+            let problems = String::from_utf8_lossy(&check.stdout);
+            let lines: Vec<&str> = problems
+                .lines()
+                .filter(|l| !l.starts_with('+'))
+                .map(str::trim)
+                .collect();
+            return Err(Rejection::new(
+                "paths",
+                format!("git diff --check: {}", lines.join("; ")),
+            ));
+        }
+        Ok(Prepared { index, committed })
+    }
+
+    /// Makes the commit without moving any branch or touching the worktree or the user's index
+    /// (`write-tree` + `commit-tree` on HEAD; no hooks). Returns its id.
+    pub(crate) fn commit_detached(self, git: &Git, message: &str) -> Result<String, Failed> {
+        let tree = self
+            .index
+            .git()
+            .text(&["write-tree"])
+            .failed(Phase::Checkpoint)?;
+        git.text(&["commit-tree", &tree, "-p", "HEAD", "-m", message])
+            .failed(Phase::Checkpoint)
+    }
+
+    /// Commits (hooks run), then lets the user's index catch up with the new HEAD for the
+    /// committed paths only. Returns the new HEAD.
+    pub(crate) fn commit(self, git: &Git, message: &str) -> Result<String, Failed> {
+        let commit = self
+            .index
+            .git()
+            .output(&["commit", "-q", "-m", message])
+            .failed(Phase::Checkpoint)?;
+        if !commit.status.success() {
+            return Err(Failed::new(
+                Phase::Checkpoint,
+                format!("git commit failed ({}): {}", commit.status, tail(&commit)),
+            ));
+        }
+        drop(self.index);
+        let mut reset = vec!["--literal-pathspecs", "reset", "-q", "HEAD", "--"];
+        reset.extend(self.committed.iter().map(String::as_str));
+        git.run(&reset).failed(Phase::Checkpoint)?;
+        git.head().failed(Phase::Checkpoint)
+    }
+}
+
+/// A named path as a pathspec relative to the worktree root, or why it cannot be committed.
+fn select(git: &Git, cwd: &Utf8Path, given: &str) -> Result<String, String> {
+    if given.is_empty() || given.contains('\0') {
+        return Err(format!("invalid path '{given}'"));
+    }
+    let absolute = normalize(&cwd.join(given));
+    let root = normalize(git.root());
+    let rel = match absolute.strip_prefix(&root) {
+        Ok(rel) if !rel.as_str().is_empty() => rel.to_owned(),
+        Ok(_) => {
+            return Err(format!(
+                "'{given}' is the worktree itself: name files in it"
+            ));
+        }
+        Err(_) => return Err(format!("'{given}' is outside the worktree '{root}'")),
+    };
+    if rel.components().next() == Some(Utf8Component::Normal(".git")) {
+        return Err(format!("'{given}' is inside the git directory"));
+    }
+    if std::fs::symlink_metadata(&absolute).is_err() {
+        let tracked = git
+            .run(&["--literal-pathspecs", "ls-files", "-z", "--", rel.as_str()])
+            .map_err(String::from)?;
+        if tracked.stdout.is_empty() {
+            return Err(format!("'{given}' does not exist and is not tracked"));
+        }
+    }
+    Ok(rel.into_string())
+}
+
+/// `path` with `.` and `..` resolved lexically.
+fn normalize(path: &Utf8Path) -> Utf8PathBuf {
+    let mut out = Utf8PathBuf::new();
+    for c in path.components() {
+        match c {
+            Utf8Component::CurDir => {}
+            Utf8Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_str()),
+        }
+    }
+    out
+}
+
+/// Whether the file starts with front matter naming the handoff note schema.
+pub(crate) fn is_note(path: &Utf8Path) -> bool {
+    let Ok(text) = std::fs::read(path) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&text);
+    let mut lines = text.lines();
+    if lines.next().map(str::trim_end) != Some("---") {
+        return false;
+    }
+    for line in lines {
+        let line = line.trim();
+        if line == "---" {
+            return false;
+        }
+        if let Some(value) = line.strip_prefix("schema:") {
+            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+            if value == NOTE_SCHEMA {
+                return true;
+            }
+        }
+    }
+    false
+}

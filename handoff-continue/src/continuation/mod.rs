@@ -1,0 +1,334 @@
+//! Continuing a task on another agent: the library behind `handoff continue`.
+//!
+//! [`continue_task`] runs the phases in a fixed order, each in its own file, and every refusal
+//! comes before the first change:
+//!
+//! 1. [`validate`]: the request, the note (all nine sections), the repository (a branch with a
+//!    commit), the task store and who has the task, the checkpoint's contents (no note, no
+//!    likely secret staged, `git diff --check`), the remote for `push`;
+//! 2. [`prepare`]: the source session (found before anything changed, see [`crate::carry`]),
+//!    the receiver (an adapter that keeps resumable sessions, installed, passing preflight,
+//!    model, effort and account accepted) and how the conversation reaches it; with `on`, the
+//!    other machine is inspected ([`remote`]);
+//! 3. [`worktree`]: no delegated run or other continuation holds it (the root lease; `wait`
+//!    waits) and no agent process works in it;
+//! 4. [`checkpoint`]: tracked changes and staged files are committed (with `new_thread` the
+//!    commit is made without touching the original branch, worktree or index); `push` pushes
+//!    the branch, never forced;
+//! 5. [`note`]: the note, rendered with the git state read from the repository, is written
+//!    outside the repository (`<state dir>/notes/<task>/`) with a bounded recap;
+//! 6. [`carry`]: the conversation is forked, copied or converted into the receiver's store,
+//!    and the handoff row is recorded ([`record`]);
+//! 7. [`receive`]: the receiver's first turn runs headless on the carried session (or a new
+//!    one its CLI persists), with the note and the message as its prompt; a review receiver
+//!    must leave the worktree's fingerprint unchanged;
+//! 8. [`continuity`]: the receiver's store, the source and, where needed, a probe question say
+//!    whether it really continued; [`record`] keeps the verdict and moves the task.
+//!
+//! The result is one [`ContinueResult`] (`handoff.continue.v1`), whatever the outcome. Exit
+//! codes: 0 started (or dry run, note only); 1 not started or not continued — the task stays
+//! with its provider, the timeline says why; 5 rejected, nothing changed; 9 cancelled; 10 a
+//! review receiver changed the worktree.
+
+mod carry;
+mod checkpoint;
+mod continuity;
+mod note;
+mod prepare;
+mod receive;
+mod record;
+mod remote;
+mod validate;
+mod worktree;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use handoff_core::{ContinueOutcome, ContinueResult, Engine, ReceiverRole, TaskStore, exit};
+use tokio::sync::watch;
+
+use crate::error::{ContinueError, OrReject};
+
+/// Exit code when the receiver did not start or did not continue.
+pub const NOT_STARTED: u8 = 1;
+/// Exit code when a review receiver changed the worktree.
+pub const REVIEW_CHANGED: u8 = exit::POLICY_BLOCK;
+/// The receiver's first turn may take this long unless the request says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long the receiver may take to show it resumed the carried session, by default.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the handoff note comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoteInput {
+    /// A file (read with the note's size limit; refused when not UTF-8).
+    File(String),
+    /// Bytes already read (e.g. from standard input), named `label` in messages.
+    Bytes {
+        /// How messages name it (`-` for standard input).
+        label: String,
+        /// The note's bytes.
+        bytes: Vec<u8>,
+    },
+}
+
+impl NoteInput {
+    /// How messages name the note.
+    pub fn label(&self) -> &str {
+        match self {
+            NoteInput::File(path) => path,
+            NoteInput::Bytes { label, .. } => label,
+        }
+    }
+}
+
+/// What to do when the conversation can't be carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// Start the receiver from the note and a recap alone (continuity `fresh-agent`).
+    FreshAgent,
+}
+
+/// A continuation: the library form of `handoff continue`'s flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContinueRequest {
+    /// The agent that takes the task over.
+    pub to: String,
+    /// The receiver's model (default: the configuration's, else the CLI's).
+    pub model: Option<String>,
+    /// The receiver's reasoning effort.
+    pub effort: Option<String>,
+    /// The receiver's account, from the configuration.
+    pub account: Option<String>,
+    /// What the receiver may do.
+    pub role: ReceiverRole,
+    /// The handoff note.
+    pub note: NoteInput,
+    /// A message for the receiver, sent after the note.
+    pub message: Option<String>,
+    /// Absolute path of a directory in the worktree.
+    pub cwd: String,
+    /// Who has the task now (required when the worktree has no task yet).
+    pub from: Option<String>,
+    /// The model the current agent runs.
+    pub from_model: Option<String>,
+    /// Start the receiver on a new task, in a new linked worktree and branch.
+    pub new_thread: bool,
+    /// Checkpoint and write the note, but start no receiver.
+    pub note_only: bool,
+    /// Continue on another machine: `<ssh destination>[:<path>]`.
+    pub on: Option<String>,
+    /// Validate and plan everything, change nothing.
+    pub dry_run: bool,
+    /// Push the branch to its remote after the checkpoint (never forced).
+    pub push: bool,
+    /// Wait while the worktree is held or an agent works in it, instead of refusing.
+    pub wait: bool,
+    /// The session to carry: an id in the source CLI's store, or the absolute path of a file.
+    pub session: Option<String>,
+    /// What to do when the conversation can't be carried.
+    pub fallback: Option<Fallback>,
+    /// How long the receiver may take to show it resumed the carried conversation.
+    pub ready_timeout: Duration,
+    /// Also ask the receiver the probe question.
+    pub probe: bool,
+    /// How long the receiver's first turn may take.
+    pub timeout: Duration,
+}
+
+impl ContinueRequest {
+    /// A request with the defaults of `handoff continue`: implement, the default timeouts.
+    pub fn new(to: impl Into<String>, cwd: impl Into<String>, note: NoteInput) -> Self {
+        ContinueRequest {
+            to: to.into(),
+            model: None,
+            effort: None,
+            account: None,
+            role: ReceiverRole::Implement,
+            note,
+            message: None,
+            cwd: cwd.into(),
+            from: None,
+            from_model: None,
+            new_thread: false,
+            note_only: false,
+            on: None,
+            dry_run: false,
+            push: false,
+            wait: false,
+            session: None,
+            fallback: None,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            probe: false,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+/// What a continuation works with.
+pub struct ContinueContext<'a> {
+    /// The engine: agents, configuration, receivers.
+    pub engine: &'a Engine,
+    /// The task store.
+    pub store: &'a dyn TaskStore,
+    /// Where notes are written (`<state_dir>/notes/<task>/`); the task store's directory.
+    pub state_dir: Utf8PathBuf,
+    /// The environment the continuation runs in (ssh settings for `on`).
+    pub env: BTreeMap<String, String>,
+}
+
+/// Continues a task as `request` says and reports how it went; `cancel` turning `true` stops
+/// it (the receiver included). The result's `exit_code` is the documented exit code.
+pub async fn continue_task(
+    request: &ContinueRequest,
+    ctx: &ContinueContext<'_>,
+    cancel: watch::Receiver<bool>,
+) -> ContinueResult {
+    let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
+    match run(request, ctx, &mut result, cancel).await {
+        Ok(code) => result.exit_code = code,
+        Err(ContinueError::Rejected(r)) => return rejected(result, r.reason),
+        Err(ContinueError::Failed(f)) => {
+            result.outcome = ContinueOutcome::NotStarted;
+            result.exit_code = NOT_STARTED;
+            result.reason = Some(f.message);
+        }
+        Err(ContinueError::Cancelled(message)) => {
+            result.outcome = ContinueOutcome::NotStarted;
+            result.exit_code = exit::CANCELLED;
+            result.reason = Some(message);
+        }
+    }
+    result
+}
+
+/// The result of a continuation refused before it started (e.g. an unusable configuration).
+pub fn rejected_result(reason: String) -> ContinueResult {
+    rejected(
+        ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE),
+        reason,
+    )
+}
+
+fn rejected(mut result: ContinueResult, reason: String) -> ContinueResult {
+    result.outcome = ContinueOutcome::Rejected;
+    result.exit_code = exit::USAGE;
+    result.reason = Some(reason);
+    // Nothing happened: nothing was handed over.
+    result.handoff_id = None;
+    result
+}
+
+/// A private scratch directory for the length of a continuation.
+struct Scratch {
+    dir: tempfile::TempDir,
+    path: Utf8PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Result<Scratch, crate::error::Rejection> {
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-carry-")
+            .tempdir()
+            .rejected("scratch")?;
+        let path = Utf8Path::from_path(dir.path())
+            .map(Utf8Path::to_owned)
+            .ok_or_else(|| {
+                crate::error::Rejection::new("scratch", "the temporary directory is not UTF-8")
+            })?;
+        Ok(Scratch { dir, path })
+    }
+}
+
+async fn run(
+    req: &ContinueRequest,
+    ctx: &ContinueContext<'_>,
+    result: &mut ContinueResult,
+    cancel: watch::Receiver<bool>,
+) -> Result<u8, ContinueError> {
+    let plan = validate::validate(req, ctx, result)?;
+    if !req.dry_run {
+        ctx.store.check_writable().rejected("task store")?;
+    }
+    let known = ctx.engine.known_secrets();
+    let scratch = Scratch::new()?;
+    let mut conv = prepare::conversation(req, ctx, &plan, &scratch.path, &known, result).await?;
+    if let Some(why) = prepare::earlier_copy(&mut conv, &plan).await {
+        record::earlier_copy_kept(result, &conv, &why, &plan.source.provider);
+        return Ok(NOT_STARTED);
+    }
+    let remote_plan = match &conv.destination {
+        Some(dest) => Some(remote::inspect(ctx, &plan, dest, req).await?),
+        None => None,
+    };
+    if let Some(rp) = &remote_plan {
+        result.remote = Some(rp.report());
+    }
+
+    // The worktree must be free: no root run or continuation, no agent working in it.
+    let lease = worktree::hold(&plan.root, req.wait, cancel.clone()).await?;
+    worktree::wait_for_agents(ctx.engine, &plan.root, req.wait, cancel.clone()).await?;
+
+    let note_name = note::file_name(&plan.target.provider);
+    note::predict(result, &plan, &note_name);
+    if req.dry_run {
+        note::predict_recap(result, &conv, &known)?;
+        result.outcome = ContinueOutcome::DryRun;
+        drop(lease);
+        return Ok(exit::OK);
+    }
+    if *cancel.borrow() {
+        return Err(ContinueError::Cancelled(
+            "cancelled by a signal before anything changed".into(),
+        ));
+    }
+
+    // From here on, things change. The checkpoint first.
+    let moved = checkpoint::make(ctx, plan, result)?;
+    let written = note::write(&moved, &note_name, &mut conv, &known, result)?;
+    if let Some(rp) = remote_plan {
+        result.carry = Some(conv.carry_report.clone());
+        let code = remote::finish(
+            req, ctx, &rp, &moved, &written, &conv, &known, result, cancel,
+        )
+        .await?;
+        drop(lease);
+        return Ok(code);
+    }
+    let carried = carry::perform(&mut conv, &moved.work_root).await?;
+    result.carry = Some(conv.carry_report.clone());
+    let row = record::handoff(ctx, &moved, &written, &conv, carried.as_ref(), result)?;
+    if req.note_only {
+        return record::note_only(ctx, &row, &written, req, result);
+    }
+    let received = receive::first_turn(
+        req,
+        ctx,
+        &moved,
+        &written,
+        &conv,
+        carried.as_ref(),
+        &row,
+        result,
+        cancel.clone(),
+    )
+    .await?;
+    let verdict = continuity::judge(
+        req,
+        ctx,
+        &moved,
+        &written,
+        &conv,
+        carried.as_ref(),
+        &received,
+        &scratch.path,
+        result,
+        cancel,
+    )
+    .await;
+    let code = record::finish(ctx, req, &moved, &row, &received, verdict, result)?;
+    drop(lease);
+    drop(scratch.dir);
+    Ok(code)
+}

@@ -1,0 +1,365 @@
+//! The one way handoff runs the git CLI in a user's repository.
+//!
+//! Checkpoints, attribution, continuation (commit, worktree, push, the remote's first commit)
+//! and note rendering all go through [`Git`]. It owns what git sees besides its arguments:
+//!
+//! * **The environment.** Every `GIT_*` variable of the calling process is removed, so a
+//!   variable set by whoever started handoff (an agent's shell, a hook) cannot point git at
+//!   another repository, index, object store or configuration (`GIT_DIR`, `GIT_INDEX_FILE`,
+//!   `GIT_OBJECT_DIRECTORY`, `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`…). Kept are only the
+//!   variables in [`KEPT_ENV`]: where the user's own configuration lives, who commits, and how
+//!   git reaches a remote. Reads never take optional locks (`GIT_OPTIONAL_LOCKS=0`), so looking
+//!   never refreshes the user's index behind their back.
+//! * **Forced settings.** [`FORCED_CONFIG`] is passed as `-c` before every command.
+//! * **Standard input** is closed unless a caller asks for a pipe.
+//!
+//! A failure is an error naming the command, its exit status and the tail of its output.
+
+use std::ffi::OsStr;
+use std::process::{Command, Output, Stdio};
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// `GIT_*` variables of the caller that git still sees: the location of the user's global and
+/// system configuration, the commit identity, and the transport to remotes. Every other
+/// `GIT_*` variable is removed.
+pub const KEPT_ENV: &[&str] = &[
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_SSH_VARIANT",
+    "GIT_ASKPASS",
+    "GIT_TERMINAL_PROMPT",
+    "GIT_SSL_NO_VERIFY",
+    "GIT_SSL_CAINFO",
+    "GIT_PROXY_COMMAND",
+];
+
+/// Settings passed as `-c key=value` to every git command handoff runs.
+pub const FORCED_CONFIG: &[(&str, &str)] = &[
+    // Output is parsed, never shown through a pager or coloured.
+    ("core.pager", "cat"),
+    ("color.ui", "false"),
+    // Paths are read byte for byte (with `-z` they are never quoted anyway).
+    ("core.quotePath", "false"),
+    // A detached checkout (a new-thread worktree at a checkpoint) is expected, not advice.
+    ("advice.detachedHead", "false"),
+];
+
+/// How many lines of a failed command's output its error keeps.
+const ERROR_TAIL_LINES: usize = 5;
+
+/// An error from running git: it could not start, or it exited non-zero.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct GitError {
+    /// The git subcommand and its arguments.
+    pub args: Vec<String>,
+    /// The exit status, when git ran.
+    pub status: Option<i32>,
+    /// One line: the command, its status and the tail of its output.
+    pub message: String,
+}
+
+impl From<GitError> for String {
+    fn from(e: GitError) -> String {
+        e.message
+    }
+}
+
+/// The git CLI at one worktree root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Git {
+    root: Utf8PathBuf,
+    index: Option<Utf8PathBuf>,
+}
+
+impl Git {
+    /// Git run at `root` (a worktree root, or any directory inside one).
+    pub fn new(root: impl Into<Utf8PathBuf>) -> Git {
+        Git {
+            root: root.into(),
+            index: None,
+        }
+    }
+
+    /// The directory git runs in.
+    pub fn root(&self) -> &Utf8Path {
+        &self.root
+    }
+
+    /// The same runner, with `GIT_INDEX_FILE` set to `index` (a private index).
+    pub fn with_index(&self, index: &Utf8Path) -> Git {
+        Git {
+            root: self.root.clone(),
+            index: Some(index.to_owned()),
+        }
+    }
+
+    /// The command, ready to run: environment scrubbed, forced settings first, stdin closed.
+    pub fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
+        let mut c = Command::new("git");
+        scrub(&mut c, std::env::vars_os().map(|(k, _)| k));
+        for (key, value) in FORCED_CONFIG {
+            c.arg("-c").arg(format!("{key}={value}"));
+        }
+        c.args(args)
+            .current_dir(&self.root)
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .stdin(Stdio::null());
+        if let Some(index) = &self.index {
+            c.env("GIT_INDEX_FILE", index);
+        }
+        c
+    }
+
+    /// Runs git and returns its output whatever its exit status; an error only when it could
+    /// not start.
+    pub fn output(&self, args: &[&str]) -> Result<Output, GitError> {
+        self.command(args).output().map_err(|e| GitError {
+            args: owned(args),
+            status: None,
+            message: format!("cannot run git {}: {e}", args.join(" ")),
+        })
+    }
+
+    /// Runs git; a non-zero exit is an error naming the command and its output's tail.
+    pub fn run(&self, args: &[&str]) -> Result<Output, GitError> {
+        let out = self.output(args)?;
+        if out.status.success() {
+            Ok(out)
+        } else {
+            Err(GitError {
+                args: owned(args),
+                status: out.status.code(),
+                message: format!(
+                    "git {} failed ({}): {}",
+                    args.join(" "),
+                    out.status,
+                    tail(&out)
+                ),
+            })
+        }
+    }
+
+    /// Runs git and returns its standard output, trimmed, as text.
+    pub fn text(&self, args: &[&str]) -> Result<String, GitError> {
+        let out = self.run(args)?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The full id of HEAD.
+    pub fn head(&self) -> Result<String, GitError> {
+        self.text(&["rev-parse", "--verify", "HEAD"])
+    }
+
+    /// The full id of the commit `rev` names, if it names one.
+    pub fn commit_id(&self, rev: &str) -> Option<String> {
+        let spec = format!("{rev}^{{commit}}");
+        let id = self
+            .text(&[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                "--end-of-options",
+                &spec,
+            ])
+            .ok()?;
+        (!id.is_empty()).then_some(id)
+    }
+
+    /// The absolute git directory of this worktree.
+    pub fn git_dir(&self) -> Result<Utf8PathBuf, GitError> {
+        self.text(&["rev-parse", "--path-format=absolute", "--git-dir"])
+            .map(Utf8PathBuf::from)
+    }
+
+    /// The project's main worktree: the parent of the common git directory when it is a
+    /// `.git` directory, else this worktree.
+    pub fn project_root(&self) -> Utf8PathBuf {
+        let common = self
+            .text(&["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .ok();
+        match common.map(Utf8PathBuf::from) {
+            Some(dir) if dir.file_name() == Some(".git") && dir.is_absolute() => dir
+                .parent()
+                .map_or_else(|| self.root.clone(), Utf8Path::to_owned),
+            _ => self.root.clone(),
+        }
+    }
+
+    /// A private index file in the git directory (named after `purpose`), removed when the
+    /// returned guard is dropped.
+    pub fn private_index(&self, purpose: &str) -> Result<PrivateIndex, GitError> {
+        let dir = self.git_dir()?;
+        let path = dir.join(format!(
+            "handoff-{purpose}-{}.index",
+            uuid::Uuid::new_v4().simple()
+        ));
+        Ok(PrivateIndex {
+            git: self.with_index(&path),
+            path,
+        })
+    }
+}
+
+/// A temporary index in the git directory and the runner that uses it; both the index and its
+/// lock file are removed when this is dropped.
+#[derive(Debug)]
+pub struct PrivateIndex {
+    git: Git,
+    path: Utf8PathBuf,
+}
+
+impl PrivateIndex {
+    /// The runner with `GIT_INDEX_FILE` set to this index.
+    pub fn git(&self) -> &Git {
+        &self.git
+    }
+
+    /// The index file's path.
+    pub fn path(&self) -> &Utf8Path {
+        &self.path
+    }
+}
+
+impl Drop for PrivateIndex {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(format!("{}.lock", self.path));
+    }
+}
+
+/// Splits NUL-separated git output (`-z`) into its non-empty items.
+pub fn split_z(bytes: &[u8]) -> Vec<String> {
+    bytes
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// The last non-empty lines of a command's stdout and stderr, joined by ` | `.
+pub fn tail(output: &Output) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(ERROR_TAIL_LINES)..].join(" | ")
+}
+
+/// Removes from `c`'s environment every `GIT_*` name of `caller` that [`KEPT_ENV`] does not
+/// list.
+fn scrub(c: &mut Command, caller: impl IntoIterator<Item = std::ffi::OsString>) {
+    for key in caller {
+        let Some(name) = key.to_str() else {
+            // A name that is not UTF-8 is never one git reads, but is not passed on either.
+            c.env_remove(&key);
+            continue;
+        };
+        if name.starts_with("GIT_") && !KEPT_ENV.contains(&name) {
+            c.env_remove(name);
+        }
+    }
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| (*a).to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args_of(c: &Command) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn forced_settings_come_before_the_subcommand() {
+        let c = Git::new("/r").command(&["status", "--short"]);
+        let args = args_of(&c);
+        let sub = args.iter().position(|a| a == "status").unwrap_or(0);
+        assert!(sub > 0, "{args:?}");
+        for (key, value) in FORCED_CONFIG {
+            let setting = format!("{key}={value}");
+            let at = args
+                .iter()
+                .position(|a| *a == setting)
+                .unwrap_or(usize::MAX);
+            assert!(at < sub && args[at - 1] == "-c", "{setting} in {args:?}");
+        }
+    }
+
+    #[test]
+    fn the_callers_git_variables_are_removed_except_the_kept_ones() {
+        let mut c = Git::new("/r")
+            .with_index(Utf8Path::new("/r/.git/i"))
+            .command(&["status"]);
+        let caller = [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_OBJECT_DIRECTORY",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            "GIT_CONFIG_COUNT",
+            "GIT_CONFIG_KEY_0",
+            "GIT_CONFIG_PARAMETERS",
+            "GIT_EXEC_PATH",
+            "GIT_CONFIG_GLOBAL",
+            "GIT_AUTHOR_NAME",
+            "PATH",
+            "HOME",
+        ];
+        scrub(&mut c, caller.iter().map(std::ffi::OsString::from));
+        let env: std::collections::BTreeMap<String, Option<String>> = c
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        for removed in &caller[..9] {
+            assert_eq!(env.get(*removed), Some(&None), "{removed}");
+        }
+        for kept in ["GIT_CONFIG_GLOBAL", "GIT_AUTHOR_NAME", "PATH", "HOME"] {
+            assert!(!env.contains_key(kept), "{kept} touched");
+        }
+        assert_eq!(env.get("GIT_OPTIONAL_LOCKS"), Some(&Some("0".to_owned())));
+    }
+
+    #[test]
+    fn a_private_index_is_set_for_every_command() {
+        let c = Git::new("/r")
+            .with_index(Utf8Path::new("/r/.git/i"))
+            .command(&["add", "-A"]);
+        let index = c
+            .get_envs()
+            .find(|(k, _)| *k == "GIT_INDEX_FILE")
+            .and_then(|(_, v)| v);
+        assert_eq!(index, Some(OsStr::new("/r/.git/i")));
+    }
+
+    #[test]
+    fn nul_separated_output_splits_into_items() {
+        assert_eq!(split_z(b"a\0b c\0\0"), ["a", "b c"]);
+        assert!(split_z(b"").is_empty());
+    }
+}
