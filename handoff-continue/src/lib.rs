@@ -21,6 +21,7 @@ mod continuation;
 pub mod error;
 mod private;
 pub mod ssh;
+pub mod timeline;
 
 pub use attribute::{AttributeRequest, Attribution, attribute};
 pub use checkpoint::{

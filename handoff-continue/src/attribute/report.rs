@@ -227,15 +227,4 @@ impl Report<'_> {
     }
 }
 
-pub(super) fn agent(a: &AgentRef) -> String {
-    match &a.model {
-        Some(model) => format!("{}/{model}", a.provider),
-        None => a.provider.to_string(),
-    }
-}
-
-pub(super) fn short(commit: &str) -> &str {
-    commit.get(..12).unwrap_or(commit)
-}
-
-// ---------------------------------------------------------------------------------------------
+pub(super) use crate::timeline::{agent, short};
