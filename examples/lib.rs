@@ -1,1 +1,62 @@
-//! Example programs live beside this file; see `embed_default.rs` and `custom_provider.rs`.
+//! Example programs live beside this file; see `embed_default.rs`, `custom_provider.rs` and
+//! `continue_task.rs`. What they share, and what tests call, is here.
+
+pub mod continue_task {
+    //! Continuing a task through the library alone, as `handoff continue` does.
+
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use anyhow::{Context, Result, bail};
+    use camino::{Utf8Path, Utf8PathBuf};
+    use handoff_continue::{ContinueContext, ContinueRequest};
+    use handoff_core::{Config, ContinueResult, Engine, EngineOptions};
+
+    /// The default engine (all six agents, git evidence from gix, the user's configuration)
+    /// for the environment `env`, as the `handoff` binary builds it.
+    pub fn engine(env: &BTreeMap<String, String>) -> Result<Engine> {
+        let registry = handoff_adapters::default_registry();
+        let loaded = Config::load(env).context("configuration")?;
+        if let Err(e) = loaded.config.check_against(&registry) {
+            bail!("configuration: {e}");
+        }
+        let mut options = EngineOptions::from_process();
+        options.env = env.clone();
+        options.preflight_cache = env
+            .get("HOME")
+            .filter(|h| h.starts_with('/'))
+            .map(|h| Utf8PathBuf::from(h).join(".cache/handoff/preflight"));
+        options.tmp_dir = env
+            .get("TMPDIR")
+            .filter(|t| t.starts_with('/'))
+            .map(Utf8PathBuf::from);
+        options.config = loaded.config;
+        options.config_path = loaded.path;
+        Ok(Engine::new(
+            registry,
+            Arc::new(handoff_git::GitWorkspace::new()),
+            options,
+        ))
+    }
+
+    /// Continues the task as `request` says, with the default engine and task store of the
+    /// environment `env`; returns the same `handoff.continue.v1` result the CLI prints.
+    pub async fn continue_with(
+        env: BTreeMap<String, String>,
+        request: &ContinueRequest,
+    ) -> Result<ContinueResult> {
+        let engine = engine(&env)?;
+        let store = handoff_store::SqliteStore::open_default(&env)?;
+        let state_dir = handoff_store::default_path(&env)?
+            .parent()
+            .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
+        let ctx = ContinueContext {
+            engine: &engine,
+            store: &store,
+            state_dir,
+            env,
+        };
+        let (_keep, cancel) = tokio::sync::watch::channel(false);
+        Ok(handoff_continue::continue_task(request, &ctx, cancel).await)
+    }
+}

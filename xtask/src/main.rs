@@ -350,7 +350,7 @@ fn continue_step(
 fn examples() -> Result<()> {
     build_binaries()?;
     let sb = Sandbox::new()?;
-    for example in ["embed-default", "custom-provider"] {
+    for example in ["embed-default", "custom-provider", "continue-task"] {
         run(
             &format!("example {example}"),
             sb.command(Path::new(

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::note::SECTIONS;
 use crate::support::{Run, Sandbox};
 
-fn sandbox() -> Sandbox {
+pub fn sandbox() -> Sandbox {
     let sb = Sandbox::new();
     for (k, v) in [
         ("user.name", "handoff test"),
@@ -30,7 +30,7 @@ fn sandbox() -> Sandbox {
 }
 
 /// A complete note, written in the sandbox's private directory (outside the repository).
-fn note_file(sb: &Sandbox, name: &str, sections: &[&str]) -> String {
+pub fn note_file(sb: &Sandbox, name: &str, sections: &[&str]) -> String {
     let mut text = String::from("# Handoff note\n");
     for section in sections {
         let body = match *section {

@@ -14,6 +14,7 @@ mod config;
 mod continuation;
 mod docs;
 mod doctor;
+mod library;
 mod lifecycle;
 mod live;
 mod mcp;
