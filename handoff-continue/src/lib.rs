@@ -29,7 +29,8 @@ pub use checkpoint::{
 };
 pub use continuation::{
     ContinueContext, ContinueRequest, DEFAULT_READY_TIMEOUT, DEFAULT_TIMEOUT, Fallback,
-    NOT_STARTED, NoteInput, REVIEW_CHANGED, continue_task, rejected_result,
+    NOT_STARTED, NoteInput, REVIEW_CHANGED, Stopped, continue_task, rejected_result,
+    try_continue_task,
 };
 pub use error::{CheckpointError, ContinueError, Failed, OrFail, OrReject, Phase, Rejection};
 pub use private::write_private_file;

@@ -185,22 +185,55 @@ pub async fn continue_task(
     ctx: &ContinueContext<'_>,
     cancel: watch::Receiver<bool>,
 ) -> ContinueResult {
+    match try_continue_task(request, ctx, cancel).await {
+        Ok(result) => result,
+        Err(stopped) => stopped.result,
+    }
+}
+
+/// A continuation that stopped before it finished: the result to report (rejected, not
+/// started or cancelled, with everything known so far), and why, typed by when it happened.
+#[derive(Debug, Clone)]
+pub struct Stopped {
+    /// The result, as [`continue_task`] returns it.
+    pub result: ContinueResult,
+    /// Why it stopped.
+    pub error: ContinueError,
+}
+
+/// Like [`continue_task`], but a continuation that stopped early is an error that says in
+/// which phase, for callers that act on it rather than print it. A continuation that ran the
+/// receiver is `Ok`, whatever its continuity.
+pub async fn try_continue_task(
+    request: &ContinueRequest,
+    ctx: &ContinueContext<'_>,
+    cancel: watch::Receiver<bool>,
+) -> Result<ContinueResult, Stopped> {
     let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
     match run(request, ctx, &mut result, cancel).await {
-        Ok(code) => result.exit_code = code,
-        Err(ContinueError::Rejected(r)) => return rejected(result, r.reason),
-        Err(ContinueError::Failed(f)) => {
-            result.outcome = ContinueOutcome::NotStarted;
-            result.exit_code = NOT_STARTED;
-            result.reason = Some(f.message);
+        Ok(code) => {
+            result.exit_code = code;
+            Ok(result)
         }
-        Err(ContinueError::Cancelled(message)) => {
-            result.outcome = ContinueOutcome::NotStarted;
-            result.exit_code = exit::CANCELLED;
-            result.reason = Some(message);
+        Err(error) => {
+            let result = match &error {
+                ContinueError::Rejected(r) => rejected(result, r.reason.clone()),
+                ContinueError::Failed(f) => {
+                    result.outcome = ContinueOutcome::NotStarted;
+                    result.exit_code = NOT_STARTED;
+                    result.reason = Some(f.message.clone());
+                    result
+                }
+                ContinueError::Cancelled(message) => {
+                    result.outcome = ContinueOutcome::NotStarted;
+                    result.exit_code = exit::CANCELLED;
+                    result.reason = Some(message.clone());
+                    result
+                }
+            };
+            Err(Stopped { result, error })
         }
     }
-    result
 }
 
 /// The result of a continuation refused before it started (e.g. an unusable configuration).
