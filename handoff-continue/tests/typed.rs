@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use handoff_continue::{
-    ContinueContext, ContinueError, ContinueRequest, Failed, Fallback, NoteInput, Phase,
-    Rejection, Stopped, try_continue_task,
+    ContinueContext, ContinueError, ContinueRequest, Failed, Fallback, NoteInput, Phase, Rejection,
+    Stopped, try_continue_task,
 };
 use handoff_core::{ContinueOutcome, Engine, EngineOptions, TaskStore};
 use handoff_store::SqliteStore;
@@ -91,7 +91,10 @@ impl World {
         r
     }
 
-    fn run(&self, request: &ContinueRequest) -> (Result<handoff_core::ContinueResult, Stopped>, SqliteStore) {
+    fn run(
+        &self,
+        request: &ContinueRequest,
+    ) -> (Result<handoff_core::ContinueResult, Stopped>, SqliteStore) {
         let mut options = EngineOptions::from_process();
         options.env = self.env.clone();
         options.preflight_cache = None;
@@ -148,7 +151,10 @@ fn each_refusal_names_its_input_and_changes_nothing() {
     let head = w.head();
     let cases: Vec<(&str, Box<dyn Fn(&mut ContinueRequest)>)> = vec![
         ("--to", Box::new(|r| r.to = "nobody".into())),
-        ("--account", Box::new(|r| r.account = Some("no such/name".into()))),
+        (
+            "--account",
+            Box::new(|r| r.account = Some("no such/name".into())),
+        ),
         ("--message", Box::new(|r| r.message = Some("  ".into()))),
         ("--from", Box::new(|r| r.from = None)),
         ("--from", Box::new(|r| r.from = Some("nobody".into()))),
@@ -167,7 +173,10 @@ fn each_refusal_names_its_input_and_changes_nothing() {
         assert_eq!(refused(out), field, "{request:?}");
         assert_eq!(w.head(), head, "{field}: HEAD moved");
         let task = store.task_for_worktree(&w.worktree());
-        assert!(matches!(task, Ok(None)), "{field}: a task was made: {task:?}");
+        assert!(
+            matches!(task, Ok(None)),
+            "{field}: a task was made: {task:?}"
+        );
     }
 }
 
@@ -184,7 +193,8 @@ fn a_detached_head_is_a_refusal_of_the_repository() {
 fn a_failed_push_after_the_checkpoint_is_a_failure_of_the_push_not_a_refusal() {
     let w = World::new();
     let missing = w.root.join("no-such-remote.git");
-    w.repo.git(&["remote", "add", "origin", &missing.to_string_lossy()]);
+    w.repo
+        .git(&["remote", "add", "origin", &missing.to_string_lossy()]);
     w.repo.write("README.md", "# changed\n");
     let before = w.head();
     let mut request = w.request();
@@ -204,11 +214,11 @@ fn a_failed_push_after_the_checkpoint_is_a_failure_of_the_push_not_a_refusal() {
     let checkpoint = result.checkpoint.and_then(|c| c.commit).unwrap();
     assert_ne!(checkpoint, before);
     assert_eq!(w.head(), checkpoint);
-    assert!(message.contains(&format!("checkpoint {checkpoint} kept")), "{message}");
-    let task = store
-        .task_for_worktree(&w.worktree())
-        .unwrap()
-        .unwrap();
+    assert!(
+        message.contains(&format!("checkpoint {checkpoint} kept")),
+        "{message}"
+    );
+    let task = store.task_for_worktree(&w.worktree()).unwrap().unwrap();
     assert_eq!(result.task_id, Some(task.id));
 }
 

@@ -105,6 +105,24 @@ pub(crate) fn git_error(context: &str, err: gix::Error) -> WorkspaceError {
     WorkspaceError::Git { message }
 }
 
+/// How handoff opens a repository: as git would, but blind to the `GIT_*` variables of the
+/// process that runs handoff (`GIT_DIR`, `GIT_WORK_TREE`, `GIT_INDEX_FILE`,
+/// `GIT_OBJECT_DIRECTORY`, `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`…). Whoever started handoff (an
+/// agent's shell) must not be able to point the evidence at another worktree, index or object
+/// store, nor change the configuration it is read with. The same variables are removed from
+/// every git command handoff runs (see [`crate::Git`]).
+pub(crate) fn open_options(level: Option<gix::sec::Trust>) -> gix::open::Options {
+    use gix::sec::trust::DefaultForLevel;
+    let mut options = level.map_or_else(
+        gix::open::Options::default,
+        gix::open::Options::default_for_level,
+    );
+    options.permissions.env.git_prefix = gix::sec::Permission::Deny;
+    options.permissions.env.objects = gix::sec::Permission::Deny;
+    options.permissions.config.env = false;
+    options
+}
+
 /// Finds the repository with a worktree that contains `cwd`.
 pub(crate) fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError> {
     let io = |source| WorkspaceError::Io {
@@ -118,8 +136,16 @@ pub(crate) fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError
         return Err(not_a_worktree());
     }
     let start = std::path::absolute(cwd).map_err(io)?;
-    let repo = match gix::discover(&start) {
-        Ok(repo) => repo,
+    let trust = gix::sec::trust::Mapping {
+        full: open_options(Some(gix::sec::Trust::Full)),
+        reduced: open_options(Some(gix::sec::Trust::Reduced)),
+    };
+    let repo = match gix::ThreadSafeRepository::discover_opts(
+        &start,
+        gix::discover::upwards::Options::default(),
+        trust,
+    ) {
+        Ok(repo) => gix::Repository::from(repo),
         Err(err) => {
             return Err(
                 if err
@@ -384,7 +410,7 @@ fn nested_state(
     if depth >= MAX_NESTING {
         return Ok(unreadable("repo too-deep"));
     }
-    let Ok(repo) = gix::open(&dir) else {
+    let Ok(repo) = gix::open_opts(&dir, open_options(None)) else {
         return Ok(unreadable("repo unreadable"));
     };
     Ok(match fingerprint_repository(&repo, depth + 1, options) {

@@ -339,3 +339,77 @@ fn an_unusable_store_is_refused_before_committing() {
     assert_eq!(head(&sb), before);
     assert_eq!(sb.repo.git(&["status", "--porcelain"]), "?? a.txt\n");
 }
+
+/// Git variables in handoff's own environment (an agent's shell, a hook) cannot point its git
+/// at another repository, index or object store, nor inject configuration.
+#[test]
+fn the_callers_git_variables_cannot_redirect_a_checkpoint() {
+    let sb = sandbox();
+    let decoy = Sandbox::new();
+    let decoy_head = decoy.repo.git(&["rev-parse", "HEAD"]);
+    let elsewhere = sb.root.join("objects-elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    sb.repo.write("a.txt", "a\n");
+    let before = head(&sb);
+    let cwd = sb.cwd();
+    let decoy_git = decoy.repo.path().join(".git");
+    let mut cmd = sb.command();
+    cmd.env("XDG_STATE_HOME", sb.root.join("state"))
+        .env("GIT_DIR", &decoy_git)
+        .env("GIT_WORK_TREE", decoy.repo.path())
+        .env("GIT_INDEX_FILE", decoy_git.join("index"))
+        .env("GIT_OBJECT_DIRECTORY", &elsewhere)
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "user.name")
+        .env("GIT_CONFIG_VALUE_0", "injected")
+        .args([
+            "checkpoint",
+            "--cwd",
+            &cwd,
+            "--agent",
+            "claude",
+            "a.txt",
+            "--json",
+        ]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 0, "{run:?}");
+    let commit = run.json["commit"].as_str().unwrap();
+    assert_eq!(head(&sb), commit);
+    assert_eq!(
+        sb.repo.git(&["rev-parse", "HEAD~1"]).trim(),
+        before.as_str()
+    );
+    assert_eq!(
+        sb.repo.git(&["log", "-1", "--format=%an"]).trim(),
+        "handoff test"
+    );
+    assert_eq!(decoy.repo.git(&["rev-parse", "HEAD"]), decoy_head);
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+}
+
+/// The evidence is read from the worktree handoff was pointed at, whatever `GIT_*` variables
+/// its caller set: a forged index or another worktree named in the environment change nothing.
+#[test]
+fn the_callers_git_variables_cannot_change_the_fingerprint() {
+    let sb = sandbox();
+    sb.repo.write("a.txt", "a\n");
+    let decoy = Sandbox::new();
+    decoy.repo.write("b.txt", "b\n");
+    let cwd = sb.cwd();
+    let plain = handoff(&sb, &["fingerprint", "--cwd", &cwd, "--json"]);
+    assert_eq!(plain.code, 0, "{plain:?}");
+    let decoy_git = decoy.repo.path().join(".git");
+    let mut cmd = sb.command();
+    cmd.env("GIT_DIR", &decoy_git)
+        .env("GIT_WORK_TREE", decoy.repo.path())
+        .env("GIT_INDEX_FILE", decoy_git.join("index"))
+        .env("GIT_OBJECT_DIRECTORY", decoy_git.join("objects"))
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "core.excludesFile")
+        .env("GIT_CONFIG_VALUE_0", "/dev/null")
+        .args(["fingerprint", "--cwd", &cwd, "--json"]);
+    let steered = sb.exec(&mut cmd);
+    assert_eq!(steered.code, 0, "{steered:?}");
+    assert_eq!(plain.json["digest"], steered.json["digest"], "{steered:?}");
+    assert_eq!(steered.json["root"].as_str(), Some(cwd.as_str()));
+}
