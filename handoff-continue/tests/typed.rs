@@ -1,5 +1,6 @@
 //! `try_continue_task` on the fake agents: a refusal names the input it refused and changes
 //! nothing; a failure after the checkpoint names its phase and is never a refusal.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -144,12 +145,15 @@ fn refused(out: Result<handoff_core::ContinueResult, Stopped>) -> &'static str {
     }
 }
 
+/// A change to a valid request.
+type Change = Box<dyn Fn(&mut ContinueRequest)>;
+
 #[test]
 fn each_refusal_names_its_input_and_changes_nothing() {
     let w = World::new();
     w.repo.write("README.md", "# changed\n");
     let head = w.head();
-    let cases: Vec<(&str, Box<dyn Fn(&mut ContinueRequest)>)> = vec![
+    let cases: Vec<(&str, Change)> = vec![
         ("--to", Box::new(|r| r.to = "nobody".into())),
         (
             "--account",
