@@ -35,7 +35,7 @@ use tokio::sync::watch;
 
 use crate::config::{AgentConfig, Config, config_secrets};
 use crate::continuation::{ReceiverReport, ReceiverRequest, ResumeCommand};
-use crate::env::{agent_env, credential_values};
+use crate::env::agent_env;
 use crate::input::{RunInput, Validated, request_hash};
 use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation, Status, Verdict};
@@ -44,10 +44,12 @@ use crate::preflight::{PreflightCache, locate};
 use crate::process::{Ending, supervise_with_tap};
 use crate::prompt::build_prompt;
 use crate::provider::{AnswerSource, Observation, ProbeEnv, Provider, RawOutput, Registry, RunDir};
-use crate::redact::{redact, redact_known, truncate_tail};
+use crate::redact::{credential_name, credential_values, redact, redact_known, truncate_tail};
 use crate::request::{BudgetLimits, Caller, CallerProvenance, DelegationMode, Request};
 use crate::result::*;
 use crate::supervisor::{CONTEXT_ENV, Finished, Supervisor, SupervisorContext, SupervisorSetup};
+// `supervisor::token` still imports `now_iso` from here.
+pub(crate) use crate::timestamp::now_iso;
 use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
 
 /// How an engine is set up.
@@ -169,26 +171,6 @@ pub(crate) struct Launch {
     pub timeout: Duration,
     /// The snapshot a nested adviser runs on.
     pub snapshot: Option<crate::workspace::Snapshot>,
-}
-
-/// ISO-8601 UTC with milliseconds.
-pub fn now_iso() -> String {
-    iso(time::OffsetDateTime::now_utc())
-}
-
-/// `t` as ISO-8601 UTC with milliseconds.
-pub(crate) fn iso(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
 }
 
 impl Draft {
@@ -1390,12 +1372,8 @@ impl Engine {
             resume_env: agent_config
                 .env
                 .iter()
-                .filter(|(k, _)| !crate::env::credential_name(k))
-                .chain(
-                    account_env
-                        .iter()
-                        .filter(|(k, _)| !crate::env::credential_name(k)),
-                )
+                .filter(|(k, _)| !credential_name(k))
+                .chain(account_env.iter().filter(|(k, _)| !credential_name(k)))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             account_env,

@@ -1,5 +1,7 @@
-//! Masking secrets in text that leaves the engine (diagnostics, answers).
+//! Masking secrets in text that leaves the engine (diagnostics, answers), and telling which
+//! variables hold them.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -59,6 +61,24 @@ pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
         }
     }
     (out, count)
+}
+
+/// Whether a variable or key name looks like it holds a credential (KEY, TOKEN, SECRET,
+/// PASSWORD or AUTH in it, any case).
+pub fn credential_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// Values of the passed-through variables that look like credentials (names containing KEY,
+/// TOKEN, SECRET or PASSWORD): masked wherever they appear in results.
+pub fn credential_values(env: &BTreeMap<String, String>) -> Vec<String> {
+    env.iter()
+        .filter(|(k, v)| v.len() >= 8 && credential_name(k))
+        .map(|(_, v)| v.clone())
+        .collect()
 }
 
 /// Cuts `text` to [`DIAGNOSTIC_LIMIT`] bytes on a char boundary, keeping the *end* (the tail of

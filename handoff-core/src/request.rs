@@ -1,5 +1,7 @@
 //! The `Request` contract: everything a run was asked to do, with provenance for every choice.
 
+use std::fmt;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -181,6 +183,27 @@ pub struct GrantsResolved {
     pub mcp: bool,
     /// Writing the worktree (build and phase only).
     pub write: bool,
+}
+
+/// A grant a nested request can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GrantKind {
+    /// Shell access.
+    Bash,
+    /// Web search and fetch.
+    WebSearch,
+    /// Private MCP servers.
+    Mcp,
+}
+
+impl fmt::Display for GrantKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GrantKind::Bash => "bash",
+            GrantKind::WebSearch => "web search",
+            GrantKind::Mcp => "MCP",
+        })
+    }
 }
 
 /// Where a grant came from.

@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 
 use super::clock::Clock;
-use super::grants::GrantKind;
 use crate::names::{AgentId, Mode, Operation, Status};
 use crate::request::{
-    BudgetLimits, BudgetRemaining, DelegationMode, Dependency, DependencyKind, Lineage, Request,
+    BudgetLimits, BudgetRemaining, DelegationMode, Dependency, DependencyKind, GrantKind, Lineage,
+    Request,
 };
 use crate::result::{DAG_SCHEMA, Dag, DagNode, DagStatus, NodeState};
+use crate::timestamp::iso;
 
 /// Most dependencies one node may declare (the bound of [`Lineage::dependencies`]).
 pub const MAX_DEPENDENCIES: usize = 64;
@@ -950,19 +951,6 @@ pub(crate) fn quote(s: &str) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
-}
-
-fn iso(t: OffsetDateTime) -> String {
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
 }
 
 fn state_name(s: NodeState) -> &'static str {

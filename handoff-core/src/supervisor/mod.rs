@@ -31,7 +31,7 @@ pub use dag::{
     Admission, DagError, DagStore, MAX_DEPENDENCIES, NodeRequest, RegisteredNode,
     check_dag_invariants,
 };
-pub use grants::{GrantKind, GrantRequest, attenuate};
+pub use grants::{GrantRequest, attenuate};
 pub use token::{
     AUDIT_LIMIT, Capability, MAX_NONCE_BYTES, RedeemError, TOKEN_PREFIX, Ticket, Token, TokenAudit,
     TokenBook, TokenError,

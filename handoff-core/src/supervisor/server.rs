@@ -672,7 +672,7 @@ fn nested_prompt(shared: &Shared, cwd: &str) -> String {
     let deadline = time::OffsetDateTime::from_unix_timestamp_nanos(
         i128::from(shared.deadline_unix_ms) * 1_000_000,
     )
-    .map(crate::engine::iso)
+    .map(crate::timestamp::iso)
     .unwrap_or_default();
     nested_text(&shared.handoff_exe, cwd, &ids, &shared.limits, &deadline)
 }
