@@ -24,7 +24,7 @@ use super::wire::*;
 use crate::engine::{Engine, Launch, RunOutcome};
 use crate::input::{Instructions, NestedParent, RunInput, Verb, intent_hash, request_hash};
 use crate::mcp::McpDescriptor;
-use crate::names::{AgentId, Operation, Verdict};
+use crate::names::{AgentId, Operation};
 use crate::request::{BudgetLimits, DelegationMode, GrantsResolved, Request};
 
 /// Time kept back from a nested node's budget when the root deadline bounds it, so that its
@@ -633,9 +633,8 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             Err(m) => {
                 shared
                     .engine
-                    .nested_stop(
+                    .nested_not_run(
                         request,
-                        Verdict::NOT_RUN,
                         format!("cannot snapshot the worktree for the adviser: {m}"),
                     )
                     .await
