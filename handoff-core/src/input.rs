@@ -8,6 +8,7 @@ use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation, check_model};
 use crate::paths;
 use crate::provider::{ProviderSpec, Registry};
+use crate::redact::quote;
 use crate::request::*;
 
 /// The root verbs.
@@ -752,17 +753,17 @@ impl RunInput {
 
 /// Parses `--dependency` values (`requires:<id>`, `advises:<id>`, `verifies:<id>`).
 fn parse_dependencies(values: &[String]) -> Result<Vec<Dependency>, String> {
-    if values.len() > crate::supervisor::MAX_DEPENDENCIES {
+    if values.len() > MAX_DEPENDENCIES {
         return Err(format!(
             "at most {} --dependency values are accepted",
-            crate::supervisor::MAX_DEPENDENCIES
+            MAX_DEPENDENCIES
         ));
     }
     values
         .iter()
         .map(|v| {
             let (kind, id) = v.split_once(':').ok_or_else(|| {
-                format!("--dependency must be requires:<runId>, advises:<runId> or verifies:<runId>; got {:?}", crate::supervisor::quote(v))
+                format!("--dependency must be requires:<runId>, advises:<runId> or verifies:<runId>; got {:?}", quote(v))
             })?;
             let kind = match kind {
                 "requires" => DependencyKind::Requires,
@@ -771,14 +772,14 @@ fn parse_dependencies(values: &[String]) -> Result<Vec<Dependency>, String> {
                 _ => {
                     return Err(format!(
                         "--dependency type must be requires, advises or verifies; got {:?}",
-                        crate::supervisor::quote(kind)
+                        quote(kind)
                     ));
                 }
             };
             if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return Err(format!(
                     "--dependency run id must be 1-128 letters, digits, '-' or '_'; got {:?}",
-                    crate::supervisor::quote(id)
+                    quote(id)
                 ));
             }
             Ok(Dependency {
@@ -807,14 +808,14 @@ fn check_mcp_subset(d: &McpDescriptor, parent: Option<&McpDescriptor>) -> Result
                 return Err(format!(
                     "nested request cannot expand the parent's grants: MCP server {:?} is not \
                      one of the parent's",
-                    crate::supervisor::quote(s.name())
+                    quote(s.name())
                 ));
             }
             Some(p) if p != s => {
                 return Err(format!(
                     "nested request cannot expand the parent's grants: MCP server {:?} differs \
                      from the parent's definition",
-                    crate::supervisor::quote(s.name())
+                    quote(s.name())
                 ));
             }
             Some(_) => {}

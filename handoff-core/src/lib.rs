@@ -91,11 +91,11 @@ pub use request::*;
 pub use result::*;
 pub use supervisor::{
     AUDIT_LIMIT, Admission, CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, Capability, Clock,
-    DagError, DagStore, GrantRequest, MAX_CONTEXT_BYTES, MAX_DEPENDENCIES, MAX_NONCE_BYTES,
-    MAX_REPLY_BYTES, MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA, NESTED_REQUEST_SCHEMA, NestedReply,
-    NestedRequest, NodeRequest, RedeemError, RegisteredNode, SupervisorContext, TOKEN_PREFIX,
-    Ticket, Token, TokenAudit, TokenBook, TokenError, ask_supervisor, attenuate,
-    check_dag_invariants, result_hash,
+    DagError, DagStore, GrantRequest, MAX_CONTEXT_BYTES, MAX_NONCE_BYTES, MAX_REPLY_BYTES,
+    MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA, NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest,
+    NodeRequest, RedeemError, RegisteredNode, SupervisorContext, TOKEN_PREFIX, Ticket, Token,
+    TokenAudit, TokenBook, TokenError, ask_supervisor, attenuate, check_dag_invariants,
+    result_hash,
 };
 pub use task::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,

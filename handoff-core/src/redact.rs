@@ -9,6 +9,8 @@ use regex::Regex;
 /// Largest diagnostic text kept, in bytes.
 pub const DIAGNOSTIC_LIMIT: usize = 8192;
 const TRUNCATION_MARK: &str = "…[truncated]";
+/// Longest worker-supplied text quoted back in an error message.
+const QUOTE_LIMIT: usize = 128;
 
 // Each pattern masks one family of credentials. The replacement keeps the key name (for
 // `key=value` forms) so the reader still sees *what* was masked.
@@ -79,6 +81,19 @@ pub fn credential_values(env: &BTreeMap<String, String>) -> Vec<String> {
         .filter(|(k, v)| v.len() >= 8 && credential_name(k))
         .map(|(_, v)| v.clone())
         .collect()
+}
+
+/// A worker-supplied string bounded for an error message (Display quotes it with `{:?}`, so
+/// control characters cannot break the one-line message).
+pub(crate) fn quote(s: &str) -> String {
+    if s.len() <= QUOTE_LIMIT {
+        return s.to_owned();
+    }
+    let mut end = QUOTE_LIMIT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 /// Cuts `text` to [`DIAGNOSTIC_LIMIT`] bytes on a char boundary, keeping the *end* (the tail of

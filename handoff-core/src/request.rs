@@ -276,6 +276,9 @@ pub enum DelegationSource {
     ParentAttenuated,
 }
 
+/// Most dependencies one node may declare (the bound of [`Lineage::dependencies`]).
+pub const MAX_DEPENDENCIES: usize = 64;
+
 /// Position of a run in its DAG.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -2,7 +2,8 @@
 
 use std::collections::HashSet;
 
-use super::dag::{DagError, quote};
+use super::dag::DagError;
+use crate::redact::quote;
 use crate::request::{GrantKind, GrantsResolved};
 
 /// The grants a nested request asks for. There is no write: nested nodes are read-only.

@@ -25,6 +25,7 @@ use crate::engine::{Engine, Launch, RunOutcome};
 use crate::input::{Instructions, NestedParent, RunInput, Verb, intent_hash, request_hash};
 use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Operation};
+use crate::redact::quote;
 use crate::request::{BudgetLimits, DelegationMode, GrantsResolved, Request};
 
 /// Time kept back from a nested node's budget when the root deadline bounds it, so that its
@@ -429,7 +430,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             None,
             format!(
                 "the nested request has schemaVersion {:?}; expected {NESTED_REQUEST_SCHEMA}",
-                super::quote(&req.schema_version)
+                quote(&req.schema_version)
             ),
         )
         .await;
