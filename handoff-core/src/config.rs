@@ -11,8 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
-use crate::env::credential_name;
-use crate::names::AgentId;
+use crate::names::{AgentId, check_model};
+use crate::redact::credential_name;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -216,7 +216,7 @@ impl Config {
             let agent =
                 AgentId::parse(id).ok_or_else(|| format!("[agents.{id}]: invalid agent id"))?;
             if let Some(m) = &a.model {
-                crate::input::check_model(m).map_err(|e| format!("{}: {e}", at("model")))?;
+                check_model(m).map_err(|e| format!("{}: {e}", at("model")))?;
             }
             if let Some(t) = a.max_turns
                 && !(1..=100).contains(&t)
@@ -283,40 +283,6 @@ impl Config {
                     ));
                 }
                 check_opencode_provider(p).map_err(|e| format!("{}: {e}", at("provider")))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks every agent section against the registered agents' capabilities: the agent must
-    /// exist, and its effort and turn defaults must be values that agent accepts.
-    pub fn check_against(&self, registry: &crate::provider::Registry) -> Result<(), String> {
-        for (id, a) in &self.agents {
-            let spec = AgentId::parse(id)
-                .and_then(|i| registry.get(&i).map(|p| p.spec().clone()))
-                .ok_or_else(|| {
-                    let known: Vec<String> = registry.ids().iter().map(|i| i.to_string()).collect();
-                    format!(
-                        "[agents.{id}]: unknown agent; expected one of: {}",
-                        known.join(", ")
-                    )
-                })?;
-            if let Some(e) = &a.effort
-                && !spec.effort.contains(&e.as_str())
-            {
-                return Err(if spec.effort.is_empty() {
-                    format!("agents.{id}.effort: {id} has no effort control")
-                } else {
-                    format!(
-                        "agents.{id}.effort: {e:?} is not one of: {}",
-                        spec.effort.join(", ")
-                    )
-                });
-            }
-            if a.max_turns.is_some() && spec.max_turns.is_none() {
-                return Err(format!(
-                    "agents.{id}.max_turns: {id} has no turn limit control"
-                ));
             }
         }
         Ok(())

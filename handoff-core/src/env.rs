@@ -65,21 +65,3 @@ pub fn agent_env(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
-
-/// Whether a variable or key name looks like it holds a credential (KEY, TOKEN, SECRET,
-/// PASSWORD or AUTH in it, any case).
-pub fn credential_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
-        .iter()
-        .any(|w| n.contains(w))
-}
-
-/// Values of the passed-through variables that look like credentials (names containing KEY,
-/// TOKEN, SECRET or PASSWORD): masked wherever they appear in results.
-pub fn credential_values(env: &BTreeMap<String, String>) -> Vec<String> {
-    env.iter()
-        .filter(|(k, v)| v.len() >= 8 && credential_name(k))
-        .map(|(_, v)| v.clone())
-        .collect()
-}

@@ -5,9 +5,10 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{AgentConfig, Config};
 use crate::mcp::McpDescriptor;
-use crate::names::{AgentId, Mode, Operation};
+use crate::names::{AgentId, Mode, Operation, check_model};
 use crate::paths;
 use crate::provider::{ProviderSpec, Registry};
+use crate::redact::quote;
 use crate::request::*;
 
 /// The root verbs.
@@ -190,24 +191,6 @@ fn parse_bool(flag: &str, value: &Option<String>) -> Result<Option<bool>, String
     }
 }
 
-/// Checks a `--model` value: 1–256 bytes, no surrounding whitespace, no control characters,
-/// not starting with `-` (it would read as a flag).
-pub fn check_model(m: &str) -> Result<(), String> {
-    if m.is_empty() || m.len() > 256 {
-        return Err("--model must be 1-256 bytes".into());
-    }
-    if m.trim() != m {
-        return Err("--model must not start or end with whitespace".into());
-    }
-    if m.chars().any(char::is_control) {
-        return Err("--model must not contain control characters".into());
-    }
-    if m.starts_with('-') {
-        return Err("--model must not start with '-'".into());
-    }
-    Ok(())
-}
-
 fn sha256_tagged(bytes: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
 }
@@ -223,6 +206,43 @@ pub fn registered(registry: &Registry, flag: &str, value: &str) -> Result<AgentI
                 known.join(", ")
             )
         })
+}
+
+// Here rather than in `config`, which knows no agent's capabilities.
+impl Config {
+    /// Checks every agent section against the registered agents' capabilities: the agent must
+    /// exist, and its effort and turn defaults must be values that agent accepts.
+    pub fn check_against(&self, registry: &Registry) -> Result<(), String> {
+        for (id, a) in &self.agents {
+            let spec = AgentId::parse(id)
+                .and_then(|i| registry.get(&i).map(|p| p.spec().clone()))
+                .ok_or_else(|| {
+                    let known: Vec<String> = registry.ids().iter().map(|i| i.to_string()).collect();
+                    format!(
+                        "[agents.{id}]: unknown agent; expected one of: {}",
+                        known.join(", ")
+                    )
+                })?;
+            if let Some(e) = &a.effort
+                && !spec.effort.contains(&e.as_str())
+            {
+                return Err(if spec.effort.is_empty() {
+                    format!("agents.{id}.effort: {id} has no effort control")
+                } else {
+                    format!(
+                        "agents.{id}.effort: {e:?} is not one of: {}",
+                        spec.effort.join(", ")
+                    )
+                });
+            }
+            if a.max_turns.is_some() && spec.max_turns.is_none() {
+                return Err(format!(
+                    "agents.{id}.max_turns: {id} has no turn limit control"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RunInput {
@@ -733,17 +753,17 @@ impl RunInput {
 
 /// Parses `--dependency` values (`requires:<id>`, `advises:<id>`, `verifies:<id>`).
 fn parse_dependencies(values: &[String]) -> Result<Vec<Dependency>, String> {
-    if values.len() > crate::supervisor::MAX_DEPENDENCIES {
+    if values.len() > MAX_DEPENDENCIES {
         return Err(format!(
             "at most {} --dependency values are accepted",
-            crate::supervisor::MAX_DEPENDENCIES
+            MAX_DEPENDENCIES
         ));
     }
     values
         .iter()
         .map(|v| {
             let (kind, id) = v.split_once(':').ok_or_else(|| {
-                format!("--dependency must be requires:<runId>, advises:<runId> or verifies:<runId>; got {:?}", crate::supervisor::quote(v))
+                format!("--dependency must be requires:<runId>, advises:<runId> or verifies:<runId>; got {:?}", quote(v))
             })?;
             let kind = match kind {
                 "requires" => DependencyKind::Requires,
@@ -752,14 +772,14 @@ fn parse_dependencies(values: &[String]) -> Result<Vec<Dependency>, String> {
                 _ => {
                     return Err(format!(
                         "--dependency type must be requires, advises or verifies; got {:?}",
-                        crate::supervisor::quote(kind)
+                        quote(kind)
                     ));
                 }
             };
             if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
                 return Err(format!(
                     "--dependency run id must be 1-128 letters, digits, '-' or '_'; got {:?}",
-                    crate::supervisor::quote(id)
+                    quote(id)
                 ));
             }
             Ok(Dependency {
@@ -788,14 +808,14 @@ fn check_mcp_subset(d: &McpDescriptor, parent: Option<&McpDescriptor>) -> Result
                 return Err(format!(
                     "nested request cannot expand the parent's grants: MCP server {:?} is not \
                      one of the parent's",
-                    crate::supervisor::quote(s.name())
+                    quote(s.name())
                 ));
             }
             Some(p) if p != s => {
                 return Err(format!(
                     "nested request cannot expand the parent's grants: MCP server {:?} differs \
                      from the parent's definition",
-                    crate::supervisor::quote(s.name())
+                    quote(s.name())
                 ));
             }
             Some(_) => {}

@@ -41,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::engine::now_iso;
+use crate::timestamp::now_iso;
 
 const ROOTS: &str = "roots";
 const LEASES: &str = "leases";

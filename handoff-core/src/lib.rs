@@ -32,6 +32,7 @@ mod request;
 mod result;
 mod supervisor;
 mod task;
+mod timestamp;
 mod transcript;
 mod workspace;
 
@@ -52,13 +53,10 @@ pub use continuation::{
     ResumeCommand, shell_word,
 };
 pub use engine::{
-    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, now_iso,
-    provider_output_schema,
+    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, provider_output_schema,
 };
-pub use env::{COMMON_ENV, agent_env, allowed as env_allowed, credential_values};
-pub use input::{
-    Instructions, RunInput, Validated, Verb, check_model, intent_hash, registered, request_hash,
-};
+pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
+pub use input::{Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash};
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
     agents_working_in, check_ancestry, default_runtime_dir,
@@ -67,7 +65,7 @@ pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,
     StdioServer, valid_env_name,
 };
-pub use names::{AgentId, Mode, Operation, Status, Verdict, exit};
+pub use names::{AgentId, Mode, Operation, Status, Verdict, check_model, exit};
 pub use note::{
     FrontMatter, FrontMatterError, GitRemote, GitState, MAX_LISTED_UNCOMMITTED, MAX_NOTE_BYTES,
     NOTE_CHECK_SCHEMA, NOTE_SCHEMA, Note, NoteCheck, NoteErrors, NoteOrigin, NoteReadError,
@@ -88,22 +86,23 @@ pub use provider::{
     AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,
     ProbeEnv, Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
 };
-pub use redact::{DIAGNOSTIC_LIMIT, redact, redact_known, truncate_tail};
+pub use redact::{DIAGNOSTIC_LIMIT, credential_values, redact, redact_known, truncate_tail};
 pub use request::*;
 pub use result::*;
 pub use supervisor::{
     AUDIT_LIMIT, Admission, CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, Capability, Clock,
-    DagError, DagStore, GrantKind, GrantRequest, MAX_CONTEXT_BYTES, MAX_DEPENDENCIES,
-    MAX_NONCE_BYTES, MAX_REPLY_BYTES, MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA,
-    NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest, NodeRequest, RedeemError, RegisteredNode,
-    SupervisorContext, TOKEN_PREFIX, Ticket, Token, TokenAudit, TokenBook, TokenError,
-    ask_supervisor, attenuate, check_dag_invariants, result_hash,
+    DagError, DagStore, GrantRequest, MAX_CONTEXT_BYTES, MAX_NONCE_BYTES, MAX_REPLY_BYTES,
+    MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA, NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest,
+    NodeRequest, RedeemError, RegisteredNode, SupervisorContext, TOKEN_PREFIX, Ticket, Token,
+    TokenAudit, TokenBook, TokenError, ask_supervisor, attenuate, check_dag_invariants,
+    result_hash,
 };
 pub use task::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,
     HandoffOutcome, HandoffRow, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route, StoreError,
     Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_timestamp,
 };
+pub use timestamp::now_iso;
 pub use transcript::{
     MAX_TOOL_TEXT_BYTES, Message, Part, Recap, Role, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource, bounded, recap,

@@ -1,4 +1,4 @@
-//! The product's vocabulary: agent ids, operations, modes, statuses and exit codes.
+//! The product's vocabulary: agent ids, model names, operations, modes, statuses and exit codes.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -85,6 +85,24 @@ impl From<AgentId> for String {
     fn from(value: AgentId) -> Self {
         value.0.into_owned()
     }
+}
+
+/// Checks a `--model` value: 1–256 bytes, no surrounding whitespace, no control characters,
+/// not starting with `-` (it would read as a flag).
+pub fn check_model(m: &str) -> Result<(), String> {
+    if m.is_empty() || m.len() > 256 {
+        return Err("--model must be 1-256 bytes".into());
+    }
+    if m.trim() != m {
+        return Err("--model must not start or end with whitespace".into());
+    }
+    if m.chars().any(char::is_control) {
+        return Err("--model must not contain control characters".into());
+    }
+    if m.starts_with('-') {
+        return Err("--model must not start with '-'".into());
+    }
+    Ok(())
 }
 
 /// What the caller asks of the target.

@@ -1,5 +1,7 @@
-//! Masking secrets in text that leaves the engine (diagnostics, answers).
+//! Masking secrets in text that leaves the engine (diagnostics, answers), and telling which
+//! variables hold them.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -7,6 +9,8 @@ use regex::Regex;
 /// Largest diagnostic text kept, in bytes.
 pub const DIAGNOSTIC_LIMIT: usize = 8192;
 const TRUNCATION_MARK: &str = "…[truncated]";
+/// Longest worker-supplied text quoted back in an error message.
+const QUOTE_LIMIT: usize = 128;
 
 // Each pattern masks one family of credentials. The replacement keeps the key name (for
 // `key=value` forms) so the reader still sees *what* was masked.
@@ -59,6 +63,37 @@ pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
         }
     }
     (out, count)
+}
+
+/// Whether a variable or key name looks like it holds a credential (KEY, TOKEN, SECRET,
+/// PASSWORD or AUTH in it, any case).
+pub fn credential_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// Values of the passed-through variables that look like credentials (names containing KEY,
+/// TOKEN, SECRET or PASSWORD): masked wherever they appear in results.
+pub fn credential_values(env: &BTreeMap<String, String>) -> Vec<String> {
+    env.iter()
+        .filter(|(k, v)| v.len() >= 8 && credential_name(k))
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+/// A worker-supplied string bounded for an error message (Display quotes it with `{:?}`, so
+/// control characters cannot break the one-line message).
+pub(crate) fn quote(s: &str) -> String {
+    if s.len() <= QUOTE_LIMIT {
+        return s.to_owned();
+    }
+    let mut end = QUOTE_LIMIT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
 }
 
 /// Cuts `text` to [`DIAGNOSTIC_LIMIT`] bytes on a char boundary, keeping the *end* (the tail of

@@ -1,5 +1,7 @@
 //! The `Request` contract: everything a run was asked to do, with provenance for every choice.
 
+use std::fmt;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -183,6 +185,27 @@ pub struct GrantsResolved {
     pub write: bool,
 }
 
+/// A grant a nested request can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GrantKind {
+    /// Shell access.
+    Bash,
+    /// Web search and fetch.
+    WebSearch,
+    /// Private MCP servers.
+    Mcp,
+}
+
+impl fmt::Display for GrantKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GrantKind::Bash => "bash",
+            GrantKind::WebSearch => "web search",
+            GrantKind::Mcp => "MCP",
+        })
+    }
+}
+
 /// Where a grant came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -252,6 +275,9 @@ pub enum DelegationSource {
     /// Limited by the parent.
     ParentAttenuated,
 }
+
+/// Most dependencies one node may declare (the bound of [`Lineage::dependencies`]).
+pub const MAX_DEPENDENCIES: usize = 64;
 
 /// Position of a run in its DAG.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -14,8 +14,8 @@ use camino::{Utf8Path, Utf8PathBuf};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
-use crate::engine::now_iso;
 use crate::names::{AgentId, Mode, Operation, Status};
+use crate::timestamp::{is_iso, now_iso};
 
 /// Longest model, account, branch, run id or digest accepted, in bytes.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -692,26 +692,9 @@ fn check_commit(field: &'static str, commit: &str) -> Result<(), StoreError> {
 }
 
 /// Checks a timestamp is ISO-8601 UTC with milliseconds, as [`now_iso`] writes it
-/// (`2025-01-31T12:34:56.789Z`), so that timestamps sort as text.
+/// (`2025-01-31T12:34:56.789Z`), so that timestamps sort as text, naming a real date and time.
 pub fn check_timestamp(field: &'static str, at: &str) -> Result<(), StoreError> {
-    let b = at.as_bytes();
-    let shape = b.len() == 24
-        && b.iter().enumerate().all(|(i, &c)| match i {
-            4 | 7 => c == b'-',
-            10 => c == b'T',
-            13 | 16 => c == b':',
-            19 => c == b'.',
-            23 => c == b'Z',
-            _ => c.is_ascii_digit(),
-        });
-    let num = |r: std::ops::Range<usize>| at[r].parse::<u32>().unwrap_or(u32::MAX);
-    if shape
-        && (1..=12).contains(&num(5..7))
-        && (1..=31).contains(&num(8..10))
-        && num(11..13) < 24
-        && num(14..16) < 60
-        && num(17..19) < 61
-    {
+    if is_iso(at) {
         Ok(())
     } else {
         Err(invalid(

@@ -9,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use super::wire::*;
+use crate::redact::quote;
 use crate::result::RESULT_SCHEMA;
 
 /// Asks the supervisor of `context` for nested advice and returns its verified reply.
@@ -83,7 +84,7 @@ pub async fn ask_supervisor(
     if reply.schema_version != NESTED_REPLY_SCHEMA {
         return Err(format!(
             "the supervisor replied with schemaVersion {:?}; expected {NESTED_REPLY_SCHEMA}",
-            super::quote(&reply.schema_version)
+            quote(&reply.schema_version)
         ));
     }
     if result_hash(&format!("{}\n", reply.result)) != reply.result_hash {

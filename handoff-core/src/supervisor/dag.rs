@@ -7,18 +7,14 @@ use std::time::{Duration, Instant};
 use time::OffsetDateTime;
 
 use super::clock::Clock;
-use super::grants::GrantKind;
 use crate::names::{AgentId, Mode, Operation, Status};
+use crate::redact::quote;
 use crate::request::{
-    BudgetLimits, BudgetRemaining, DelegationMode, Dependency, DependencyKind, Lineage, Request,
+    BudgetLimits, BudgetRemaining, DelegationMode, Dependency, DependencyKind, GrantKind, Lineage,
+    MAX_DEPENDENCIES, Request,
 };
 use crate::result::{DAG_SCHEMA, Dag, DagNode, DagStatus, NodeState};
-
-/// Most dependencies one node may declare (the bound of [`Lineage::dependencies`]).
-pub const MAX_DEPENDENCIES: usize = 64;
-
-/// Longest worker-supplied text quoted back in an error message.
-const QUOTE_LIMIT: usize = 128;
+use crate::timestamp::iso;
 
 /// What a nested request asks of the DAG: everything [`DagStore::admit`] needs to decide.
 ///
@@ -937,32 +933,6 @@ pub(crate) fn is_sha256(s: &str) -> bool {
             && h.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
-}
-
-/// A worker-supplied string bounded for an error message (Display quotes it with `{:?}`, so
-/// control characters cannot break the one-line message).
-pub(crate) fn quote(s: &str) -> String {
-    if s.len() <= QUOTE_LIMIT {
-        return s.to_owned();
-    }
-    let mut end = QUOTE_LIMIT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
-fn iso(t: OffsetDateTime) -> String {
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
 }
 
 fn state_name(s: NodeState) -> &'static str {

@@ -1,31 +1,10 @@
 //! Grant attenuation: a nested adviser never holds more than the node that asked for it.
 
 use std::collections::HashSet;
-use std::fmt;
 
-use super::dag::{DagError, quote};
-use crate::request::GrantsResolved;
-
-/// A grant a nested request can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GrantKind {
-    /// Shell access.
-    Bash,
-    /// Web search and fetch.
-    WebSearch,
-    /// Private MCP servers.
-    Mcp,
-}
-
-impl fmt::Display for GrantKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            GrantKind::Bash => "bash",
-            GrantKind::WebSearch => "web search",
-            GrantKind::Mcp => "MCP",
-        })
-    }
-}
+use super::dag::DagError;
+use crate::redact::quote;
+use crate::request::{GrantKind, GrantsResolved};
 
 /// The grants a nested request asks for. There is no write: nested nodes are read-only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -18,7 +18,6 @@ mod token;
 mod wire;
 
 pub use client::ask_supervisor;
-pub(crate) use dag::quote;
 pub(crate) use server::{Finished, Supervisor, SupervisorSetup};
 pub use wire::{
     CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, MAX_CONTEXT_BYTES, MAX_REPLY_BYTES,
@@ -27,11 +26,8 @@ pub use wire::{
 };
 
 pub use clock::Clock;
-pub use dag::{
-    Admission, DagError, DagStore, MAX_DEPENDENCIES, NodeRequest, RegisteredNode,
-    check_dag_invariants,
-};
-pub use grants::{GrantKind, GrantRequest, attenuate};
+pub use dag::{Admission, DagError, DagStore, NodeRequest, RegisteredNode, check_dag_invariants};
+pub use grants::{GrantRequest, attenuate};
 pub use token::{
     AUDIT_LIMIT, Capability, MAX_NONCE_BYTES, RedeemError, TOKEN_PREFIX, Ticket, Token, TokenAudit,
     TokenBook, TokenError,

@@ -24,7 +24,8 @@ use super::wire::*;
 use crate::engine::{Engine, Launch, RunOutcome};
 use crate::input::{Instructions, NestedParent, RunInput, Verb, intent_hash, request_hash};
 use crate::mcp::McpDescriptor;
-use crate::names::{AgentId, Operation, Verdict};
+use crate::names::{AgentId, Operation};
+use crate::redact::quote;
 use crate::request::{BudgetLimits, DelegationMode, GrantsResolved, Request};
 
 /// Time kept back from a nested node's budget when the root deadline bounds it, so that its
@@ -429,7 +430,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             None,
             format!(
                 "the nested request has schemaVersion {:?}; expected {NESTED_REQUEST_SCHEMA}",
-                super::quote(&req.schema_version)
+                quote(&req.schema_version)
             ),
         )
         .await;
@@ -633,9 +634,8 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             Err(m) => {
                 shared
                     .engine
-                    .nested_stop(
+                    .nested_not_run(
                         request,
-                        Verdict::NOT_RUN,
                         format!("cannot snapshot the worktree for the adviser: {m}"),
                     )
                     .await
@@ -672,7 +672,7 @@ fn nested_prompt(shared: &Shared, cwd: &str) -> String {
     let deadline = time::OffsetDateTime::from_unix_timestamp_nanos(
         i128::from(shared.deadline_unix_ms) * 1_000_000,
     )
-    .map(crate::engine::iso)
+    .map(crate::timestamp::iso)
     .unwrap_or_default();
     nested_text(&shared.handoff_exe, cwd, &ids, &shared.limits, &deadline)
 }

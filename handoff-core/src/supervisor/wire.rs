@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{AgentId, Operation};
+use crate::redact::quote;
 
 /// The environment variable that carries a worker's [`SupervisorContext`].
 pub const CONTEXT_ENV: &str = "HANDOFF_SUPERVISOR_CONTEXT";
@@ -63,7 +64,7 @@ impl SupervisorContext {
         if c.schema_version != CONTEXT_SCHEMA {
             return Err(format!(
                 "{CONTEXT_ENV} has schemaVersion {:?}; this handoff speaks {CONTEXT_SCHEMA}",
-                super::quote(&c.schema_version)
+                quote(&c.schema_version)
             ));
         }
         if !c.endpoint.starts_with('/') || c.endpoint.len() > 107 {

@@ -1,0 +1,54 @@
+//! Contract: a root run's inputs become a validated [`Request`] against the target's static
+//! capabilities, on a worktree the run holds alone. Every refusal here happens before any
+//! process starts.
+
+use camino::Utf8PathBuf;
+use tokio::sync::watch;
+
+use super::Engine;
+use super::draft::Draft;
+use super::launch::cancelled;
+use super::verdict::{Ended, Signal};
+use crate::input::{RunInput, Validated};
+use crate::lease::{Holder, LeaseError, RootLease, Wait};
+use crate::workspace::Fingerprint;
+
+impl Engine {
+    /// Validates `input` into the request (echoed in the draft), reads the worktree's
+    /// fingerprint before the run, and takes the root lease: one root run per worktree, none
+    /// from inside another root's process tree (with `--wait`, waits for the worktree).
+    pub(super) async fn contract(
+        &self,
+        input: &RunInput,
+        draft: &mut Draft,
+        cancel: &watch::Receiver<bool>,
+    ) -> Result<(Validated, Fingerprint), Ended> {
+        let validated = input
+            .validate_with(&self.registry, &self.options.config)
+            .map_err(Ended::Rejected)?;
+        let request = &validated.request;
+        draft.set_request(request);
+        cancelled(cancel)?;
+        let before = self.before(request, draft).await?;
+
+        let dir = self.runtime_dir().map_err(Ended::Rejected)?;
+        let holder = Holder {
+            run_id: request.lineage.run_id.clone(),
+            verb: input.verb.as_str().to_owned(),
+            cwd: Utf8PathBuf::from(&request.cwd),
+        };
+        let wait = if input.wait {
+            Wait::Until(cancel.clone())
+        } else {
+            Wait::Refuse
+        };
+        let lease = RootLease::acquire(&dir, &before.root, &holder, wait)
+            .await
+            .map_err(|e| match e {
+                LeaseError::Cancelled { .. } => Ended::Cancelled(Signal::WaitingForWorktree),
+                e => Ended::Rejected(e.to_string()),
+            })?;
+        draft.lease = Some(lease);
+        Ok((validated, before))
+    }
+}

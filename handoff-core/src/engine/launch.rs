@@ -1,0 +1,224 @@
+//! Launch: the planned agent process is preflighted, its files written, and it runs under the
+//! process supervisor (own process group, bounded output, time budget, cancellation) until it
+//! ends. A root run with advice first starts the supervisor its worker may ask.
+
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::sync::Arc;
+use std::time::Duration;
+
+use camino::Utf8Path;
+use tokio::sync::watch;
+
+use super::draft::Draft;
+use super::plan::Plan;
+use super::verdict::{Ended, Signal};
+use super::{Engine, Launch};
+use crate::input::RunInput;
+use crate::mcp::McpDescriptor;
+use crate::output::MAX_PROVIDER_OUTPUT_BYTES;
+use crate::process::{Ending, supervise_with_tap};
+use crate::provider::{AnswerSource, Provider, RawOutput};
+use crate::request::{DelegationMode, Request};
+use crate::supervisor::{Supervisor, SupervisorSetup};
+use crate::workspace::Fingerprint;
+
+/// What the agent process left: how it ended and what it wrote.
+pub(super) struct Ran {
+    /// How the process ended.
+    pub ending: Ending,
+    /// Its output, for the adapter to read.
+    pub raw: RawOutput,
+}
+
+/// Stops the run when a signal has arrived before the agent started.
+pub(super) fn cancelled(cancel: &watch::Receiver<bool>) -> Result<(), Ended> {
+    if *cancel.borrow() {
+        Err(Ended::Cancelled(Signal::BeforeStart))
+    } else {
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// The launch of a root run: its time budget and, for a run with advice, the supervisor
+    /// its worker may ask (kept in the draft until the verdict).
+    pub(super) fn root_launch(
+        &self,
+        input: &RunInput,
+        request: &Request,
+        mcp: Option<&McpDescriptor>,
+        before: &Fingerprint,
+        draft: &mut Draft,
+        cancel: &watch::Receiver<bool>,
+    ) -> Result<Launch, Ended> {
+        let mut launch = Launch {
+            context: None,
+            access: None,
+            nested_text: None,
+            timeout: Duration::from_millis(request.budgets.limits.timeout_ms),
+            snapshot: None,
+        };
+        if request.delegation.mode == DelegationMode::AdviceOnly {
+            let exe = self.options.handoff_exe.clone().ok_or_else(|| {
+                Ended::Rejected(format!(
+                    "{} needs the path of the handoff binary for nested advice \
+                     (EngineOptions::handoff_exe)",
+                    input.verb.as_str()
+                ))
+            })?;
+            let socket_parent = self.runtime_dir().map_err(Ended::NotRun)?;
+            let supervisor = Supervisor::start(SupervisorSetup {
+                engine: self.clone(),
+                root: request,
+                root_mcp: mcp.cloned(),
+                worktree: before.root.clone(),
+                started_at: &draft.result.timing.started_at,
+                started: draft.started,
+                handoff_exe: exe,
+                socket_parent,
+                snapshot_parent: self.tmp_base(),
+                cancel: cancel.clone(),
+            })
+            .map_err(Ended::NotRun)?;
+            launch.context = Some(supervisor.root_context().clone());
+            launch.access = Some(supervisor.access());
+            launch.nested_text = Some(supervisor.root_prompt_text(request));
+            draft.supervisor = Some(supervisor);
+        }
+        Ok(launch)
+    }
+
+    /// Preflights the planned CLI, writes its files and runs it to its end. The run's private
+    /// directory is removed once the answer file is read.
+    pub(super) async fn start(
+        &self,
+        request: &Request,
+        plan: Plan,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+        timeout: Duration,
+    ) -> Result<Ran, Ended> {
+        let Plan {
+            provider,
+            run_dir,
+            run_path,
+            exe,
+            prompt,
+            invocation,
+        } = plan;
+        let spec = provider.spec();
+        let Some(exe) = exe else {
+            return Err(Ended::NotRun(format!(
+                "{} was not found on PATH",
+                spec.executable
+            )));
+        };
+        let probe = self.probe_env(provider.as_ref(), &run_path);
+        let (pf, _cached) = self.cache.preflight(provider.as_ref(), &exe, &probe).await;
+        draft.result.target.version = pf.version.clone();
+        if let Some(reason) = pf.failure {
+            return Err(Ended::NotRun(format!(
+                "{} preflight failed: {reason}",
+                spec.id
+            )));
+        }
+        cancelled(&cancel)?;
+
+        for d in &invocation.dirs {
+            std::fs::create_dir_all(d)
+                .and_then(|()| std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)))
+                .map_err(|e| Ended::NotRun(format!("cannot create {d}: {e}")))?;
+        }
+        for f in &invocation.files {
+            write_private(&f.path, &f.contents)
+                .map_err(|e| Ended::NotRun(format!("cannot write {}: {e}", f.path)))?;
+        }
+        let label = request
+            .mode
+            .map_or_else(|| "advice".to_owned(), |m| m.as_str().to_owned());
+        let tap = self.progress_tap(
+            &provider,
+            &request.lineage.run_id,
+            request.lineage.parent_run_id.is_none(),
+            label,
+        );
+        let report = supervise_with_tap(&invocation, prompt.as_bytes(), timeout, cancel, tap).await;
+        draft.result.exit.provider = report.exit_code;
+        draft.result.exit.signal = report.signal.clone();
+        let answer_file = match &invocation.answer {
+            AnswerSource::File(p) => read_answer_file(p),
+            AnswerSource::Stdout => None,
+        };
+        let stderr = String::from_utf8_lossy(&report.stderr).into_owned();
+        draft.result.diagnostics.provider_stderr = stderr;
+        if matches!(invocation.answer, AnswerSource::File(_)) {
+            draft.result.diagnostics.provider_stdout =
+                String::from_utf8_lossy(&report.stdout).into_owned();
+        }
+        drop(run_dir);
+
+        Ok(Ran {
+            ending: report.ending,
+            raw: RawOutput {
+                stdout: report.stdout,
+                stderr: report.stderr,
+                exit_code: report.exit_code,
+                answer_file,
+            },
+        })
+    }
+
+    /// A line tap for a run's stdout that feeds the progress hook, when one is installed.
+    pub(super) fn progress_tap(
+        &self,
+        provider: &Arc<dyn Provider>,
+        run_id: &str,
+        root: bool,
+        label: String,
+    ) -> Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>> {
+        let hook = self.options.progress.clone()?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let provider = Arc::clone(provider);
+        let run_id = run_id.to_owned();
+        tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                for event in provider.progress(&line) {
+                    (hook.0)(crate::progress::ProgressUpdate {
+                        run_id: run_id.clone(),
+                        root,
+                        agent: provider.spec().id.clone(),
+                        label: label.clone(),
+                        event,
+                    });
+                }
+            }
+        });
+        Some(tx)
+    }
+}
+
+fn read_answer_file(path: &Utf8Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .ok()?;
+    let mut buf = Vec::new();
+    file.take(MAX_PROVIDER_OUTPUT_BYTES as u64 + 1)
+        .read_to_end(&mut buf)
+        .ok()?;
+    Some(buf)
+}
+
+/// Writes a new file only its owner can read (never through a symlink, never over a file).
+pub(super) fn write_private(path: &Utf8Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    f.write_all(contents)
+}

@@ -1,0 +1,402 @@
+//! The delegation engine: contract → plan → launch → observe → verdict, for one run.
+//!
+//! One file per step: `contract` (inputs to a validated request on a worktree the run holds),
+//! `plan` (the agent process, worked out by the adapter's pure `invocation`), `launch`
+//! (preflight, then the process supervisor), `observe` (git before and after, the process's
+//! end and the adapter's pure `parse`), and `verdict`, the one pure function every outcome
+//! goes through, which documents the order. The result being built is a `draft`; continuation
+//! receivers reuse plan and launch (`receiver`).
+//!
+//! A run with advice stops its supervisor before the verdict (every adviser still running is
+//! cancelled and awaited), and its result embeds the final DAG. Nested advisers go through the
+//! same steps from the plan on (the supervisor has done the contract and the admission), on
+//! their snapshot.
+
+mod contract;
+mod draft;
+mod launch;
+mod observe;
+mod plan;
+mod receiver;
+mod verdict;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use tokio::sync::watch;
+
+use self::draft::Draft;
+use self::launch::cancelled;
+use self::observe::observe;
+pub use self::plan::provider_output_schema;
+pub use self::receiver::{PreparedReceiver, ReceiverRun};
+use self::verdict::{Ended, Evidence, decide};
+use crate::config::Config;
+use crate::env::agent_env;
+use crate::input::{RunInput, Validated};
+use crate::lease::default_runtime_dir;
+use crate::mcp::McpDescriptor;
+use crate::names::{Mode, Operation};
+use crate::paths::ResultFile;
+use crate::preflight::{PreflightCache, locate};
+use crate::provider::{NestedAccess, ProbeEnv, Provider, Registry};
+use crate::request::{BudgetLimits, Request};
+use crate::result::*;
+use crate::supervisor::SupervisorContext;
+// `supervisor::token` still imports `now_iso` from here.
+pub(crate) use crate::timestamp::now_iso;
+use crate::workspace::{Snapshot, Workspace};
+
+/// How an engine is set up.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// handoff's own environment (the source of the allowlist and MCP secret references).
+    pub env: BTreeMap<String, String>,
+    /// Directory of the preflight cache; `None` disables caching.
+    pub preflight_cache: Option<Utf8PathBuf>,
+    /// Where per-run private directories are created (default: `$TMPDIR` or `/tmp`).
+    pub tmp_dir: Option<Utf8PathBuf>,
+    /// The user's configuration (per-agent defaults, environment, endpoints).
+    pub config: Config,
+    /// The file the configuration came from, if any (named in policy receipts).
+    pub config_path: Option<Utf8PathBuf>,
+    /// Absolute path of the `handoff` binary a worker runs to ask for nested advice. Needed
+    /// by `run-with-advice` and root `advice`; `None` refuses them.
+    pub handoff_exe: Option<Utf8PathBuf>,
+    /// The per-user runtime directory (root leases, supervisor sockets); `None`: the default
+    /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
+    pub runtime_dir: Option<Utf8PathBuf>,
+    /// Where live progress goes; `None` reads none.
+    pub progress: Option<crate::progress::ProgressHook>,
+}
+
+impl EngineOptions {
+    /// Options from the current process: its environment and the default cache location
+    /// (`$XDG_CACHE_HOME/handoff/preflight`, else `~/.cache/handoff/preflight`).
+    pub fn from_process() -> EngineOptions {
+        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let cache = env
+            .get("XDG_CACHE_HOME")
+            .filter(|v| v.starts_with('/'))
+            .map(|d| Utf8PathBuf::from(d).join("handoff/preflight"))
+            .or_else(|| {
+                env.get("HOME")
+                    .filter(|v| v.starts_with('/'))
+                    .map(|h| Utf8PathBuf::from(h).join(".cache/handoff/preflight"))
+            });
+        let tmp = env
+            .get("TMPDIR")
+            .filter(|v| v.starts_with('/'))
+            .map(Utf8PathBuf::from);
+        EngineOptions {
+            env,
+            preflight_cache: cache,
+            tmp_dir: tmp,
+            config: Config::default(),
+            config_path: None,
+            handoff_exe: None,
+            runtime_dir: None,
+            progress: None,
+        }
+    }
+}
+
+/// The delegation engine: a registry of providers, a workspace implementation, and options.
+#[derive(Clone)]
+pub struct Engine {
+    registry: Registry,
+    workspace: Arc<dyn Workspace>,
+    options: EngineOptions,
+    cache: PreflightCache,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The result.
+    pub result: HandoffResult,
+    /// The exact bytes printed on stdout and written to the result file (JSON + `\n`).
+    pub line: String,
+    /// The process exit code.
+    pub exit_code: u8,
+}
+
+/// How the agent process of a run is launched, beyond its request.
+pub(crate) struct Launch {
+    /// The worker's supervisor context (`HANDOFF_SUPERVISOR_CONTEXT`), when it may ask for
+    /// advice.
+    pub context: Option<SupervisorContext>,
+    /// What its sandbox must let it reach for that.
+    pub access: Option<NestedAccess>,
+    /// The prompt text naming the nested command.
+    pub nested_text: Option<String>,
+    /// The agent's time budget.
+    pub timeout: Duration,
+    /// The snapshot a nested adviser runs on.
+    pub snapshot: Option<Snapshot>,
+}
+
+impl Engine {
+    /// An engine over `registry` and `workspace`.
+    pub fn new(
+        registry: Registry,
+        workspace: Arc<dyn Workspace>,
+        options: EngineOptions,
+    ) -> Engine {
+        let cache = PreflightCache::new(options.preflight_cache.clone());
+        Engine {
+            registry,
+            workspace,
+            options,
+            cache,
+        }
+    }
+
+    /// The registered providers.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The user configuration.
+    pub(crate) fn config(&self) -> &Config {
+        &self.options.config
+    }
+
+    /// The workspace implementation.
+    pub(crate) fn workspace(&self) -> Arc<dyn Workspace> {
+        Arc::clone(&self.workspace)
+    }
+
+    /// The per-user runtime directory, created 0700 if needed.
+    pub(super) fn runtime_dir(&self) -> Result<Utf8PathBuf, String> {
+        match &self.options.runtime_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d)
+                    .and_then(|()| {
+                        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+                    })
+                    .map_err(|e| format!("cannot create the runtime directory {d}: {e}"))?;
+                Ok(d.clone())
+            }
+            None => default_runtime_dir().map_err(|e| e.to_string()),
+        }
+    }
+
+    pub(super) fn tmp_base(&self) -> Utf8PathBuf {
+        self.options
+            .tmp_dir
+            .clone()
+            .unwrap_or_else(|| Utf8PathBuf::from("/tmp"))
+    }
+
+    pub(super) fn probe_env(&self, provider: &dyn Provider, scratch: &Utf8Path) -> ProbeEnv {
+        let mut env = agent_env(provider.spec(), &self.options.env);
+        env.insert("NO_COLOR".into(), "1".into());
+        env.insert("TERM".into(), "dumb".into());
+        ProbeEnv {
+            env,
+            scratch: scratch.to_owned(),
+        }
+    }
+
+    pub(super) fn scratch_dir(&self) -> std::io::Result<tempfile::TempDir> {
+        let base = self.tmp_base();
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-run-")
+            .tempdir_in(base.as_std_path())?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        Ok(dir)
+    }
+
+    /// Reports every registered provider's capabilities and preflight.
+    pub async fn capabilities(&self) -> Capabilities {
+        let mut providers = Vec::new();
+        for p in self.registry.iter() {
+            let spec = p.spec();
+            let exe = locate(spec, &self.options.env);
+            let preflight = match (&exe, self.scratch_dir()) {
+                (None, _) => PreflightReport {
+                    installed: false,
+                    ok: false,
+                    path: None,
+                    version: None,
+                    reason: Some(format!("{} was not found on PATH", spec.executable)),
+                    cached: false,
+                },
+                (Some(exe), Ok(scratch)) => {
+                    let scratch_path = Utf8Path::from_path(scratch.path())
+                        .map(Utf8Path::to_owned)
+                        .unwrap_or_else(|| Utf8PathBuf::from("/tmp"));
+                    let probe = self.probe_env(p.as_ref(), &scratch_path);
+                    let (pf, cached) = self.cache.preflight(p.as_ref(), exe, &probe).await;
+                    PreflightReport {
+                        installed: true,
+                        ok: pf.failure.is_none(),
+                        path: Some(exe.to_string()),
+                        version: pf.version,
+                        reason: pf.failure,
+                        cached,
+                    }
+                }
+                (Some(exe), Err(e)) => PreflightReport {
+                    installed: true,
+                    ok: false,
+                    path: Some(exe.to_string()),
+                    version: None,
+                    reason: Some(format!("cannot create a scratch directory: {e}")),
+                    cached: false,
+                },
+            };
+            providers.push(ProviderCapabilities {
+                id: spec.id.clone(),
+                executable: spec.executable.into(),
+                preflight,
+                selection: spec.selection_capabilities(),
+                grants: spec.grants,
+                isolation: spec.isolation_capabilities(),
+            });
+        }
+        Capabilities {
+            schema_version: CAPABILITIES_SCHEMA.into(),
+            driver_version: DRIVER_VERSION.into(),
+            operations: vec![Operation::Advice, Operation::Handoff],
+            root_forms: RootForms::default(),
+            nested_operations: vec![Operation::Advice],
+            modes: Mode::ALL.to_vec(),
+            defaults: BudgetLimits::default(),
+            providers,
+        }
+    }
+
+    /// A `rejected` result for inputs refused before the engine could read them (e.g. a command
+    /// line that does not parse). Echoes what `input` holds; nothing runs, nothing is written.
+    pub async fn reject(&self, input: RunInput, message: String) -> RunOutcome {
+        let draft = Draft::new(&input, &self.registry);
+        self.finish(draft, None, Ended::Rejected(message)).await
+    }
+
+    /// Runs one delegation to completion. Never panics; every outcome is a result.
+    pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
+        let mut draft = Draft::new(&input, &self.registry);
+        let reserved = match input.result.as_deref().map(ResultFile::reserve) {
+            Some(Err(message)) => {
+                return self.finish(draft, None, Ended::Rejected(message)).await;
+            }
+            Some(Ok(f)) => Some(f),
+            None => None,
+        };
+        let ended = self
+            .execute(&input, &mut draft, cancel)
+            .await
+            .unwrap_or_else(|stopped| stopped);
+        // Nothing outlives the root: advisers still running are stopped before the verdict.
+        if let Some(supervisor) = draft.supervisor.take() {
+            draft.finished = Some(supervisor.shutdown().await);
+        }
+        self.finish(draft, reserved, ended).await
+    }
+
+    /// Runs a nested adviser the supervisor admitted (no result file, no lease).
+    pub(crate) async fn run_nested(
+        &self,
+        request: Request,
+        mcp: Option<McpDescriptor>,
+        launch: Launch,
+        cancel: watch::Receiver<bool>,
+    ) -> RunOutcome {
+        let mut draft = Draft::nested(&request, &self.registry);
+        draft.result.snapshot = launch.snapshot.clone();
+        let ended = self
+            .nested_execute(&request, mcp, &mut draft, cancel, launch)
+            .await
+            .unwrap_or_else(|stopped| stopped);
+        self.finish(draft, None, ended).await
+    }
+
+    /// The result of a nested node whose agent could not be started.
+    pub(crate) async fn nested_not_run(&self, request: Request, message: String) -> RunOutcome {
+        let draft = Draft::nested(&request, &self.registry);
+        self.finish(draft, None, Ended::NotRun(message)).await
+    }
+
+    // The steps return `Err` where one stops the run early and `Ok` once the agent's run was
+    // observed to its end; either way, how the run ended.
+
+    /// A root run: the contract, then the agent.
+    async fn execute(
+        &self,
+        input: &RunInput,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Ended, Ended> {
+        let (Validated { request, mcp }, before) = self.contract(input, draft, &cancel).await?;
+        let launch = self.root_launch(input, &request, mcp.as_ref(), &before, draft, &cancel)?;
+        self.agent(&request, mcp, draft, cancel, launch).await
+    }
+
+    /// A nested adviser: its worktree's "before", then the agent.
+    async fn nested_execute(
+        &self,
+        request: &Request,
+        mcp: Option<McpDescriptor>,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+        launch: Launch,
+    ) -> Result<Ended, Ended> {
+        cancelled(&cancel)?;
+        self.before(request, draft).await?;
+        self.agent(request, mcp, draft, cancel, launch).await
+    }
+
+    /// Plans, starts and observes the agent process of `request`.
+    async fn agent(
+        &self,
+        request: &Request,
+        mcp: Option<McpDescriptor>,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+        launch: Launch,
+    ) -> Result<Ended, Ended> {
+        let plan = self.plan(request, mcp, draft, &launch)?;
+        let provider = Arc::clone(&plan.provider);
+        let ran = self
+            .start(request, plan, draft, cancel, launch.timeout)
+            .await?;
+        Ok(observe(provider.as_ref(), ran, launch.timeout, draft))
+    }
+
+    /// Git after the run, the verdict, and the result: printed, and written to the result file
+    /// when one was asked for (when that fails, the verdict says so).
+    async fn finish(
+        &self,
+        mut draft: Draft,
+        reserved: Option<ResultFile>,
+        ended: Ended,
+    ) -> RunOutcome {
+        let after = self.after(&mut draft).await;
+        draft.result.timing.finished_at = now_iso();
+        draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
+        let mut evidence = Evidence {
+            ended,
+            after,
+            writes: draft.writes.unwrap_or(false),
+            task: draft
+                .request
+                .as_ref()
+                .map(Request::task_name)
+                .unwrap_or("run"),
+            result_file: None,
+        };
+        let mut outcome = draft.render(&decide(&evidence));
+        if let Some(file) = reserved
+            && let Err(e) = file.write(outcome.line.as_bytes())
+        {
+            evidence.result_file = Some(e);
+            outcome = draft.render(&decide(&evidence));
+        }
+        outcome
+    }
+}

@@ -1,0 +1,154 @@
+//! Observe: what git shows before and after a run (through the [`Workspace`] trait), and what
+//! the agent's process left: how it ended, the adapter's runtime check, and its answer read by
+//! the adapter's pure [`Provider::parse`] and checked against the answer contract.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+use super::Engine;
+use super::draft::Draft;
+use super::launch::Ran;
+use super::verdict::{After, Ended, Signal};
+use crate::output::ProviderOutput;
+use crate::process::Ending;
+use crate::provider::{Observation, Provider};
+use crate::request::Request;
+use crate::result::{OutputInfo, Usage, UsageSource};
+use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
+
+impl Engine {
+    /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
+    pub(super) async fn before(
+        &self,
+        request: &Request,
+        draft: &mut Draft,
+    ) -> Result<Fingerprint, Ended> {
+        let cwd = Utf8PathBuf::from(&request.cwd);
+        let before = fingerprint(&self.workspace, &cwd)
+            .await
+            .map_err(|e| match e {
+                WorkspaceError::NotAWorktree { .. } => {
+                    Ended::Rejected(format!("--cwd {cwd} is not inside a git worktree"))
+                }
+                e => Ended::Rejected(format!("cannot read git state: {e}")),
+            })?;
+        draft.before = Some(before.clone());
+        draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
+        Ok(before)
+    }
+
+    /// The worktree after the run compared with the fingerprint before it, recorded in the
+    /// result; `None` when there was no "before".
+    pub(super) async fn after(&self, draft: &mut Draft) -> Option<After> {
+        let (Some(before), Some(cwd)) = (draft.before.as_ref(), draft.cwd.as_ref()) else {
+            return None;
+        };
+        Some(match fingerprint(&self.workspace, cwd).await {
+            Ok(after) => {
+                let evidence = before.compare(&after);
+                let after = After::Compared {
+                    changed: evidence.changed,
+                    files: evidence.changed_files.clone(),
+                };
+                draft.result.git = Some(evidence);
+                after
+            }
+            Err(e) => After::Unreadable(e.to_string()),
+        })
+    }
+}
+
+/// How the agent's run ended, from its process's end and its output; what the answer says is
+/// recorded in the result (output, usage) for the verdict to judge.
+pub(super) fn observe(
+    provider: &dyn Provider,
+    ran: Ran,
+    timeout: Duration,
+    draft: &mut Draft,
+) -> Ended {
+    let Ran { ending, raw } = ran;
+    match ending {
+        Ending::TimedOut => {
+            draft.result.exit.timed_out = true;
+            return Ended::TimedOut {
+                budget_ms: timeout.as_millis(),
+            };
+        }
+        Ending::Cancelled => {
+            draft.result.exit.cancelled = true;
+            return Ended::Cancelled(Signal::DuringRun);
+        }
+        Ending::OutputLimit { stream } => return Ended::OutputLimit { stream },
+        Ending::SpawnFailed { message } => return Ended::NotRun(message),
+        Ending::Exited => {}
+    }
+    if let Some(reason) = provider.runtime_check(&raw) {
+        return Ended::NotIsolated(reason);
+    }
+    let agent = provider.spec().id.clone();
+    let observation = match provider.parse(&raw) {
+        Ok(o) => o,
+        Err(e) => return Ended::InvalidOutput(e.to_string()),
+    };
+    match observation {
+        Observation::Unavailable { message } => Ended::NotRun(message),
+        Observation::AgentFailure { message, usage } => {
+            if let Some(u) = usage {
+                draft.result.usage = u;
+            }
+            Ended::AgentFailure { agent, message }
+        }
+        Observation::Answer { payload, usage } => {
+            let out = match ProviderOutput::parse_strict(&payload) {
+                Ok(out) => out,
+                Err(e) => return Ended::InvalidOutput(e.to_string()),
+            };
+            draft.result.usage = usage.unwrap_or_else(|| self_reported(&out));
+            draft.result.output = OutputInfo {
+                response: Some(out.response.clone()),
+                evidence: out.evidence.clone(),
+                findings: out.findings.clone(),
+            };
+            Ended::Answered {
+                agent,
+                exit_code: raw.exit_code,
+                status: out.status,
+            }
+        }
+    }
+}
+
+async fn fingerprint(
+    ws: &Arc<dyn Workspace>,
+    cwd: &Utf8Path,
+) -> Result<Fingerprint, WorkspaceError> {
+    let ws = Arc::clone(ws);
+    let cwd = cwd.to_owned();
+    tokio::task::spawn_blocking(move || ws.fingerprint(&cwd))
+        .await
+        .unwrap_or_else(|e| {
+            Err(WorkspaceError::Git {
+                message: format!("fingerprint task failed: {e}"),
+            })
+        })
+}
+
+fn self_reported(out: &ProviderOutput) -> Usage {
+    let u = &out.usage;
+    let any = u.input_tokens.is_some() || u.output_tokens.is_some() || u.total_tokens.is_some();
+    Usage {
+        source: if any {
+            UsageSource::ProviderOutput
+        } else {
+            UsageSource::NotReported
+        },
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+        total_tokens: u.total_tokens,
+        cache_read_tokens: None,
+        cache_write_tokens: None,
+        cost_usd: None,
+    }
+}
