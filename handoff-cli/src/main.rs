@@ -17,7 +17,6 @@ mod mcp;
 mod nested;
 mod note;
 mod plugin_status;
-mod record;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -228,6 +227,10 @@ fn engine_with(
 ) -> Engine {
     let mut options = EngineOptions::from_process();
     options.progress = progress;
+    // Root runs are recorded in the worktree's task; the store opens only when one is.
+    options.task_store = Some(handoff_core::SharedTaskStore::lazy(|| {
+        open_store().map(|s| Arc::new(s) as Arc<dyn handoff_core::TaskStore>)
+    }));
     options.handoff_exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.canonicalize().ok())
@@ -382,7 +385,6 @@ async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
         Ok(c) => c,
         Err(message) => return rejected_early(input, message).await,
     };
-    let result_path = input.result.clone();
     let live = live::wanted(quiet).then(|| {
         live::Live::start(format!(
             "{} {}",
@@ -395,7 +397,9 @@ async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     if let Some(live) = live {
         live.finish().await;
     }
-    record::delegated_run(&outcome, result_path.as_deref());
+    if let Some(warning) = &outcome.record_warning {
+        let _ = writeln!(std::io::stderr(), "handoff: warning: {warning}");
+    }
     let r = &outcome.result;
     // On a terminal, a human summary; otherwise only what went wrong.
     let message = if live::wanted(quiet) {

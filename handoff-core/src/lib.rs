@@ -53,7 +53,8 @@ pub use continuation::{
     ResumeCommand, shell_word,
 };
 pub use engine::{
-    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, provider_output_schema,
+    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, SharedTaskStore,
+    provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
 pub use input::{Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash};
@@ -109,5 +110,5 @@ pub use transcript::{
 };
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,
-    Workspace, WorkspaceError,
+    Workspace, WorkspaceError, WorktreeLocation,
 };

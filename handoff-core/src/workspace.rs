@@ -30,6 +30,25 @@ pub trait Workspace: Send + Sync {
             what: "worktree snapshots",
         })
     }
+
+    /// Where the worktree that contains `cwd` belongs: its project (the main worktree) and the
+    /// branch HEAD is on. Used to find or create the task a run is recorded in.
+    fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {
+        let _ = cwd;
+        Err(WorkspaceError::Unsupported {
+            what: "worktree locations",
+        })
+    }
+}
+
+/// Where a worktree belongs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeLocation {
+    /// The project's main worktree (for a linked worktree, the one that holds the common git
+    /// directory; else the worktree itself).
+    pub project_root: Utf8PathBuf,
+    /// The branch HEAD is on; `None` when detached.
+    pub branch: Option<String>,
 }
 
 /// A read-only copy of a worktree's state, made by [`Workspace::snapshot`].

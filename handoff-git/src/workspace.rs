@@ -8,7 +8,7 @@ use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
 use handoff_core::{
     ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatusChange, Workspace,
-    WorkspaceError,
+    WorkspaceError, WorktreeLocation,
 };
 use sha2::{Digest, Sha256};
 
@@ -87,6 +87,35 @@ impl Workspace for GitWorkspace {
 
     fn snapshot(&self, cwd: &Utf8Path, dest: &Utf8Path) -> Result<Snapshot, WorkspaceError> {
         snapshot::snapshot(self, cwd, dest)
+    }
+
+    fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {
+        let repo = discover(cwd)?;
+        let worktree =
+            repo.workdir()
+                .map(Path::to_path_buf)
+                .ok_or_else(|| WorkspaceError::NotAWorktree {
+                    path: cwd.to_owned(),
+                })?;
+        let worktree = Utf8PathBuf::from_path_buf(worktree).map_err(|p| WorkspaceError::Git {
+            message: format!("the worktree '{}' is not UTF-8", p.display()),
+        })?;
+        // The main worktree holds the common git directory as its `.git`.
+        let common = std::path::absolute(repo.common_dir()).ok();
+        let project_root = common
+            .filter(|dir| dir.file_name().is_some_and(|n| n == ".git"))
+            .and_then(|dir| dir.parent().map(Path::to_path_buf))
+            .and_then(|dir| Utf8PathBuf::from_path_buf(dir).ok())
+            .unwrap_or(worktree);
+        let branch = repo
+            .head_name()
+            .map_err(|err| git_error("cannot read HEAD", err))?
+            .filter(|name| name.category() == Some(gix::refs::Category::LocalBranch))
+            .map(|name| name.shorten().to_str_lossy().into_owned());
+        Ok(WorktreeLocation {
+            project_root,
+            branch,
+        })
     }
 }
 

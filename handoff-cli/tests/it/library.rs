@@ -106,3 +106,62 @@ fn the_library_continues_a_task_exactly_as_the_cli_does() {
         normalized(&cli.json, &by_cli)
     );
 }
+
+/// A program that embeds the engine with a task store gets its root runs in the worktree's
+/// timeline, as `handoff run` does.
+#[test]
+fn an_embedders_runs_reach_the_timeline() {
+    use std::sync::Arc;
+
+    use handoff_core::{Instructions, RunInput, SharedTaskStore, TaskStore, TimelineEvent, Verb};
+
+    let sb = sandbox();
+    let env = env_of(&sb);
+    let store = Arc::new(handoff_store::SqliteStore::open_default(&env).unwrap());
+    let engine = {
+        let mut options = handoff_core::EngineOptions::from_process();
+        options.env = env.clone();
+        options.preflight_cache = None;
+        options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
+        options.task_store = Some(SharedTaskStore::new(
+            Arc::clone(&store) as Arc<dyn TaskStore>
+        ));
+        handoff_core::Engine::new(
+            handoff_adapters::default_registry(),
+            Arc::new(handoff_git::GitWorkspace::new()),
+            options,
+        )
+    };
+    let mut input = RunInput::new(Verb::Run);
+    input.caller_harness = Some("claude".into());
+    input.harness = Some("codex".into());
+    input.mode = Some("build".into());
+    input.cwd = Some(sb.cwd());
+    input.instructions = Some(Instructions::Stdin(b"Change something.".to_vec()));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_keep, cancel) = tokio::sync::watch::channel(false);
+    let outcome = runtime.block_on(engine.run(input, cancel));
+    assert_eq!(outcome.exit_code, 0, "{}", outcome.line);
+    assert_eq!(outcome.record_warning, None);
+
+    let task = store
+        .task_for_worktree(camino::Utf8Path::new(&sb.cwd()))
+        .unwrap()
+        .expect("a task for the worktree");
+    assert_eq!(task.agent.provider.as_str(), "claude");
+    let runs: Vec<_> = store
+        .timeline(&task.id)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            TimelineEvent::DelegatedRun(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(
+        Some(&runs[0].run_id),
+        outcome.result.lineage.as_ref().map(|l| &l.run_id)
+    );
+    assert_eq!(runs[0].target.as_str(), "codex");
+}

@@ -212,6 +212,7 @@ impl Draft {
             exit_code: verdict.code(),
             result,
             line,
+            record_warning: None,
         }
     }
 }

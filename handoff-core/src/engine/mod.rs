@@ -18,6 +18,7 @@ mod launch;
 mod observe;
 mod plan;
 mod receiver;
+mod record;
 mod verdict;
 
 use std::collections::BTreeMap;
@@ -71,6 +72,42 @@ pub struct EngineOptions {
     pub runtime_dir: Option<Utf8PathBuf>,
     /// Where live progress goes; `None` reads none.
     pub progress: Option<crate::progress::ProgressHook>,
+    /// The task store root runs are recorded in (on the task of the worktree they ran in);
+    /// `None` records nothing.
+    pub task_store: Option<SharedTaskStore>,
+}
+
+/// The task store the engine records root runs in: one the embedding program already opened,
+/// or one opened only when a run is to be recorded (runs rejected up front never open it).
+#[derive(Clone)]
+pub struct SharedTaskStore(Arc<OpenStore>);
+
+type OpenStore =
+    dyn Fn() -> Result<Arc<dyn crate::task::TaskStore>, String> + Send + Sync + 'static;
+
+impl SharedTaskStore {
+    /// A store already open.
+    pub fn new(store: Arc<dyn crate::task::TaskStore>) -> SharedTaskStore {
+        SharedTaskStore(Arc::new(move || Ok(Arc::clone(&store))))
+    }
+
+    /// A store `open` opens when a run is recorded; its error is the run's record warning.
+    pub fn lazy(
+        open: impl Fn() -> Result<Arc<dyn crate::task::TaskStore>, String> + Send + Sync + 'static,
+    ) -> SharedTaskStore {
+        SharedTaskStore(Arc::new(open))
+    }
+
+    /// The store, opened.
+    pub fn open(&self) -> Result<Arc<dyn crate::task::TaskStore>, String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for SharedTaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TaskStore")
+    }
 }
 
 impl EngineOptions {
@@ -100,6 +137,7 @@ impl EngineOptions {
             handoff_exe: None,
             runtime_dir: None,
             progress: None,
+            task_store: None,
         }
     }
 }
@@ -122,6 +160,9 @@ pub struct RunOutcome {
     pub line: String,
     /// The process exit code.
     pub exit_code: u8,
+    /// Why the run could not be recorded in the task store, when it could not (the result and
+    /// exit code stand).
+    pub record_warning: Option<String>,
 }
 
 /// How the agent process of a run is launched, beyond its request.
@@ -296,7 +337,18 @@ impl Engine {
         if let Some(supervisor) = draft.supervisor.take() {
             draft.finished = Some(supervisor.shutdown().await);
         }
-        self.finish(draft, reserved, ended).await
+        let mut outcome = self.finish(draft, reserved, ended).await;
+        if let Some(store) = &self.options.task_store {
+            outcome.record_warning = record::delegated_run(
+                store,
+                self.workspace.as_ref(),
+                &outcome,
+                input.result.as_deref(),
+            )
+            .err()
+            .map(|e| format!("the run was not recorded in the task store: {e}"));
+        }
+        outcome
     }
 
     /// Runs a nested adviser the supervisor admitted (no result file, no lease).

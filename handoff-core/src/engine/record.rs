@@ -1,30 +1,25 @@
-//! Recording a root delegation in the task store, so `handoff log` shows it with the
-//! continuation's turns, checkpoints and handoffs.
-//!
-//! A run is recorded on the task of the worktree it ran in; a worktree without a task gets one,
-//! owned by the calling agent. Runs rejected before they started are not recorded. The store is
-//! a side record: when it can't be used, one warning goes to stderr and the run's result and
-//! exit code stay as they are.
-
-use std::collections::BTreeMap;
-use std::io::Write;
+//! A root run in the task store: the run is appended to the timeline of the task of the
+//! worktree it ran in, so the task's history shows delegated work next to its turns,
+//! checkpoints and handoffs. A worktree without a task gets one, owned by the calling agent.
+//! Runs rejected before they started, and runs that never reached a worktree, are not recorded.
+//! The store is a side record: when it can't be used, the run's result and exit code stay as
+//! they are and the outcome carries a warning.
 
 use camino::Utf8PathBuf;
-use handoff_core::{DelegatedRun, NewTask, Record, RunOutcome, Status, TaskAgent, TaskStore};
-use handoff_store::SqliteStore;
 use sha2::{Digest, Sha256};
 
-/// Appends the finished run to its worktree's task; warns (never fails) when it can't.
-pub fn delegated_run(outcome: &RunOutcome, result_path: Option<&str>) {
-    if let Err(e) = record(outcome, result_path) {
-        let _ = writeln!(
-            std::io::stderr(),
-            "handoff: warning: the run was not recorded in the task store: {e}"
-        );
-    }
-}
+use super::{RunOutcome, SharedTaskStore};
+use crate::names::Status;
+use crate::task::{DelegatedRun, NewTask, Record, TaskAgent};
+use crate::workspace::Workspace;
 
-fn record(outcome: &RunOutcome, result_path: Option<&str>) -> Result<(), String> {
+/// Appends the finished run to its worktree's task in `store`.
+pub(super) fn delegated_run(
+    store: &SharedTaskStore,
+    workspace: &dyn Workspace,
+    outcome: &RunOutcome,
+    result_path: Option<&str>,
+) -> Result<(), String> {
     let r = &outcome.result;
     if r.status == Status::Rejected {
         return Ok(());
@@ -44,20 +39,19 @@ fn record(outcome: &RunOutcome, result_path: Option<&str>) -> Result<(), String>
     else {
         return Ok(());
     };
-    let env: BTreeMap<String, String> = std::env::vars().collect();
-    let store = SqliteStore::open_default(&env).map_err(|e| e.to_string())?;
+    let store = store.open()?;
     let task = match store.task_for_worktree(&root).map_err(|e| e.to_string())? {
         Some(t) => t,
         None => {
             let Some(caller) = &r.caller else {
                 return Ok(());
             };
-            let state = handoff_git::repo_state(&root).map_err(|e| e.to_string())?;
+            let location = workspace.location(&root).map_err(|e| e.to_string())?;
             store
                 .create_task(&NewTask {
-                    project_root: project_root(&root),
+                    project_root: location.project_root,
                     worktree: root.clone(),
-                    branch: state.branch,
+                    branch: location.branch,
                     agent: TaskAgent {
                         provider: caller.harness.clone(),
                         model: None,
@@ -86,9 +80,4 @@ fn record(outcome: &RunOutcome, result_path: Option<&str>) -> Result<(), String>
         )
         .map_err(|e| e.to_string())?;
     Ok(())
-}
-
-/// The main worktree of the repository `root` belongs to.
-fn project_root(root: &camino::Utf8Path) -> Utf8PathBuf {
-    handoff_git::Git::new(root).project_root()
 }
