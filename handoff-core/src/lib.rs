@@ -54,7 +54,7 @@ pub use continuation::{
 };
 pub use engine::{
     Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, SharedTaskStore,
-    provider_output_schema,
+    WorkerAdvice, provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
 pub use input::{Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash};

@@ -20,6 +20,7 @@ mod plan;
 mod receiver;
 mod record;
 mod verdict;
+mod worker_advice;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -35,6 +36,7 @@ use self::observe::observe;
 pub use self::plan::provider_output_schema;
 pub use self::receiver::{PreparedReceiver, ReceiverRun};
 use self::verdict::{Ended, Evidence, decide};
+pub use self::worker_advice::WorkerAdvice;
 use crate::config::Config;
 use crate::env::agent_env;
 use crate::input::{RunInput, Validated};
