@@ -656,9 +656,14 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     reply(true, Some(run_id), &outcome)
 }
 
-/// Single-quotes `s` for a POSIX shell.
-pub(crate) fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+/// `s` as one word for `sh`: bare when every byte is safe, else quoted.
+///
+/// The words quoted here are the handoff executable and a `--cwd` checked on disk: paths, which
+/// cannot hold the NUL byte no shell word can carry. Should one ever hold it, the word is `''`,
+/// which both `sh` (as a command) and handoff (as `--cwd`) refuse, so the nested command fails
+/// instead of running with a different argument.
+fn sh_word(s: &str) -> std::borrow::Cow<'_, str> {
+    shlex::try_quote(s).unwrap_or(std::borrow::Cow::Borrowed("''"))
 }
 
 fn nested_prompt(shared: &Shared, cwd: &str) -> String {
@@ -699,10 +704,60 @@ pub(crate) fn nested_text(
          whole run: {advice} advice nodes, depth {depth}, {conc} nodes running at once (you \
          included); every nested call ends by {deadline}.",
         agents = agents.join(", "),
-        exe = shell_quote(handoff_exe.as_str()),
-        cwd = shell_quote(cwd),
+        exe = sh_word(handoff_exe.as_str()),
+        cwd = sh_word(cwd),
         advice = limits.max_advice_nodes,
         depth = limits.max_depth,
         conc = limits.max_concurrency,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line of the nested-advice prompt, run by `sh` with `AGENT` filled in, reaches
+    /// the program with every path as one argument, whatever it holds.
+    #[test]
+    fn the_nested_command_survives_sh() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("it's a \"handoff\" $HOME");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '<%s>' \"$a\"; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = Utf8PathBuf::from_path_buf(exe).unwrap();
+        let cwd = "/w/a b/~it's\\ *";
+        let text = nested_text(
+            &exe,
+            cwd,
+            &["codex".into()],
+            &BudgetLimits::default(),
+            "now",
+        );
+        let line = text
+            .lines()
+            .find(|l| l.contains(" advice --harness AGENT "))
+            .unwrap()
+            .trim()
+            .replace("AGENT", "codex");
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &line])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}: {out:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("<advice><--harness><codex><--cwd><{cwd}><--instructions><->")
+        );
+    }
+
+    #[test]
+    fn plain_paths_stay_bare_and_nul_is_refused() {
+        assert_eq!(sh_word("/usr/local/bin/handoff"), "/usr/local/bin/handoff");
+        assert_eq!(sh_word("/w/a b"), "'/w/a b'");
+        assert_eq!(sh_word("/w/a\0b"), "''");
+    }
 }
