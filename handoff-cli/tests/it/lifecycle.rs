@@ -7,7 +7,6 @@
 //! - The preflight cache is reused while its key is unchanged and invalidated when the
 //!   executable or (for Claude) the sandbox helpers change.
 
-use std::io::Read as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,14 +39,11 @@ fn caller_for(target: &str) -> &'static str {
     if target == "codex" { "claude" } else { "codex" }
 }
 
-/// `n` random ASCII alphanumerics from `/dev/urandom`.
+/// `n` random ASCII alphanumerics from the OS generator.
 fn random_alnum(n: usize) -> String {
     const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut buf)
-        .unwrap();
+    getrandom::fill(&mut buf).unwrap();
     buf.iter()
         .map(|b| CHARS[usize::from(*b) % CHARS.len()] as char)
         .collect()

@@ -162,15 +162,17 @@ impl Supervisor {
             unix_ms(time::OffsetDateTime::now_utc()) + dag.time_left().as_millis() as u64;
         let limits = dag.limits();
         let mut tokens = TokenBook::new(&root.lineage.root_run_id);
-        let token = tokens.mint(
-            Capability {
-                parent_run_id: root.lineage.run_id.clone(),
-                caller_harness: root.target.harness.clone(),
-                parent_grants: root.grants.resolved.clone(),
-                parent_mcp_servers: root.grants.mcp.servers.clone(),
-            },
-            limits.max_nodes,
-        );
+        let token = tokens
+            .mint(
+                Capability {
+                    parent_run_id: root.lineage.run_id.clone(),
+                    caller_harness: root.target.harness.clone(),
+                    parent_grants: root.grants.resolved.clone(),
+                    parent_mcp_servers: root.grants.mcp.servers.clone(),
+                },
+                limits.max_nodes,
+            )
+            .map_err(|e| format!("cannot make the root's capability token: {e}"))?;
         let root_context = SupervisorContext {
             schema_version: CONTEXT_SCHEMA.into(),
             endpoint: endpoint.to_string(),
@@ -543,27 +545,30 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     let run_id = registered.node.run_id.clone();
 
     // 4. The adviser's own capability, when it may ask further.
-    let child_context = (request.delegation.mode == DelegationMode::AdviceOnly).then(|| {
-        let token = lock(&shared.tokens).mint(
-            Capability {
-                parent_run_id: run_id.clone(),
-                caller_harness: request.target.harness.clone(),
-                parent_grants: request.grants.resolved.clone(),
-                parent_mcp_servers: request.grants.mcp.servers.clone(),
-            },
-            shared.limits.max_nodes,
-        );
-        SupervisorContext {
-            schema_version: CONTEXT_SCHEMA.into(),
-            endpoint: shared.endpoint.to_string(),
-            token: token.expose().to_owned(),
+    // A token the system cannot draw leaves the adviser unstarted (below), not the handler dead.
+    let child_context = if request.delegation.mode == DelegationMode::AdviceOnly {
+        let capability = Capability {
+            parent_run_id: run_id.clone(),
             caller_harness: request.target.harness.clone(),
-            root_run_id: request.lineage.root_run_id.clone(),
-            run_id: run_id.clone(),
-            allowed_operations: vec![Operation::Advice],
-            deadline_unix_ms: shared.deadline_unix_ms,
-        }
-    });
+            parent_grants: request.grants.resolved.clone(),
+            parent_mcp_servers: request.grants.mcp.servers.clone(),
+        };
+        let minted = lock(&shared.tokens).mint(capability, shared.limits.max_nodes);
+        minted.map(|token| {
+            Some(SupervisorContext {
+                schema_version: CONTEXT_SCHEMA.into(),
+                endpoint: shared.endpoint.to_string(),
+                token: token.expose().to_owned(),
+                caller_harness: request.target.harness.clone(),
+                root_run_id: request.lineage.root_run_id.clone(),
+                run_id: run_id.clone(),
+                allowed_operations: vec![Operation::Advice],
+                deadline_unix_ms: shared.deadline_unix_ms,
+            })
+        })
+    } else {
+        Ok(None)
+    };
     lock(&shared.nodes).insert(
         run_id.clone(),
         NodeInfo {
@@ -601,44 +606,56 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     } else {
         per_node
     };
-    let outcome = {
-        let workspace = shared.engine.workspace();
-        let source = asked_cwd.clone();
-        let dest = snapshot_root.clone();
-        let made = tokio::task::spawn_blocking(move || workspace.snapshot(&source, &dest))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        match made {
-            Ok(snapshot) => {
-                let launch = Launch {
-                    nested_text: child_context
-                        .as_ref()
-                        .map(|_| nested_prompt(shared, &request.cwd)),
-                    context: child_context.clone(),
-                    access: child_context
-                        .as_ref()
-                        .map(|_| crate::provider::NestedAccess {
-                            endpoint: shared.endpoint.clone(),
-                            handoff_exe: shared.handoff_exe.clone(),
-                        }),
-                    timeout,
-                    snapshot: Some(snapshot),
-                };
-                shared
-                    .engine
-                    .run_nested(request, validated.mcp, launch, cancel_rx)
-                    .await
-            }
-            Err(m) => {
-                shared
-                    .engine
-                    .nested_stop(
-                        request,
-                        Verdict::NOT_RUN,
-                        format!("cannot snapshot the worktree for the adviser: {m}"),
-                    )
-                    .await
+    let outcome = match child_context {
+        Err(e) => {
+            shared
+                .engine
+                .nested_stop(
+                    request,
+                    Verdict::NOT_RUN,
+                    format!("cannot make the adviser's capability token: {e}"),
+                )
+                .await
+        }
+        Ok(child_context) => {
+            let workspace = shared.engine.workspace();
+            let source = asked_cwd.clone();
+            let dest = snapshot_root.clone();
+            let made = tokio::task::spawn_blocking(move || workspace.snapshot(&source, &dest))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            match made {
+                Ok(snapshot) => {
+                    let launch = Launch {
+                        nested_text: child_context
+                            .as_ref()
+                            .map(|_| nested_prompt(shared, &request.cwd)),
+                        context: child_context.clone(),
+                        access: child_context
+                            .as_ref()
+                            .map(|_| crate::provider::NestedAccess {
+                                endpoint: shared.endpoint.clone(),
+                                handoff_exe: shared.handoff_exe.clone(),
+                            }),
+                        timeout,
+                        snapshot: Some(snapshot),
+                    };
+                    shared
+                        .engine
+                        .run_nested(request, validated.mcp, launch, cancel_rx)
+                        .await
+                }
+                Err(m) => {
+                    shared
+                        .engine
+                        .nested_stop(
+                            request,
+                            Verdict::NOT_RUN,
+                            format!("cannot snapshot the worktree for the adviser: {m}"),
+                        )
+                        .await
+                }
             }
         }
     };
