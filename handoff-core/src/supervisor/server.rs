@@ -100,11 +100,15 @@ pub(crate) struct SupervisorSetup<'a> {
     pub cancel: watch::Receiver<bool>,
 }
 
+/// A new directory in `parent`, 0700 from the moment it exists (the umask can only take bits
+/// away, which the chmod gives back), removed when dropped.
 fn private_dir(parent: &Utf8Path, prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let private = std::fs::Permissions::from_mode(0o700);
     let dir = tempfile::Builder::new()
         .prefix(prefix)
+        .permissions(private.clone())
         .tempdir_in(parent.as_std_path())?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(dir.path(), private)?;
     Ok(dir)
 }
 
@@ -769,6 +773,18 @@ mod tests {
             String::from_utf8(out.stdout).unwrap(),
             format!("<advice><--harness><codex><--cwd><{cwd}><--instructions><->")
         );
+    }
+
+    #[test]
+    fn private_dirs_are_owner_only_and_removed_when_dropped() {
+        let parent = tempfile::tempdir().unwrap();
+        let parent = Utf8Path::from_path(parent.path()).unwrap();
+        let dir = private_dir(parent, "handoff-sv-").unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let path = dir.path().to_owned();
+        drop(dir);
+        assert!(!path.exists());
     }
 
     #[test]
