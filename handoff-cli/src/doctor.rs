@@ -97,7 +97,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         })
         .collect();
 
-    let plugins: Vec<PluginStatus> = plugin_status(&env);
+    let plugins: Vec<PluginStatus> = plugin_status(&env).await;
 
     let report = json!({
         "schemaVersion": "handoff.doctor.v1",
@@ -193,10 +193,5 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
 
 /// The first executable file named `name` on `PATH`, canonicalized.
 fn which(name: &str, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
-    let path = env.get("PATH")?;
-    path.split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Utf8PathBuf::from(d).join(name))
-        .find(|p| handoff_core::is_executable(p))
-        .and_then(|p| p.canonicalize_utf8().ok())
+    handoff_core::locate_on_path(name, env).and_then(|p| p.canonicalize_utf8().ok())
 }

@@ -11,6 +11,10 @@ use tokio::sync::watch;
 
 /// How often the line is redrawn when nothing happens (the elapsed time moves).
 const TICK: Duration = Duration::from_millis(500);
+/// The line's width when the terminal does not tell (or tells something too narrow to use).
+const FALLBACK_WIDTH: usize = 80;
+/// The narrowest terminal width taken as real.
+const MIN_WIDTH: usize = 20;
 
 /// Whether to draw: stderr is a terminal and the user did not ask for quiet.
 pub fn wanted(quiet: bool) -> bool {
@@ -103,15 +107,21 @@ fn draw(title: &str, started: Instant, state: &Mutex<State>) {
         line.push_str(last);
     }
     drop(s);
-    let width = std::env::var("COLUMNS")
+    let columns = rustix::termios::tcgetwinsize(std::io::stderr())
         .ok()
-        .and_then(|c| c.parse::<usize>().ok())
-        .filter(|w| *w >= 20)
-        .unwrap_or(100);
-    let line: String = line.chars().take(width - 1).collect();
+        .map(|size| size.ws_col);
+    let line: String = line.chars().take(line_width(columns) - 1).collect();
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "\r\x1b[2K{line}");
     let _ = err.flush();
+}
+
+/// How wide the line may be on a terminal of `columns` (as stderr's terminal reports them).
+fn line_width(columns: Option<u16>) -> usize {
+    columns
+        .map(usize::from)
+        .filter(|w| *w >= MIN_WIDTH)
+        .unwrap_or(FALLBACK_WIDTH)
 }
 
 /// The human summary of a finished run: status, what ran, changed files, findings by severity,
@@ -171,4 +181,22 @@ pub fn summary(r: &HandoffResult) -> String {
         line.push_str(&format!("\n  {m}"));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_width_is_the_terminals_unless_it_is_unknown_or_too_narrow() {
+        for (columns, width) in [
+            (Some(200), 200),
+            (Some(20), 20),
+            (Some(19), FALLBACK_WIDTH),
+            (Some(0), FALLBACK_WIDTH),
+            (None, FALLBACK_WIDTH),
+        ] {
+            assert_eq!(line_width(columns), width, "{columns:?}");
+        }
+    }
 }

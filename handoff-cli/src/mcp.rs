@@ -20,7 +20,7 @@
 mod jobs;
 
 use std::fmt::Display;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -694,25 +694,25 @@ fn structured(text: String, value: Value, is_error: bool) -> CallToolResult {
 // -------------------------------------------------------------------------------------------
 
 /// A private (0700) directory for inline instructions and notes, removed when the server ends.
-struct PrivateDir(PathBuf);
+struct PrivateDir(tempfile::TempDir);
 
 impl PrivateDir {
     fn create() -> Result<PrivateDir, String> {
         let base = std::env::temp_dir()
             .canonicalize()
             .map_err(|e| format!("cannot use the temporary directory: {e}"))?;
-        let dir = base.join(format!("handoff-mcp-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(PrivateDir(dir))
+        tempfile::Builder::new()
+            .prefix("handoff-mcp-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(&base)
+            .map(PrivateDir)
+            .map_err(|e| format!("cannot create a directory in {}: {e}", base.display()))
     }
 
     /// Writes `text` to a new 0600 file in the directory.
     fn write(&self, name: &str, text: &str) -> Result<PathBuf, String> {
         use std::io::Write;
-        let path = self.0.join(name);
+        let path = self.0.path().join(name);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -723,12 +723,6 @@ impl PrivateDir {
             .and_then(|()| file.sync_all())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         Ok(path)
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

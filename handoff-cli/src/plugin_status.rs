@@ -4,10 +4,10 @@
 //! does not answer within its time limit is reported as such.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
+use handoff_core::{AnswerSource, Ending, Invocation, StdinSource, locate_on_path, supervise};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -27,70 +27,63 @@ pub struct PluginStatus {
 }
 
 /// The plugin's state in each host.
-pub fn plugin_status(env: &BTreeMap<String, String>) -> Vec<PluginStatus> {
-    vec![claude(env), codex(env)]
+pub async fn plugin_status(env: &BTreeMap<String, String>) -> Vec<PluginStatus> {
+    vec![claude(env).await, codex(env).await]
 }
 
-fn on_path(name: &str, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
-    env.get("PATH")?
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Utf8PathBuf::from(d).join(name))
-        .find(|p| handoff_core::is_executable(p))
-}
-
-/// Runs `program args` with a time limit; its stdout, or why not.
-fn list(program: &Utf8PathBuf, args: &[&str]) -> Result<String, String> {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot run {program}: {e}"))?;
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        if let Some(mut s) = stdout {
-            let _ = std::io::Read::read_to_string(&mut s, &mut out);
-        }
-        out
-    });
-    let deadline = std::time::Instant::now() + LIST_TIMEOUT;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{program} {} did not answer in time",
-                    args.join(" ")
-                ));
-            }
-        }
+/// Runs `program args` under the process supervisor, in handoff's directory with `env`, for at
+/// most `timeout`; its stdout, or why not.
+async fn list(
+    program: &Utf8Path,
+    args: &[&str],
+    env: &BTreeMap<String, String>,
+    timeout: Duration,
+) -> Result<String, String> {
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|d| Utf8PathBuf::from_path_buf(d).ok())
+        .unwrap_or_else(|| Utf8PathBuf::from("/"));
+    let invocation = Invocation {
+        program: program.to_owned(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: env.clone(),
+        cwd,
+        stdin: StdinSource::Null,
+        dirs: Vec::new(),
+        files: Vec::new(),
+        answer: AnswerSource::Stdout,
+        policy: Value::Null,
+        secrets: Vec::new(),
     };
-    let out = reader.join().unwrap_or_default();
-    if status.success() {
-        Ok(out)
-    } else {
-        Err(format!("{program} {} failed ({status})", args.join(" ")))
+    // Nothing cancels a listing but its time limit.
+    let (_, never) = tokio::sync::watch::channel(false);
+    let report = supervise(&invocation, &[], timeout, never).await;
+    let shown = format!("{program} {}", args.join(" "));
+    match report.ending {
+        Ending::SpawnFailed { message } => Err(message),
+        Ending::TimedOut | Ending::Cancelled => Err(format!("{shown} did not answer in time")),
+        Ending::OutputLimit { stream } => Err(format!("{shown} printed too much on {stream}")),
+        Ending::Exited if report.exit_code == Some(0) => {
+            Ok(String::from_utf8_lossy(&report.stdout).into_owned())
+        }
+        Ending::Exited => Err(match (report.exit_code, report.signal) {
+            (Some(code), _) => format!("{shown} failed (exit status: {code})"),
+            (None, Some(signal)) => format!("{shown} failed (killed by {signal})"),
+            (None, None) => format!("{shown} failed"),
+        }),
     }
 }
 
-fn claude(env: &BTreeMap<String, String>) -> PluginStatus {
+async fn claude(env: &BTreeMap<String, String>) -> PluginStatus {
     let host = "claude-code";
-    let Some(exe) = on_path("claude", env) else {
+    let Some(exe) = locate_on_path("claude", env) else {
         return PluginStatus {
             host,
             installed: None,
             detail: "claude is not on PATH".into(),
         };
     };
-    match list(&exe, &["plugin", "list", "--json"]) {
+    match list(&exe, &["plugin", "list", "--json"], env, LIST_TIMEOUT).await {
         Err(e) => PluginStatus {
             host,
             installed: None,
@@ -122,16 +115,16 @@ fn claude(env: &BTreeMap<String, String>) -> PluginStatus {
     }
 }
 
-fn codex(env: &BTreeMap<String, String>) -> PluginStatus {
+async fn codex(env: &BTreeMap<String, String>) -> PluginStatus {
     let host = "codex";
-    let Some(exe) = on_path("codex", env) else {
+    let Some(exe) = locate_on_path("codex", env) else {
         return PluginStatus {
             host,
             installed: None,
             detail: "codex is not on PATH".into(),
         };
     };
-    match list(&exe, &["plugin", "list", "--json"]) {
+    match list(&exe, &["plugin", "list", "--json"], env, LIST_TIMEOUT).await {
         Err(e) => PluginStatus {
             host,
             installed: None,
@@ -190,5 +183,76 @@ mod tests {
         let codex: Value =
             serde_json::json!({"pluginId": "handoff@x", "version": "0.1.0", "enabled": false});
         assert_eq!(describe(&codex, "pluginId"), "handoff@x 0.1.0, disabled");
+    }
+
+    /// A host CLI: a `/bin/sh` script in its own `PATH` directory.
+    fn host(dir: &Utf8Path, name: &str, script: &str) -> BTreeMap<String, String> {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join(name);
+        std::fs::write(&exe, format!("#!/bin/sh\n{script}")).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        BTreeMap::from([("PATH".to_owned(), dir.to_string())])
+    }
+
+    fn scratch() -> (tempfile::TempDir, Utf8PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Utf8PathBuf::from_path_buf(tmp.path().canonicalize().unwrap()).unwrap();
+        (tmp, dir)
+    }
+
+    #[tokio::test]
+    async fn each_host_is_asked_and_read() {
+        let (_tmp, dir) = scratch();
+        host(
+            &dir,
+            "claude",
+            r#"[ "$*" = "plugin list --json" ] && echo '[{"id": "handoff@handoff-local", "version": "0.1.0"}]'"#,
+        );
+        let env = host(&dir, "codex", "echo broken >&2; exit 3");
+        let status = plugin_status(&env).await;
+        assert_eq!(status[0].installed, Some(true), "{status:?}");
+        assert_eq!(status[0].detail, "handoff@handoff-local 0.1.0");
+        assert_eq!(status[1].installed, None, "{status:?}");
+        assert_eq!(
+            status[1].detail,
+            format!("{dir}/codex plugin list --json failed (exit status: 3)")
+        );
+
+        let env = BTreeMap::from([("PATH".to_owned(), "/nonexistent".to_owned())]);
+        let status = plugin_status(&env).await;
+        assert_eq!(status[0].detail, "claude is not on PATH");
+        assert_eq!(status[1].detail, "codex is not on PATH");
+    }
+
+    /// A host that does not answer in time is killed with everything it started.
+    #[tokio::test]
+    async fn a_host_that_hangs_is_killed_with_its_children() {
+        let (_tmp, dir) = scratch();
+        let pid_file = dir.join("grandchild.pid");
+        let env = host(
+            &dir,
+            "claude",
+            &format!("/bin/sleep 30 &\necho $! > {pid_file}\nwait\n"),
+        );
+        let exe = dir.join("claude");
+        let started = std::time::Instant::now();
+        let listed = list(&exe, &["plugin", "list"], &env, Duration::from_millis(300)).await;
+        assert_eq!(
+            listed,
+            Err(format!("{exe} plugin list did not answer in time"))
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let gone = (0..50).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                    .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+        });
+        assert!(gone, "the host's child {pid} outlived the time limit");
     }
 }

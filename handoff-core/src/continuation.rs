@@ -493,16 +493,11 @@ impl ContinueResult {
     }
 }
 
-/// `s` as one POSIX shell word: bare when it is made of safe characters, else single-quoted.
+/// `s` as one POSIX shell word (shlex): bare when it is made of safe characters, else quoted.
 pub fn shell_word(s: &str) -> String {
-    let safe = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@%+,".contains(&b));
-    if safe {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+    // A NUL byte can't be passed to a program at all; the empty word stands for it, which no
+    // command here accepts.
+    shlex::try_quote(s).map_or_else(|_| "''".to_owned(), |q| q.into_owned())
 }
 
 #[cfg(test)]
@@ -526,7 +521,7 @@ mod tests {
             BTreeMap::new(),
             vec!["claude".into(), "--resume".into(), "it's".into()],
         );
-        assert_eq!(c.shell, r"cd '/tmp/my repo' && claude --resume 'it'\''s'");
+        assert_eq!(c.shell, r#"cd '/tmp/my repo' && claude --resume "it's""#);
         let env = BTreeMap::from([("CODEX_HOME".to_owned(), "/h/codex work".to_owned())]);
         let c = ResumeCommand::new(
             "/r".into(),
@@ -539,5 +534,6 @@ mod tests {
         );
         assert_eq!(shell_word(""), "''");
         assert_eq!(shell_word("a-b_c/d.e"), "a-b_c/d.e");
+        assert_eq!(shell_word("a\0b"), "''");
     }
 }

@@ -18,10 +18,6 @@ use crate::result::DRIVER_VERSION;
 /// directories are searched, and only regular files with an execute bit count.
 pub fn locate(spec: &ProviderSpec, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
     let home = env.get("HOME").map(String::as_str);
-    let path_dirs = env
-        .get("PATH")
-        .map(|p| p.split(':').map(str::to_owned).collect::<Vec<_>>())
-        .unwrap_or_default();
     let extra = spec
         .extra_dirs
         .iter()
@@ -29,11 +25,24 @@ pub fn locate(spec: &ProviderSpec, env: &BTreeMap<String, String>) -> Option<Utf
             Some(rest) => home.map(|h| format!("{h}/{rest}")),
             None => Some((*d).to_owned()),
         });
-    path_dirs
+    search(spec.executable, path_dirs(env).chain(extra))
+}
+
+/// Finds the executable `name` on `PATH` alone, by the rules of [`locate`].
+pub fn locate_on_path(name: &str, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
+    search(name, path_dirs(env))
+}
+
+fn path_dirs(env: &BTreeMap<String, String>) -> impl Iterator<Item = String> + '_ {
+    env.get("PATH")
         .into_iter()
-        .chain(extra)
-        .filter(|d| d.starts_with('/'))
-        .map(|d| Utf8PathBuf::from(d).join(spec.executable))
+        .flat_map(|p| p.split(':').map(str::to_owned))
+}
+
+/// The first executable file `name` in one of `dirs` that is absolute.
+fn search(name: &str, dirs: impl Iterator<Item = String>) -> Option<Utf8PathBuf> {
+    dirs.filter(|d| d.starts_with('/'))
+        .map(|d| Utf8PathBuf::from(d).join(name))
         .find(|candidate| is_executable(candidate))
 }
 
@@ -116,10 +125,90 @@ impl PreflightCache {
     }
 }
 
+/// Replaces `file` in `dir` (made 0700) with `outcome` at once: written to a private temporary
+/// file (0600) beside it, then renamed over it. On any error the temporary file is removed.
 fn store(dir: &Utf8Path, file: &Utf8Path, outcome: &Preflight) -> std::io::Result<()> {
+    use std::io::Write as _;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    let tmp = dir.join(format!(".tmp-{}", uuid::Uuid::new_v4()));
-    std::fs::write(&tmp, serde_json::to_vec(outcome).unwrap_or_default())?;
-    std::fs::rename(&tmp, file)
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    tmp.write_all(&serde_json::to_vec(outcome).unwrap_or_default())?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_dir() -> (tempfile::TempDir, Utf8PathBuf) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Utf8PathBuf::from_path_buf(tmp.path().join("cache")).unwrap();
+        (tmp, dir)
+    }
+
+    fn names(dir: &Utf8Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_stored_preflight_replaces_the_old_one_privately() {
+        let (_tmp, dir) = cache_dir();
+        let file = dir.join("codex-key.json");
+        let ok = |v: &str| Preflight {
+            version: Some(v.to_owned()),
+            failure: None,
+        };
+        store(&dir, &file, &ok("1.0")).unwrap();
+        store(&dir, &file, &ok("2.0")).unwrap();
+        let read: Preflight = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(read, ok("2.0"));
+        assert_eq!(names(&dir), ["codex-key.json"]);
+        let mode = |p: &Utf8Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&dir), mode(&file)), (0o700, 0o600));
+    }
+
+    #[test]
+    fn a_failed_store_leaves_no_temporary_file() {
+        let (_tmp, dir) = cache_dir();
+        // A non-empty directory where the file goes: the rename over it fails.
+        let file = dir.join("codex-key.json");
+        std::fs::create_dir_all(file.join("in-the-way")).unwrap();
+        let outcome = Preflight {
+            version: None,
+            failure: None,
+        };
+        assert!(store(&dir, &file, &outcome).is_err());
+        assert_eq!(names(&dir), ["codex-key.json"]);
+    }
+
+    #[test]
+    fn locate_on_path_takes_the_first_executable_in_an_absolute_directory() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_tmp, root) = cache_dir();
+        let dir = |name: &str| {
+            let d = root.join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let (plain, first, second) = (dir("plain"), dir("first"), dir("second"));
+        std::fs::write(plain.join("agent"), "not executable").unwrap();
+        for d in [&first, &second] {
+            std::fs::write(d.join("agent"), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(d.join("agent"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let env = |path: String| BTreeMap::from([("PATH".to_owned(), path)]);
+        assert_eq!(
+            locate_on_path("agent", &env(format!("relative::{plain}:{first}:{second}"))),
+            Some(first.join("agent"))
+        );
+        assert_eq!(locate_on_path("agent", &env(format!("{plain}"))), None);
+        assert_eq!(locate_on_path("agent", &BTreeMap::new()), None);
+    }
 }

@@ -311,16 +311,10 @@ fn continue_step(
     args: &[&str],
 ) -> Result<serde_json::Value> {
     println!(
-        "\n$ handoff continue --cwd {cwd} --note-file {} {}",
-        note.display(),
-        args.iter()
-            .map(|a| if a.contains(' ') {
-                format!("'{a}'")
-            } else {
-                (*a).to_owned()
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        "\n$ handoff continue --cwd {} --note-file {} {}",
+        shlex::try_quote(cwd)?,
+        shlex::try_quote(&note.to_string_lossy())?,
+        shlex::try_join(args.iter().copied())?
     );
     let out = sb
         .command(handoff)

@@ -7,7 +7,6 @@
 //! - The preflight cache is reused while its key is unchanged and invalidated when the
 //!   executable or (for Claude) the sandbox helpers change.
 
-use std::io::Read as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -40,14 +39,11 @@ fn caller_for(target: &str) -> &'static str {
     if target == "codex" { "claude" } else { "codex" }
 }
 
-/// `n` random ASCII alphanumerics from `/dev/urandom`.
+/// `n` random ASCII alphanumerics from the OS generator.
 fn random_alnum(n: usize) -> String {
     const CHARS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut buf)
-        .unwrap();
+    getrandom::fill(&mut buf).unwrap();
     buf.iter()
         .map(|b| CHARS[usize::from(*b) % CHARS.len()] as char)
         .collect()
@@ -750,29 +746,29 @@ fn preflight_cache_codex_reused_until_the_executable_changes() {
 #[test]
 fn preflight_cache_claude_keyed_on_sandbox_tools() {
     let sb = Sandbox::new();
-    let elsewhere: Vec<_> = ["/usr/local/bin", "/usr/bin", "/bin"]
-        .iter()
-        .map(|d| Path::new(d).join("bwrap"))
-        .filter(|p| p.exists())
-        .collect();
-    if !elsewhere.is_empty() {
-        eprintln!("skipped: bwrap is installed on the system PATH ({elsewhere:?})");
-        return;
-    }
+    // PATH is the fake agents' directory alone (handoff needs nothing else on it), so whether
+    // bubblewrap is there is this test's choice, whatever the machine has installed.
+    let delegate = || {
+        let (args, result) = run_args(&sb, "claude", "review", &[]);
+        let mut cmd = sb.command();
+        cmd.env("PATH", &sb.agents.bin_dir).args(&args);
+        exec_checked(&sb, &mut cmd, &result)
+    };
     sb.agents.set(MODE, "no-change");
     let records = sb.record();
 
-    let run = sb.delegate("codex", "claude", "review", &[]);
+    let run = delegate();
     assert_eq!(run.code, 0, "{run:?}");
     assert_probed(&take_invocations(&sb, &records), "first run");
 
-    let run = sb.delegate("codex", "claude", "review", &[]);
+    let run = delegate();
     assert_eq!(run.code, 0, "{run:?}");
     assert_cached(&take_invocations(&sb, &records), "second run");
 
     // Without bubblewrap the key changes: probed again, and the sandbox refusal is reported.
     sb.agents.uninstall("bwrap");
-    let run = sb.delegate("codex", "claude", "review", &[]);
+    assert!(!sb.agents.bin("bwrap").exists());
+    let run = delegate();
     assert_eq!(run.code, 3, "{run:?}");
     assert_eq!(run.status(), "not_run", "{run:?}");
     let message = run.json["diagnostics"]["message"]
@@ -795,7 +791,7 @@ fn preflight_cache_claude_keyed_on_sandbox_tools() {
 
     // Back again: it works.
     let _ = sb.agents.clone().with_sandbox_tools();
-    let run = sb.delegate("codex", "claude", "review", &[]);
+    let run = delegate();
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.status(), "succeeded", "{run:?}");
 }

@@ -14,7 +14,6 @@ fn build_output(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> std::process::Ou
     cmd.args(["run", "--caller-harness", "claude", "--harness", "codex"])
         .args(["--mode", "build", "--cwd", &cwd, "--instructions", &ins])
         .args(extra)
-        .env("COLUMNS", "200")
         .stdout(Stdio::piped())
         .stderr(stderr);
     cmd.output().unwrap()
@@ -29,10 +28,17 @@ fn build(sb: &Sandbox, stderr: Stdio, extra: &[&str]) -> (i32, String) {
     )
 }
 
-/// A pty whose two ends are not inherited by processes other tests start meanwhile.
-fn pty() -> nix::pty::OpenptyResult {
+/// A pty `columns` wide whose two ends are not inherited by processes other tests start
+/// meanwhile.
+fn pty(columns: u16) -> nix::pty::OpenptyResult {
     use nix::fcntl::{FcntlArg, FdFlag, fcntl};
-    let pty = nix::pty::openpty(None, None).unwrap();
+    let size = nix::pty::Winsize {
+        ws_row: 24,
+        ws_col: columns,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    let pty = nix::pty::openpty(Some(&size), None).unwrap();
     for fd in [&pty.master, &pty.slave] {
         fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)).unwrap();
     }
@@ -56,7 +62,7 @@ fn drain(master: OwnedFd) -> String {
 #[test]
 fn a_terminal_gets_a_status_line_and_a_summary() {
     let sb = Sandbox::new();
-    let pty = pty();
+    let pty = pty(200);
     let reader = std::thread::spawn(move || drain(pty.master));
     let (code, stdout) = build(&sb, Stdio::from(pty.slave), &[]);
     let drawn = reader.join().unwrap();
@@ -78,7 +84,7 @@ fn a_terminal_gets_a_status_line_and_a_summary() {
 #[test]
 fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
     let sb = Sandbox::new();
-    let pty = pty();
+    let pty = pty(200);
     let reader = std::thread::spawn(move || drain(pty.master));
     let (code, _) = build(&sb, Stdio::from(pty.slave), &["--quiet"]);
     let drawn = reader.join().unwrap();
@@ -100,4 +106,36 @@ fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.starts_with("handoff: "), "{stderr}");
     assert!(!stderr.contains('\u{1b}'), "{stderr}");
+}
+
+/// The status line fits the terminal's width, as the terminal reports it (not `$COLUMNS`).
+#[test]
+fn the_status_line_fits_the_terminal() {
+    let sb = Sandbox::new();
+    let pty = pty(30);
+    let reader = std::thread::spawn(move || drain(pty.master));
+    let ins = sb.instructions("Make the change.");
+    let cwd = sb.cwd();
+    let out = sb
+        .command()
+        .args(["run", "--caller-harness", "claude", "--harness", "codex"])
+        .args(["--mode", "build", "--cwd", &cwd, "--instructions", &ins])
+        .env("COLUMNS", "200")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(pty.slave))
+        .output()
+        .unwrap();
+    let drawn = reader.join().unwrap();
+    assert!(out.status.success(), "{drawn}");
+    let lines: Vec<&str> = drawn
+        .split("\r\u{1b}[2K")
+        .filter(|l| l.starts_with("handoff: codex build"))
+        .collect();
+    assert!(!lines.is_empty(), "{drawn:?}");
+    for line in lines {
+        assert!(
+            line.chars().count() <= 29,
+            "{line:?} is wider than the terminal"
+        );
+    }
 }

@@ -49,8 +49,7 @@ use crate::provider::{NestedAccess, ProbeEnv, Provider, Registry};
 use crate::request::{BudgetLimits, Request};
 use crate::result::*;
 use crate::supervisor::SupervisorContext;
-// `supervisor::token` still imports `now_iso` from here.
-pub(crate) use crate::timestamp::now_iso;
+use crate::timestamp::now_iso;
 use crate::workspace::{Snapshot, Workspace};
 
 /// How an engine is set up.

@@ -101,11 +101,15 @@ pub(crate) struct SupervisorSetup<'a> {
     pub cancel: watch::Receiver<bool>,
 }
 
+/// A new directory in `parent`, 0700 from the moment it exists (the umask can only take bits
+/// away, which the chmod gives back), removed when dropped.
 fn private_dir(parent: &Utf8Path, prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let private = std::fs::Permissions::from_mode(0o700);
     let dir = tempfile::Builder::new()
         .prefix(prefix)
+        .permissions(private.clone())
         .tempdir_in(parent.as_std_path())?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(dir.path(), private)?;
     Ok(dir)
 }
 
@@ -163,15 +167,17 @@ impl Supervisor {
             unix_ms(time::OffsetDateTime::now_utc()) + dag.time_left().as_millis() as u64;
         let limits = dag.limits();
         let mut tokens = TokenBook::new(&root.lineage.root_run_id);
-        let token = tokens.mint(
-            Capability {
-                parent_run_id: root.lineage.run_id.clone(),
-                caller_harness: root.target.harness.clone(),
-                parent_grants: root.grants.resolved.clone(),
-                parent_mcp_servers: root.grants.mcp.servers.clone(),
-            },
-            limits.max_nodes,
-        );
+        let token = tokens
+            .mint(
+                Capability {
+                    parent_run_id: root.lineage.run_id.clone(),
+                    caller_harness: root.target.harness.clone(),
+                    parent_grants: root.grants.resolved.clone(),
+                    parent_mcp_servers: root.grants.mcp.servers.clone(),
+                },
+                limits.max_nodes,
+            )
+            .map_err(|e| format!("cannot make the root's capability token: {e}"))?;
         let root_context = SupervisorContext {
             schema_version: CONTEXT_SCHEMA.into(),
             endpoint: endpoint.to_string(),
@@ -544,27 +550,30 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     let run_id = registered.node.run_id.clone();
 
     // 4. The adviser's own capability, when it may ask further.
-    let child_context = (request.delegation.mode == DelegationMode::AdviceOnly).then(|| {
-        let token = lock(&shared.tokens).mint(
-            Capability {
-                parent_run_id: run_id.clone(),
-                caller_harness: request.target.harness.clone(),
-                parent_grants: request.grants.resolved.clone(),
-                parent_mcp_servers: request.grants.mcp.servers.clone(),
-            },
-            shared.limits.max_nodes,
-        );
-        SupervisorContext {
-            schema_version: CONTEXT_SCHEMA.into(),
-            endpoint: shared.endpoint.to_string(),
-            token: token.expose().to_owned(),
+    // A token the system cannot draw leaves the adviser unstarted (below), not the handler dead.
+    let child_context = if request.delegation.mode == DelegationMode::AdviceOnly {
+        let capability = Capability {
+            parent_run_id: run_id.clone(),
             caller_harness: request.target.harness.clone(),
-            root_run_id: request.lineage.root_run_id.clone(),
-            run_id: run_id.clone(),
-            allowed_operations: vec![Operation::Advice],
-            deadline_unix_ms: shared.deadline_unix_ms,
-        }
-    });
+            parent_grants: request.grants.resolved.clone(),
+            parent_mcp_servers: request.grants.mcp.servers.clone(),
+        };
+        let minted = lock(&shared.tokens).mint(capability, shared.limits.max_nodes);
+        minted.map(|token| {
+            Some(SupervisorContext {
+                schema_version: CONTEXT_SCHEMA.into(),
+                endpoint: shared.endpoint.to_string(),
+                token: token.expose().to_owned(),
+                caller_harness: request.target.harness.clone(),
+                root_run_id: request.lineage.root_run_id.clone(),
+                run_id: run_id.clone(),
+                allowed_operations: vec![Operation::Advice],
+                deadline_unix_ms: shared.deadline_unix_ms,
+            })
+        })
+    } else {
+        Ok(None)
+    };
     lock(&shared.nodes).insert(
         run_id.clone(),
         NodeInfo {
@@ -602,43 +611,54 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     } else {
         per_node
     };
-    let outcome = {
-        let workspace = shared.engine.workspace();
-        let source = asked_cwd.clone();
-        let dest = snapshot_root.clone();
-        let made = tokio::task::spawn_blocking(move || workspace.snapshot(&source, &dest))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
-        match made {
-            Ok(snapshot) => {
-                let launch = Launch {
-                    nested_text: child_context
-                        .as_ref()
-                        .map(|_| nested_prompt(shared, &request.cwd)),
-                    context: child_context.clone(),
-                    access: child_context
-                        .as_ref()
-                        .map(|_| crate::provider::NestedAccess {
-                            endpoint: shared.endpoint.clone(),
-                            handoff_exe: shared.handoff_exe.clone(),
-                        }),
-                    timeout,
-                    snapshot: Some(snapshot),
-                };
-                shared
-                    .engine
-                    .run_nested(request, validated.mcp, launch, cancel_rx)
-                    .await
-            }
-            Err(m) => {
-                shared
-                    .engine
-                    .nested_not_run(
-                        request,
-                        format!("cannot snapshot the worktree for the adviser: {m}"),
-                    )
-                    .await
+    let outcome = match child_context {
+        Err(e) => {
+            shared
+                .engine
+                .nested_not_run(
+                    request,
+                    format!("cannot make the adviser's capability token: {e}"),
+                )
+                .await
+        }
+        Ok(child_context) => {
+            let workspace = shared.engine.workspace();
+            let source = asked_cwd.clone();
+            let dest = snapshot_root.clone();
+            let made = tokio::task::spawn_blocking(move || workspace.snapshot(&source, &dest))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            match made {
+                Ok(snapshot) => {
+                    let launch = Launch {
+                        nested_text: child_context
+                            .as_ref()
+                            .map(|_| nested_prompt(shared, &request.cwd)),
+                        context: child_context.clone(),
+                        access: child_context
+                            .as_ref()
+                            .map(|_| crate::provider::NestedAccess {
+                                endpoint: shared.endpoint.clone(),
+                                handoff_exe: shared.handoff_exe.clone(),
+                            }),
+                        timeout,
+                        snapshot: Some(snapshot),
+                    };
+                    shared
+                        .engine
+                        .run_nested(request, validated.mcp, launch, cancel_rx)
+                        .await
+                }
+                Err(m) => {
+                    shared
+                        .engine
+                        .nested_not_run(
+                            request,
+                            format!("cannot snapshot the worktree for the adviser: {m}"),
+                        )
+                        .await
+                }
             }
         }
     };
@@ -656,9 +676,14 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     reply(true, Some(run_id), &outcome)
 }
 
-/// Single-quotes `s` for a POSIX shell.
-pub(crate) fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+/// `s` as one word for `sh`: bare when every byte is safe, else quoted.
+///
+/// The words quoted here are the handoff executable and a `--cwd` checked on disk: paths, which
+/// cannot hold the NUL byte no shell word can carry. Should one ever hold it, the word is `''`,
+/// which both `sh` (as a command) and handoff (as `--cwd`) refuse, so the nested command fails
+/// instead of running with a different argument.
+fn sh_word(s: &str) -> std::borrow::Cow<'_, str> {
+    shlex::try_quote(s).unwrap_or(std::borrow::Cow::Borrowed("''"))
 }
 
 fn nested_prompt(shared: &Shared, cwd: &str) -> String {
@@ -699,10 +724,72 @@ pub(crate) fn nested_text(
          whole run: {advice} advice nodes, depth {depth}, {conc} nodes running at once (you \
          included); every nested call ends by {deadline}.",
         agents = agents.join(", "),
-        exe = shell_quote(handoff_exe.as_str()),
-        cwd = shell_quote(cwd),
+        exe = sh_word(handoff_exe.as_str()),
+        cwd = sh_word(cwd),
         advice = limits.max_advice_nodes,
         depth = limits.max_depth,
         conc = limits.max_concurrency,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command line of the nested-advice prompt, run by `sh` with `AGENT` filled in, reaches
+    /// the program with every path as one argument, whatever it holds.
+    #[test]
+    fn the_nested_command_survives_sh() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("it's a \"handoff\" $HOME");
+        std::fs::write(
+            &exe,
+            "#!/bin/sh\nfor a in \"$@\"; do printf '<%s>' \"$a\"; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let exe = Utf8PathBuf::from_path_buf(exe).unwrap();
+        let cwd = "/w/a b/~it's\\ *";
+        let text = nested_text(
+            &exe,
+            cwd,
+            &["codex".into()],
+            &BudgetLimits::default(),
+            "now",
+        );
+        let line = text
+            .lines()
+            .find(|l| l.contains(" advice --harness AGENT "))
+            .unwrap()
+            .trim()
+            .replace("AGENT", "codex");
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &line])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}: {out:?}");
+        assert_eq!(
+            String::from_utf8(out.stdout).unwrap(),
+            format!("<advice><--harness><codex><--cwd><{cwd}><--instructions><->")
+        );
+    }
+
+    #[test]
+    fn private_dirs_are_owner_only_and_removed_when_dropped() {
+        let parent = tempfile::tempdir().unwrap();
+        let parent = Utf8Path::from_path(parent.path()).unwrap();
+        let dir = private_dir(parent, "handoff-sv-").unwrap();
+        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let path = dir.path().to_owned();
+        drop(dir);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn plain_paths_stay_bare_and_nul_is_refused() {
+        assert_eq!(sh_word("/usr/local/bin/handoff"), "/usr/local/bin/handoff");
+        assert_eq!(sh_word("/w/a b"), "'/w/a b'");
+        assert_eq!(sh_word("/w/a\0b"), "''");
+    }
 }

@@ -15,11 +15,10 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::engine::now_iso;
 use crate::names::AgentId;
 use crate::request::GrantsResolved;
+use crate::timestamp::now_iso;
 
 /// Prefix of every capability token's text.
 pub const TOKEN_PREFIX: &str = "hcap_";
@@ -183,9 +182,15 @@ impl TokenBook {
     }
 
     /// Mints a fresh token for `capability`, good for `max_uses` committed requests (0 makes a
-    /// token that is always [`TokenError::Exhausted`]).
-    pub fn mint(&mut self, capability: Capability, max_uses: u32) -> Token {
-        let secret = random_secret();
+    /// token that is always [`TokenError::Exhausted`]). Fails only when the operating system's
+    /// random generator does; nothing is recorded then.
+    pub fn mint(
+        &mut self,
+        capability: Capability,
+        max_uses: u32,
+    ) -> Result<Token, getrandom::Error> {
+        let mut secret = [0; SECRET_BYTES];
+        getrandom::fill(&mut secret)?;
         self.entries.push(Entry {
             secret,
             capability,
@@ -193,7 +198,7 @@ impl TokenBook {
             nonces: HashSet::new(),
             revoked: false,
         });
-        Token(format!("{TOKEN_PREFIX}{}", hex::encode(secret)))
+        Ok(Token(format!("{TOKEN_PREFIX}{}", hex::encode(secret))))
     }
 
     /// Verifies `token` and `nonce` without spending anything. Checked in this order: the token
@@ -362,15 +367,6 @@ fn ct_eq(a: &[u8; SECRET_BYTES], b: &[u8; SECRET_BYTES]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// 32 bytes from the OS generator: SHA-256 of three v4 UUIDs (366 random bits).
-fn random_secret() -> [u8; SECRET_BYTES] {
-    let mut h = Sha256::new();
-    for _ in 0..3 {
-        h.update(uuid::Uuid::new_v4().as_bytes());
-    }
-    h.finalize().into()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,14 +387,14 @@ mod tests {
 
     fn book_with(uses: u32) -> (TokenBook, Token) {
         let mut book = TokenBook::new("run-root");
-        let token = book.mint(cap("run-root"), uses);
+        let token = book.mint(cap("run-root"), uses).unwrap();
         (book, token)
     }
 
     #[test]
     fn tokens_are_prefixed_hex_random_and_never_debug_printed() {
         let (mut book, a) = book_with(1);
-        let b = book.mint(cap("run-root"), 1);
+        let b = book.mint(cap("run-root"), 1).unwrap();
         for t in [&a, &b] {
             let hex_part = t.expose().strip_prefix(TOKEN_PREFIX).unwrap();
             assert_eq!(hex_part.len(), 64);
@@ -415,7 +411,7 @@ mod tests {
     fn a_forged_or_malformed_or_foreign_token_is_rejected_and_recorded() {
         let (mut book, token) = book_with(5);
         let mut other = TokenBook::new("run-other");
-        let foreign = other.mint(cap("run-other"), 5);
+        let foreign = other.mint(cap("run-other"), 5).unwrap();
         let mut flipped = token.expose().to_owned();
         let last = if flipped.ends_with('0') { "1" } else { "0" };
         flipped.replace_range(flipped.len() - 1.., last);
@@ -460,7 +456,7 @@ mod tests {
         assert_eq!(audit.parent_run_id.as_deref(), Some("run-root"));
         assert_eq!(audit.nonce.as_deref(), Some("n1"));
         // The same nonce with another token of the same book is a different request.
-        let other = book.mint(cap("run-root"), 1);
+        let other = book.mint(cap("run-root"), 1).unwrap();
         assert!(book.check(other.expose(), "n1").is_ok());
     }
 
@@ -520,7 +516,7 @@ mod tests {
     #[test]
     fn revoked_tokens_are_refused_even_with_a_ticket_in_hand() {
         let (mut book, token) = book_with(3);
-        let child = book.mint(cap("run-child"), 3);
+        let child = book.mint(cap("run-child"), 3).unwrap();
         let ticket = book.check(token.expose(), "n").unwrap();
         assert_eq!(book.revoke("run-root"), 1);
         assert_eq!(book.revoke("run-root"), 0);
@@ -556,7 +552,7 @@ mod tests {
     fn a_ticket_from_another_book_is_refused() {
         let (mut book, _) = book_with(3);
         let mut other = TokenBook::new("run-root");
-        let t = other.mint(cap("run-root"), 3);
+        let t = other.mint(cap("run-root"), 3).unwrap();
         let ticket = other.check(t.expose(), "n").unwrap();
         assert_eq!(book.commit(ticket).unwrap_err(), TokenError::ForeignTicket);
     }
@@ -658,7 +654,7 @@ mod tests {
             let mut book = TokenBook::new("run-root");
             let n = uses.len();
             let tokens: Vec<Token> = (0..n)
-                .map(|i| book.mint(cap(&format!("run-{i}")), uses[i]))
+                .map(|i| book.mint(cap(&format!("run-{i}")), uses[i]).unwrap())
                 .collect();
             let mut left = uses.clone();
             let mut used: Vec<HashSet<String>> = vec![HashSet::new(); n];

@@ -1,5 +1,7 @@
 //! Finding the repository: subdirectories, unborn branches, and directories that are no worktree.
 
+use std::path::{Path, PathBuf};
+
 use camino::Utf8PathBuf;
 use handoff_core::{Workspace, WorkspaceError};
 use handoff_git::{GitWorkspace, HEAD_ENTRY};
@@ -54,22 +56,35 @@ fn subdirectory_cwd_fingerprints_the_whole_repository() {
     assert_eq!(changed(&from_sub, &after), ["a.txt"]);
 }
 
+/// A new directory with no repository in it or above it: under the first of the usual temporary
+/// locations none of whose ancestors holds a `.git` or looks like a git directory (`HEAD`), so
+/// discovery has nothing to find whatever the machine's layout (e.g. `TMPDIR` inside a checkout).
+fn outside_any_repository() -> tempfile::TempDir {
+    let might_be_a_repository = |dir: &Path| dir.join(".git").exists() || dir.join("HEAD").exists();
+    let candidates = [
+        std::env::temp_dir(),
+        PathBuf::from("/tmp"),
+        PathBuf::from("/var/tmp"),
+        PathBuf::from("/dev/shm"),
+    ];
+    for base in &candidates {
+        let Ok(base) = base.canonicalize() else {
+            continue;
+        };
+        if base.ancestors().any(might_be_a_repository) {
+            continue;
+        }
+        if let Ok(dir) = tempfile::tempdir_in(&base) {
+            return dir;
+        }
+    }
+    panic!("every candidate directory is inside a git repository: {candidates:?}");
+}
+
 #[test]
 fn directory_outside_any_repository_is_not_a_worktree() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = outside_any_repository();
     let path = Utf8PathBuf::from_path_buf(dir.path().to_owned()).unwrap();
-    // Only meaningful if the temporary directory itself is not inside a repository.
-    let inside_repo = std::process::Command::new("git")
-        .args(["rev-parse", "--is-inside-work-tree"])
-        .current_dir(&path)
-        .output()
-        .unwrap()
-        .status
-        .success();
-    if inside_repo {
-        eprintln!("skipping: the temporary directory is inside a git worktree");
-        return;
-    }
     match GitWorkspace::new().fingerprint(&path) {
         Err(WorkspaceError::NotAWorktree { path: reported }) => assert_eq!(reported, path),
         other => panic!("expected NotAWorktree, got {other:?}"),

@@ -453,7 +453,7 @@ fn decide_steps(
             let Some(command) = nested_command(&conv.text, target) else {
                 return text(NO_NESTED_COMMAND.to_owned());
             };
-            let command = format!("printf %s {} | {command}", shell_quote(question));
+            let command = format!("printf %s {} | {command}", shell_word(question));
             let mut candidates = shell_candidates(&command);
             for (name, args) in &mut candidates {
                 if name == "exec_command" {
@@ -528,9 +528,16 @@ pub(crate) fn nested_command(text: &str, target: &str) -> Option<String> {
         })
 }
 
-/// Single-quotes `s` for a POSIX shell.
-pub(crate) fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+/// `s` as one word for `sh`: bare when every byte is safe, else quoted.
+///
+/// # Panics
+///
+/// When `s` holds a NUL byte, which no shell word can carry (a script's text or path never
+/// should).
+pub(crate) fn shell_word(s: &str) -> String {
+    shlex::try_quote(s)
+        .unwrap_or_else(|e| panic!("{s:?} cannot be one shell word: {e}"))
+        .into_owned()
 }
 
 /// An apply_patch `*** Add File:` patch creating `path` with `content`.
@@ -546,7 +553,7 @@ pub(crate) fn add_file_patch(path: &str, content: &str) -> String {
 }
 
 fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
-    let printf = format!("printf %s {} > {}", shell_quote(content), shell_quote(path));
+    let printf = format!("printf %s {} > {}", shell_word(content), shell_word(path));
     vec![
         (
             "Write".into(),
@@ -597,7 +604,26 @@ mod tests {
 
     #[test]
     fn quoting_and_patch() {
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        for s in [
+            "it's",
+            "a b",
+            "$HOME `x` \\ \"q\"",
+            "~/x",
+            "",
+            "plain/path.rs",
+        ] {
+            let out = std::process::Command::new("/bin/sh")
+                .args(["-c", &format!("printf %s {}", shell_word(s))])
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8(out.stdout).unwrap(),
+                s,
+                "{}",
+                shell_word(s)
+            );
+        }
+        assert_eq!(shell_word("plain/path.rs"), "plain/path.rs");
         assert_eq!(
             add_file_patch("a.txt", "x\ny\n"),
             "*** Begin Patch\n*** Add File: a.txt\n+x\n+y\n*** End Patch"

@@ -531,7 +531,7 @@ async fn codex_unknown_model_writes_through_exec_command() {
     let arguments: Value = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
     assert_eq!(
         arguments,
-        json!({"cmd": "printf %s 'hello from the model\n' > '/repo/hello.txt'"})
+        json!({"cmd": "printf %s 'hello from the model\n' > /repo/hello.txt"})
     );
 
     let events = post(&url, &codex_after_tool(body, &item)).await.sse();
@@ -781,8 +781,8 @@ async fn write_file_through_shell_tool_and_function_apply_patch() {
     assert_eq!(
         serde_json::from_str::<Value>(response["output"][0]["arguments"].as_str().unwrap())
             .unwrap(),
-        json!({"command": ["bash", "-lc", r"printf %s 'it'\''s
-' > '/r/a b.txt'"]})
+        json!({"command": ["bash", "-lc", r#"printf %s "it's
+" > '/r/a b.txt'"#]})
     );
 
     // An apply_patch offered as a JSON function gets `{input: <patch>}`.
@@ -919,19 +919,19 @@ async fn answer_is_text_for_clis_without_structured_output() {
 // Routes and nested advice
 
 /// A worker's prompt as handoff builds it for `run-with-advice` (the nested command on its own
-/// line, indented, paths single-quoted).
+/// line, indented, paths quoted for `sh` where they need it).
 const WORKER_PROMPT: &str = "You are a delegated coding agent started by handoff on behalf of \
      codex.\nOperation: handoff\nMode: review\n\nNested advice is available: run this shell \
      command with your question on standard input, replacing AGENT with one of codex, claude:\n    \
-     '/opt/it'\\''s/handoff' advice --harness AGENT --cwd '/w/repo' --instructions -\nIt prints \
+     \"/opt/it's/handoff\" advice --harness AGENT --cwd /w/repo --instructions -\nIt prints \
      one result JSON line.";
 
 const ADVISER_PROMPT: &str =
     "You are a delegated coding agent started by handoff on behalf of claude.\nOperation: advice\n";
 
 /// The command [`Step::NestedAdvice`] runs for [`WORKER_PROMPT`], target `codex`.
-const NESTED_COMMAND: &str = "printf %s 'Is it'\\''s safe?' | '/opt/it'\\''s/handoff' advice \
-     --harness codex --cwd '/w/repo' --instructions -";
+const NESTED_COMMAND: &str = "printf %s \"Is it's safe?\" | \"/opt/it's/handoff\" advice \
+     --harness codex --cwd /w/repo --instructions -";
 
 fn nested_script() -> Script {
     Script::route(
