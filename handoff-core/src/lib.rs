@@ -57,7 +57,9 @@ pub use engine::{
     WorkerAdvice, provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
-pub use input::{Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash};
+pub use input::{
+    InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
+};
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
     agents_working_in, check_ancestry, default_runtime_dir,
