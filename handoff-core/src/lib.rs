@@ -57,7 +57,9 @@ pub use engine::{
     WorkerAdvice, provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
-pub use input::{Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash};
+pub use input::{
+    InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
+};
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
     agents_working_in, check_ancestry, default_runtime_dir,
@@ -69,10 +71,10 @@ pub use mcp::{
 pub use names::{AgentId, Mode, Operation, Status, Verdict, check_model, exit};
 pub use note::{
     FrontMatter, FrontMatterError, GitRemote, GitState, MAX_LISTED_UNCOMMITTED, MAX_NOTE_BYTES,
-    NOTE_CHECK_SCHEMA, NOTE_SCHEMA, Note, NoteCheck, NoteErrors, NoteOrigin, NoteReadError,
-    NoteSection, RECEIVER_INSTRUCTIONS, Section, check as check_note, decode_note,
-    parse as parse_note, read_note, render as render_note, status_words, strip_url_credentials,
-    template as note_template,
+    Markdown, MarkdownKind, MarkdownPiece, MarkdownSection, NOTE_CHECK_SCHEMA, NOTE_SCHEMA, Note,
+    NoteCheck, NoteErrors, NoteOrigin, NoteReadError, NoteSection, RECEIVER_INSTRUCTIONS, Section,
+    check as check_note, decode_note, parse as parse_note, read_note, render as render_note,
+    status_words, strip_url_credentials, template as note_template,
 };
 pub use output::{
     Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,

@@ -165,3 +165,45 @@ fn an_embedders_runs_reach_the_timeline() {
     );
     assert_eq!(runs[0].target.as_str(), "codex");
 }
+
+/// An embedder learns which input validation refused, beside the result the CLI prints for it.
+#[test]
+fn an_embedder_learns_which_input_was_refused() {
+    use std::sync::Arc;
+
+    use handoff_core::{InputRejection, Instructions, RunInput, Verb};
+
+    let sb = sandbox();
+    let engine = {
+        let mut options = handoff_core::EngineOptions::from_process();
+        options.env = env_of(&sb);
+        options.preflight_cache = None;
+        options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
+        handoff_core::Engine::new(
+            handoff_adapters::default_registry(),
+            Arc::new(handoff_git::GitWorkspace::new()),
+            options,
+        )
+    };
+    let mut input = RunInput::new(Verb::Run);
+    input.caller_harness = Some("claude".into());
+    input.harness = Some("codex".into());
+    input.mode = Some("fix".into());
+    input.cwd = Some(sb.cwd());
+    input.instructions = Some(Instructions::Stdin(b"Change something.".to_vec()));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_keep, cancel) = tokio::sync::watch::channel(false);
+    let outcome = runtime.block_on(engine.run(input.clone(), cancel));
+    assert_eq!(outcome.exit_code, 5, "{}", outcome.line);
+    assert_eq!(outcome.rejected_field, Some("--mode"));
+    let message = "--mode must be one of build, phase, review, verify; got \"fix\"";
+    assert_eq!(outcome.result.diagnostics.message.as_deref(), Some(message));
+
+    let rejection = InputRejection::new("--mode", message);
+    let early = runtime.block_on(engine.reject_input(input.clone(), rejection));
+    assert_eq!(early.rejected_field, Some("--mode"));
+    assert_eq!(early.result.diagnostics.message.as_deref(), Some(message));
+    let plain = runtime.block_on(engine.reject(input, message.to_owned()));
+    assert_eq!(plain.rejected_field, None);
+    assert_eq!(plain.result.status, early.result.status);
+}

@@ -21,8 +21,8 @@
 //! The worktree is diffed through a private index, so the user's index is never touched.
 //!
 //! With `verify`, the commands of the latest started handoff's note ("How to verify": lines of
-//! shell code blocks, or list items that start with a backticked command) run one by one with
-//! `sh -c` in the worktree, and each is recorded as a check on HEAD in the timeline.
+//! fenced shell code blocks, or list items that start with a backticked command) run one by one
+//! with `sh -c` in the worktree, and each is recorded as a check on HEAD in the timeline.
 //!
 //! [`Attribution::json`] is one object:
 //!
@@ -70,9 +70,9 @@ use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentRef, AnswerSource, CheckRun, Ending, HandoffOutcome, HandoffRow, Invocation, Record,
-    Route, Section, StdinSource, Task, TaskId, TaskStore, TimelineEntry, TimelineEvent, check_cwd,
-    parse_note, read_note, supervise,
+    AgentRef, AnswerSource, CheckRun, Ending, HandoffOutcome, HandoffRow, Invocation, Markdown,
+    MarkdownKind, Record, Route, Section, StdinSource, Task, TaskId, TaskStore, TimelineEntry,
+    TimelineEvent, check_cwd, parse_note, read_note, supervise,
 };
 use handoff_git::Git;
 use serde_json::{Value, json};

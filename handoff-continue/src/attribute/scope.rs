@@ -37,8 +37,9 @@ pub(super) fn scope(handoff: Option<&HandoffRow>, root: &Utf8Path, index: usize)
     }
 }
 
-/// The repository paths a note names, in backticks or as bare path-like words, outside its
-/// "Git state" section (which lists the repository, not the work).
+/// The repository paths a note names, in backticks, in code blocks or as bare path-like words,
+/// outside its "Git state" section (which lists the repository, not the work) and its HTML
+/// comments.
 pub(super) fn note_paths(text: &str, root: &Utf8Path) -> Vec<String> {
     let note = parse_note(text);
     let mut texts = vec![note.preamble.as_str()];
@@ -50,9 +51,22 @@ pub(super) fn note_paths(text: &str, root: &Utf8Path) -> Vec<String> {
     );
     let mut paths = BTreeSet::new();
     for text in texts {
-        for word in text.split(|c: char| c.is_whitespace() || "`()[]<>\"',;|{}".contains(c)) {
-            if let Some(path) = path_like(word, root) {
-                paths.insert(path);
+        let markdown = Markdown::read(text);
+        for piece in markdown.pieces() {
+            let words = match &piece.kind {
+                MarkdownKind::Text => markdown.text(piece),
+                MarkdownKind::Code(code) => code.as_str(),
+                MarkdownKind::CodeBlock { text, .. } => text.as_str(),
+                MarkdownKind::Html
+                | MarkdownKind::Heading { .. }
+                | MarkdownKind::ListItem { .. } => {
+                    continue;
+                }
+            };
+            for word in words.split(|c: char| c.is_whitespace() || "`()[]<>\"',;|{}".contains(c)) {
+                if let Some(path) = path_like(word, root) {
+                    paths.insert(path);
+                }
             }
         }
     }

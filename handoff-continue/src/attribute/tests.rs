@@ -1,3 +1,5 @@
+use handoff_core::check_note;
+
 use super::*;
 
 #[test]
@@ -111,4 +113,99 @@ fn verification_commands_come_from_code_blocks_and_list_items() {
         ]
     );
     assert!(note_commands("## Goal\n`x`\n").is_empty());
+}
+
+/// Where a code block ends is decided once, by core's Markdown reader: the sections a check
+/// sees and the commands attribution takes from "How to verify" cannot disagree on it.
+#[test]
+fn check_and_attribution_agree_on_where_code_blocks_end() {
+    // (case, the "How to verify" body, whether the real "Git state" heading still starts a
+    // section, the commands taken)
+    type Case = (&'static str, &'static str, bool, &'static [&'static str]);
+    let cases: [Case; 10] = [
+        (
+            "backtick fence",
+            "```sh\ncargo test\n## Git state\nmake lint\n```\n- `just ci`",
+            true,
+            &["cargo test", "make lint", "just ci"],
+        ),
+        (
+            "a longer closing fence",
+            "```sh\ncargo test\n`````\n- `make`",
+            true,
+            &["cargo test", "make"],
+        ),
+        (
+            "a fence indented four spaces is indented code",
+            "Output:\n\n    ```\n\n- `make`",
+            true,
+            &["make"],
+        ),
+        (
+            "a fence inside a comment",
+            "<!--\n```\n-->\n- `make`",
+            true,
+            &["make"],
+        ),
+        (
+            "tilde fence",
+            "~~~console\n$ cargo test\n```\n## Git state\n$ make lint\n~~~",
+            true,
+            &["cargo test", "make lint"],
+        ),
+        (
+            "four backticks around three",
+            "````console\n$ cargo test\n```\n## Git state\n```\n$ make lint\n````",
+            true,
+            &["cargo test", "make lint"],
+        ),
+        (
+            "fence in a list item",
+            "1. Build:\n   ```sh\n   cargo build\n   ## Git state\n   ```\n2. `cargo test` passes",
+            true,
+            &["cargo build", "cargo test"],
+        ),
+        (
+            "comment and indented code",
+            "<!--\n## Git state\n-->\nExpected output:\n\n    ## Git state\n\n- `make`",
+            true,
+            &["make"],
+        ),
+        (
+            "unterminated fence runs to the end",
+            "```sh\ncargo test",
+            false,
+            &["cargo test", "- Repository: `/r`"],
+        ),
+        (
+            "unterminated fence of four",
+            "````console\n$ cargo test\n```",
+            false,
+            &["cargo test"],
+        ),
+    ];
+    let mut head = String::from("# Handoff\n");
+    for section in &Section::ALL[..7] {
+        head.push_str(&format!("\n## {}\nx\n", section.title()));
+    }
+    for (case, verify, git_state_seen, commands) in cases {
+        let note =
+            format!("{head}\n## How to verify\n{verify}\n## Git state\n- Repository: `/r`\n");
+        let parsed = parse_note(&note);
+        let seen: Vec<Section> = parsed.sections.iter().map(|s| s.section).collect();
+        let check = check_note(&parsed);
+        if git_state_seen {
+            assert_eq!(seen, Section::ALL, "{case}");
+            assert_eq!(check, Ok(()), "{case}");
+        } else {
+            assert_eq!(seen, Section::ALL[..8], "{case}");
+            assert_eq!(check.unwrap_err().missing, [Section::GitState], "{case}");
+        }
+        assert_eq!(note_commands(&note), commands, "{case}");
+        // Every command comes from the body the check reads as "How to verify".
+        let body = parsed.body(Section::HowToVerify).unwrap();
+        for command in commands {
+            assert!(body.contains(command), "{case}: {command:?} in {body:?}");
+        }
+    }
 }

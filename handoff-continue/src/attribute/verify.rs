@@ -31,9 +31,10 @@ pub(super) fn verify_commands(plan: &Plan<'_>) -> Result<Vec<String>, String> {
     Ok(commands)
 }
 
-/// The commands under "How to verify": the lines of shell code blocks (only the `$ ` lines when
-/// a block has prompts; comments and blank lines skipped; `\` continues a line), and list items
-/// that start with a backticked command (the rest of the item is the expected result).
+/// The commands under "How to verify": the lines of fenced shell code blocks (only the `$ `
+/// lines when a block has prompts; comments and blank lines skipped; `\` continues a line), and
+/// list items that start with a backticked command (the rest of the item is the expected
+/// result). The note's Markdown is read by core's reader, the one that finds its sections.
 pub(super) fn note_commands(text: &str) -> Vec<String> {
     const SHELLS: [&str; 8] = [
         "",
@@ -49,41 +50,24 @@ pub(super) fn note_commands(text: &str) -> Vec<String> {
         return Vec::new();
     };
     let mut commands = Vec::new();
-    let mut lines = body.lines();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim_start();
-        let fence = fence_of(trimmed);
-        if let Some((marker, info)) = fence {
-            let mut block = Vec::new();
-            for inner in lines.by_ref() {
-                let t = inner.trim();
-                if t.starts_with(marker.as_str())
-                    && t.trim_start_matches(marker.as_str()).is_empty()
-                {
-                    break;
+    for piece in Markdown::read(&body).pieces() {
+        match &piece.kind {
+            MarkdownKind::CodeBlock {
+                info: Some(info),
+                text,
+            } => {
+                let language = info.split_whitespace().next().unwrap_or("");
+                if SHELLS.contains(&language.to_ascii_lowercase().as_str()) {
+                    commands.extend(block_commands(&text.lines().collect::<Vec<_>>()));
                 }
-                block.push(inner);
             }
-            let language = info.split_whitespace().next().unwrap_or("");
-            if SHELLS.contains(&language.to_ascii_lowercase().as_str()) {
-                commands.extend(block_commands(&block));
-            }
-            continue;
-        }
-        if let Some(item) = list_item(trimmed)
-            && let Some(command) = leading_code(item)
-        {
-            commands.push(command);
+            MarkdownKind::ListItem {
+                code: Some(command),
+            } => commands.push(command.clone()),
+            _ => {}
         }
     }
     commands
-}
-
-/// A fence's marker (three or more backticks or tildes) and info string.
-pub(super) fn fence_of(line: &str) -> Option<(String, String)> {
-    let c = line.chars().next().filter(|c| *c == '`' || *c == '~')?;
-    let n = line.chars().take_while(|x| *x == c).count();
-    (n >= 3).then(|| (c.to_string().repeat(n), line[n..].trim().to_owned()))
 }
 
 pub(super) fn block_commands(block: &[&str]) -> Vec<String> {
@@ -121,37 +105,6 @@ pub(super) fn block_commands(block: &[&str]) -> Vec<String> {
     }
     commands.extend(pending.filter(|p| !p.is_empty()));
     commands
-}
-
-/// The text of a bullet (`-`, `*`, `+`) or numbered (`1.`, `1)`) list item.
-pub(super) fn list_item(line: &str) -> Option<&str> {
-    for bullet in ["- ", "* ", "+ "] {
-        if let Some(rest) = line.strip_prefix(bullet) {
-            return Some(rest.trim());
-        }
-    }
-    let digits = line.chars().take_while(char::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
-    let rest = &line[digits..];
-    rest.strip_prefix(". ")
-        .or_else(|| rest.strip_prefix(") "))
-        .map(str::trim)
-}
-
-/// The command of an item that starts with a code span and has no other.
-pub(super) fn leading_code(item: &str) -> Option<String> {
-    let n = item.chars().take_while(|c| *c == '`').count();
-    if n == 0 {
-        return None;
-    }
-    let ticks = "`".repeat(n);
-    let rest = &item[n..];
-    let end = rest.find(&ticks)?;
-    let code = rest[..end].trim();
-    let after = &rest[end + n..];
-    (!code.is_empty() && !after.contains('`')).then(|| code.to_owned())
 }
 
 /// One verification command as it ran.

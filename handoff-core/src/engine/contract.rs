@@ -25,7 +25,7 @@ impl Engine {
     ) -> Result<(Validated, Fingerprint), Ended> {
         let validated = input
             .validate_with(&self.registry, &self.options.config)
-            .map_err(Ended::Rejected)?;
+            .map_err(Ended::InputRejected)?;
         let request = &validated.request;
         draft.set_request(request);
         cancelled(cancel)?;

@@ -212,6 +212,7 @@ impl Draft {
             exit_code: verdict.code(),
             result,
             line,
+            rejected_field: decision.rejected_field,
             record_warning: None,
         }
     }

@@ -39,7 +39,7 @@ use self::verdict::{Ended, Evidence, decide};
 pub use self::worker_advice::WorkerAdvice;
 use crate::config::Config;
 use crate::env::agent_env;
-use crate::input::{RunInput, Validated};
+use crate::input::{InputRejection, RunInput, Validated};
 use crate::lease::default_runtime_dir;
 use crate::mcp::McpDescriptor;
 use crate::names::{Mode, Operation};
@@ -161,6 +161,9 @@ pub struct RunOutcome {
     pub line: String,
     /// The process exit code.
     pub exit_code: u8,
+    /// The input validation refused (`--mode`, `--cwd`, … as [`InputRejection::field`] names
+    /// it), when that is why the run was rejected.
+    pub rejected_field: Option<&'static str>,
     /// Why the run could not be recorded in the task store, when it could not (the result and
     /// exit code stand).
     pub record_warning: Option<String>,
@@ -316,8 +319,18 @@ impl Engine {
     /// A `rejected` result for inputs refused before the engine could read them (e.g. a command
     /// line that does not parse). Echoes what `input` holds; nothing runs, nothing is written.
     pub async fn reject(&self, input: RunInput, message: String) -> RunOutcome {
+        self.rejected(input, Ended::Rejected(message)).await
+    }
+
+    /// A `rejected` result for inputs validation refused outside a run (as
+    /// [`Engine::reject`]); the outcome names the input at fault.
+    pub async fn reject_input(&self, input: RunInput, rejection: InputRejection) -> RunOutcome {
+        self.rejected(input, Ended::InputRejected(rejection)).await
+    }
+
+    async fn rejected(&self, input: RunInput, ended: Ended) -> RunOutcome {
         let draft = Draft::new(&input, &self.registry);
-        self.finish(draft, None, Ended::Rejected(message)).await
+        self.finish(draft, None, ended).await
     }
 
     /// Runs one delegation to completion. Never panics; every outcome is a result.

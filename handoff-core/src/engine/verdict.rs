@@ -29,13 +29,16 @@
 //! 11. the result file can't be written → `failed` 7, whatever happened before, except that a
 //!     policy `blocked` 10 stays; the message says so.
 
+use crate::input::InputRejection;
 use crate::names::{AgentId, Verdict};
 use crate::output::ProviderStatus;
 
 /// How far a run got: the first step that stopped it, or the agent's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Ended {
-    /// Refused before any agent process started (steps 1–4).
+    /// An input refused by validation (step 2): the input at fault and the message.
+    InputRejected(InputRejection),
+    /// Refused before any agent process started, for another reason (steps 1–4).
     Rejected(String),
     /// The agent could not be run: its CLI is missing or fails preflight, its private files or
     /// the supervisor could not be set up, it could not be spawned, or it refused to start for
@@ -123,6 +126,8 @@ pub(crate) struct Decision {
     pub verdict: Verdict,
     /// Why, when it is not a plain success.
     pub message: Option<String>,
+    /// The input at fault, when the run is rejected because validation refused one.
+    pub rejected_field: Option<&'static str>,
 }
 
 /// The verdict of a run, in the order the module documentation gives.
@@ -166,12 +171,21 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
         }
         message = Some(join(message, error.clone()));
     }
-    Decision { verdict, message }
+    let rejected_field = match &e.ended {
+        Ended::InputRejected(r) if verdict == Verdict::REJECTED => Some(r.field),
+        _ => None,
+    };
+    Decision {
+        verdict,
+        message,
+        rejected_field,
+    }
 }
 
 /// The verdict and message of the step the run ended at.
 fn ended(ended: &Ended) -> (Verdict, Option<String>) {
     match ended {
+        Ended::InputRejected(r) => (Verdict::REJECTED, Some(r.reason.clone())),
         Ended::Rejected(m) => (Verdict::REJECTED, Some(m.clone())),
         Ended::NotRun(m) => (Verdict::NOT_RUN, Some(m.clone())),
         Ended::Cancelled(when) => (
@@ -739,6 +753,32 @@ mod tests {
             assert_eq!(d.verdict, verdict, "{row}");
             assert_eq!(d.message.as_deref(), message, "{row}");
         }
+    }
+
+    #[test]
+    fn a_rejected_input_names_its_field_while_the_run_stays_rejected() {
+        let rejected = Ended::InputRejected(InputRejection::new(
+            "--mode",
+            "--mode must be one of build, phase, review, verify; got \"x\"",
+        ));
+        let d = decide(&evidence(rejected.clone(), None, READ_ONLY));
+        assert_eq!(d.verdict, Verdict::REJECTED);
+        assert_eq!(d.rejected_field, Some("--mode"));
+        assert_eq!(
+            d.message.as_deref(),
+            Some("--mode must be one of build, phase, review, verify; got \"x\"")
+        );
+        let mut unwritten = evidence(rejected, None, READ_ONLY);
+        unwritten.result_file = Some("cannot write the result file".into());
+        let d = decide(&unwritten);
+        assert_eq!(d.verdict, Verdict::INVALID_OUTPUT);
+        assert_eq!(d.rejected_field, None);
+        let d = decide(&evidence(
+            Ended::Rejected("worktree busy".into()),
+            None,
+            READ_ONLY,
+        ));
+        assert_eq!(d.rejected_field, None);
     }
 
     #[test]

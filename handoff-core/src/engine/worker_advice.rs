@@ -3,8 +3,9 @@
 //! local failure is a `rejected` result, also written to the result file when one can be
 //! reserved.
 
+use super::verdict::Ended;
 use super::{Engine, RunOutcome};
-use crate::input::{Instructions, RunInput, Verb};
+use crate::input::{InputRejection, Instructions, RunInput, Verb};
 use crate::mcp::MAX_MCP_BYTES;
 use crate::names::Operation;
 use crate::paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, read_input_file};
@@ -28,23 +29,30 @@ impl Engine {
     /// `context` (the value of `HANDOFF_SUPERVISOR_CONTEXT`) and returns the adviser's result.
     pub async fn advise_worker(&self, mut input: RunInput, context: &str) -> WorkerAdvice {
         if input.verb != Verb::Advice {
-            let m = format!(
-                "nested handoff permits advice only; '{}' was refused",
-                input.verb.as_str()
+            let rejection = InputRejection::new(
+                "verb",
+                format!(
+                    "nested handoff permits advice only; '{}' was refused",
+                    input.verb.as_str()
+                ),
             );
-            return self.reject_nested(input, m).await;
+            return self
+                .reject_nested(input, Ended::InputRejected(rejection))
+                .await;
         }
         let context = match SupervisorContext::parse(context) {
             Ok(c) => c,
-            Err(m) => return self.reject_nested(input, m).await,
+            Err(m) => return self.reject_nested(input, Ended::Rejected(m)).await,
         };
-        if let Some(m) = input.nested_flag_refusal() {
+        if let Some(rejection) = input.nested_flag_refusal() {
             input.caller_harness = Some(context.caller_harness.to_string());
-            return self.reject_nested(input, m).await;
+            return self
+                .reject_nested(input, Ended::InputRejected(rejection))
+                .await;
         }
         input.caller_harness = Some(context.caller_harness.to_string());
         let reserved = match input.result.as_deref().map(ResultFile::reserve) {
-            Some(Err(m)) => return self.reject_nested(input, m).await,
+            Some(Err(m)) => return self.reject_nested(input, Ended::Rejected(m)).await,
             Some(Ok(f)) => Some(f),
             None => None,
         };
@@ -53,9 +61,8 @@ impl Engine {
             Some(Instructions::Stdin(b)) => match String::from_utf8(b.clone()) {
                 Ok(t) => Some(t),
                 Err(_) => {
-                    return self
-                        .reject_nested(input, "the instructions are not UTF-8".into())
-                        .await;
+                    let m = "the instructions are not UTF-8".to_owned();
+                    return self.reject_nested(input, Ended::Rejected(m)).await;
                 }
             },
             Some(Instructions::File(p)) => {
@@ -63,7 +70,7 @@ impl Engine {
                     |b| String::from_utf8(b).map_err(|_| "the instructions are not UTF-8".into()),
                 ) {
                     Ok(t) => Some(t),
-                    Err(m) => return self.reject_nested(input, m).await,
+                    Err(m) => return self.reject_nested(input, Ended::Rejected(m)).await,
                 }
             }
         };
@@ -73,7 +80,7 @@ impl Engine {
                 String::from_utf8(b).map_err(|_| "the MCP descriptor is not UTF-8".into())
             }) {
                 Ok(t) => Some(t),
-                Err(m) => return self.reject_nested(input, m).await,
+                Err(m) => return self.reject_nested(input, Ended::Rejected(m)).await,
             },
         };
         let request = NestedRequest {
@@ -95,7 +102,7 @@ impl Engine {
         };
         let reply = match ask_supervisor(&context, &request).await {
             Ok(r) => r,
-            Err(m) => return self.reject_nested(input, m).await,
+            Err(m) => return self.reject_nested(input, Ended::Rejected(m)).await,
         };
         let line = format!("{}\n", reply.result);
         let result_file_error = reserved.and_then(|file| file.write(line.as_bytes()).err());
@@ -123,7 +130,7 @@ impl Engine {
     }
 
     /// A `rejected` result, written to the result file too when that one can be reserved.
-    async fn reject_nested(&self, mut input: RunInput, message: String) -> WorkerAdvice {
+    async fn reject_nested(&self, mut input: RunInput, ended: Ended) -> WorkerAdvice {
         input.nested = false;
         let result = input.result.take();
         input.instructions = None;
@@ -132,7 +139,7 @@ impl Engine {
             line,
             exit_code,
             ..
-        } = self.reject(input, message).await;
+        } = self.rejected(input, ended).await;
         if let Some(Ok(file)) = result.as_deref().map(ResultFile::reserve) {
             let _ = file.write(line.as_bytes());
         }

@@ -2,7 +2,7 @@
 //! from the parent's for a nested request, and its MCP servers.
 
 use super::hash::sha256_tagged;
-use super::{NestedParent, RunInput, parse_bool};
+use super::{InputRejection, NestedParent, RunInput, parse_bool};
 use crate::mcp::McpDescriptor;
 use crate::paths;
 use crate::provider::ProviderSpec;
@@ -15,7 +15,10 @@ impl RunInput {
         spec: &ProviderSpec,
         write: bool,
         nested: Option<NestedParent<'_>>,
-    ) -> Result<(Grants, Option<McpDescriptor>), String> {
+    ) -> Result<(Grants, Option<McpDescriptor>), InputRejection> {
+        let bash_refused = InputRejection::at("--bash");
+        let web_refused = InputRejection::at("--web-search");
+        let mcp_refused = InputRejection::at("--mcp-config");
         let bash = parse_bool("--bash", &self.bash)?;
         let web = parse_bool("--web-search", &self.web_search)?;
         // A nested request inherits its parent's bash grant unless it asks for less.
@@ -24,50 +27,60 @@ impl RunInput {
         let web_resolved = web.unwrap_or(false);
         if let Some(p) = nested {
             if bash_resolved && !p.grants.bash {
-                return Err(format!(
+                return Err(bash_refused(format!(
                     "nested request cannot expand the parent's grants: bash is not held by the \
                      parent ({} runs with bash=false)",
                     p.caller
-                ));
+                )));
             }
             if web_resolved && !p.grants.web_search {
-                return Err(
+                return Err(web_refused(
                     "nested request cannot expand the parent's grants: web search is not held \
                      by the parent"
                         .into(),
-                );
+                ));
             }
         }
         if !bash_resolved && !spec.grants.bash_disable {
-            return Err(format!("bash=false is unsupported for {}", spec.id));
+            return Err(bash_refused(format!(
+                "bash=false is unsupported for {}",
+                spec.id
+            )));
         }
         if bash_resolved && !spec.grants.bash {
-            return Err(format!(
+            return Err(bash_refused(format!(
                 "{} has no bash control; pass --bash false",
                 spec.id
-            ));
+            )));
         }
         if web_resolved && !spec.grants.web_search {
-            return Err(format!("webSearch is unsupported for {}", spec.id));
+            return Err(web_refused(format!(
+                "webSearch is unsupported for {}",
+                spec.id
+            )));
         }
         let bytes = match (&self.mcp_config, &self.mcp_inline) {
             (Some(_), Some(_)) => {
-                return Err("give the MCP descriptor once (file or inline), not both".into());
+                return Err(mcp_refused(
+                    "give the MCP descriptor once (file or inline), not both".into(),
+                ));
             }
             (Some(_), None) | (None, Some(_)) if !spec.grants.mcp => {
-                return Err(format!("--mcp-config is unsupported for {}", spec.id));
+                return Err(mcp_refused(format!(
+                    "--mcp-config is unsupported for {}",
+                    spec.id
+                )));
             }
-            (Some(p), None) => Some(paths::read_input_file(
-                "--mcp-config",
-                p,
-                crate::mcp::MAX_MCP_BYTES,
-            )?),
+            (Some(p), None) => Some(
+                paths::read_input_file("--mcp-config", p, crate::mcp::MAX_MCP_BYTES)
+                    .map_err(&mcp_refused)?,
+            ),
             (None, Some(b)) => {
                 if b.len() > crate::mcp::MAX_MCP_BYTES {
-                    return Err(format!(
+                    return Err(mcp_refused(format!(
                         "the MCP descriptor exceeds {} bytes",
                         crate::mcp::MAX_MCP_BYTES
-                    ));
+                    )));
                 }
                 Some(b.clone())
             }
@@ -75,14 +88,14 @@ impl RunInput {
         };
         let mcp = match bytes {
             Some(bytes) => {
-                let d = McpDescriptor::parse(&bytes)?;
+                let d = McpDescriptor::parse(&bytes).map_err(&mcp_refused)?;
                 Some((sha256_tagged(&bytes), d))
             }
             None => None,
         };
         let has_mcp = mcp.as_ref().is_some_and(|(_, d)| !d.servers.is_empty());
         if let (Some(p), Some((_, d))) = (nested, &mcp) {
-            check_mcp_subset(d, p.mcp)?;
+            check_mcp_subset(d, p.mcp).map_err(&mcp_refused)?;
         }
         let src = |given: bool| match (given, nested) {
             (true, _) => GrantSource::Explicit,

@@ -1,5 +1,6 @@
 //! From raw inputs (flags, or a library call) to a validated [`Request`]. Validation is total:
 //! every rule is checked here, against the target's static capabilities, before anything runs.
+//! A refusal is an [`InputRejection`]: the input at fault and the message.
 //!
 //! The request is built here; its selection (model, effort, turns), its grants (and MCP
 //! servers) and its place in the DAG (budgets, dependencies) each have their own file, and
@@ -8,10 +9,12 @@
 mod grants;
 mod hash;
 mod lineage;
+mod rejection;
 mod selection;
 
 pub use self::hash::{intent_hash, request_hash};
 use self::lineage::parse_dependencies;
+pub use self::rejection::InputRejection;
 use crate::config::Config;
 use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Mode, Operation};
@@ -171,43 +174,63 @@ pub struct Validated {
 }
 
 pub(super) fn parse_int<T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy>(
-    flag: &str,
+    flag: &'static str,
     value: &Option<String>,
     min: T,
     max: T,
     default: T,
-) -> Result<T, String> {
+) -> Result<T, InputRejection> {
     let Some(v) = value else { return Ok(default) };
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{flag} must be a whole number, got {v:?}"));
+        return Err(InputRejection::new(
+            flag,
+            format!("{flag} must be a whole number, got {v:?}"),
+        ));
     }
-    let n: T = v
-        .parse()
-        .map_err(|_| format!("{flag} must be between {min} and {max}, got {v}"))?;
+    let out_of_range = || {
+        InputRejection::new(
+            flag,
+            format!("{flag} must be between {min} and {max}, got {v}"),
+        )
+    };
+    let n: T = v.parse().map_err(|_| out_of_range())?;
     if n < min || n > max {
-        return Err(format!("{flag} must be between {min} and {max}, got {v}"));
+        return Err(out_of_range());
     }
     Ok(n)
 }
 
-pub(super) fn parse_bool(flag: &str, value: &Option<String>) -> Result<Option<bool>, String> {
+pub(super) fn parse_bool(
+    flag: &'static str,
+    value: &Option<String>,
+) -> Result<Option<bool>, InputRejection> {
     match value.as_deref() {
         None => Ok(None),
         Some("true") => Ok(Some(true)),
         Some("false") => Ok(Some(false)),
-        Some(v) => Err(format!("{flag} must be 'true' or 'false', got {v:?}")),
+        Some(v) => Err(InputRejection::new(
+            flag,
+            format!("{flag} must be 'true' or 'false', got {v:?}"),
+        )),
     }
 }
 
-/// Parses an agent id that must be registered.
-pub fn registered(registry: &Registry, flag: &str, value: &str) -> Result<AgentId, String> {
+/// Parses an agent id that must be registered; `flag` names the input it came from.
+pub fn registered(
+    registry: &Registry,
+    flag: &'static str,
+    value: &str,
+) -> Result<AgentId, InputRejection> {
     AgentId::parse(value)
         .filter(|id| registry.get(id).is_some())
         .ok_or_else(|| {
             let known: Vec<String> = registry.ids().iter().map(|i| i.to_string()).collect();
-            format!(
-                "{flag} {value:?} is not a known agent; expected one of: {}",
-                known.join(", ")
+            InputRejection::new(
+                flag,
+                format!(
+                    "{flag} {value:?} is not a known agent; expected one of: {}",
+                    known.join(", ")
+                ),
             )
         })
 }
@@ -251,19 +274,26 @@ impl Config {
 
 impl RunInput {
     /// Validates every input and builds the request, with no user configuration.
-    pub fn validate(&self, registry: &Registry) -> Result<Validated, String> {
+    pub fn validate(&self, registry: &Registry) -> Result<Validated, InputRejection> {
         self.validate_with(registry, &Config::default())
     }
 
     /// Validates every input and builds the request; `config` supplies per-agent defaults
-    /// (flags win over it). The first problem found is returned as a one-line message; nothing
-    /// has been started.
-    pub fn validate_with(&self, registry: &Registry, config: &Config) -> Result<Validated, String> {
+    /// (flags win over it). The first problem found is returned with the input at fault and a
+    /// one-line message; nothing has been started.
+    pub fn validate_with(
+        &self,
+        registry: &Registry,
+        config: &Config,
+    ) -> Result<Validated, InputRejection> {
         if self.nested {
-            return Err(format!(
-                "inside a worker, handoff only accepts 'advice' through its supervisor; '{}' was \
-                 refused",
-                self.verb.as_str()
+            return Err(InputRejection::new(
+                "verb",
+                format!(
+                    "inside a worker, handoff only accepts 'advice' through its supervisor; '{}' \
+                     was refused",
+                    self.verb.as_str()
+                ),
             ));
         }
         self.build(registry, config, None)
@@ -271,7 +301,7 @@ impl RunInput {
 
     /// The first flag a nested request may not carry, as a refusal: the supervisor derives the
     /// caller and the root owns the budgets and the worktree lease.
-    pub fn nested_flag_refusal(&self) -> Option<String> {
+    pub fn nested_flag_refusal(&self) -> Option<InputRejection> {
         [
             ("--caller-harness", self.caller_harness.is_some()),
             ("--max-depth", self.max_depth.is_some()),
@@ -285,25 +315,43 @@ impl RunInput {
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
         .map(|flag| {
-            format!(
-                "{flag} is not accepted inside a worker: the supervisor derives the caller and \
-                 the root run owns the budgets"
+            InputRejection::new(
+                flag,
+                format!(
+                    "{flag} is not accepted inside a worker: the supervisor derives the caller \
+                     and the root run owns the budgets"
+                ),
             )
         })
     }
 
-    /// Validates a nested advice request under `parent`: caller, lineage and budgets come from
-    /// the supervisor, grants are attenuated from the parent's.
+    /// [`RunInput::validate_under`], refused with the message alone (what the supervisor's
+    /// refusal carries).
     pub(crate) fn validate_nested(
         &self,
         registry: &Registry,
         config: &Config,
         parent: NestedParent<'_>,
     ) -> Result<Validated, String> {
+        self.validate_under(registry, config, parent)
+            .map_err(|rejection| rejection.reason)
+    }
+
+    /// Validates a nested advice request under `parent`: caller, lineage and budgets come from
+    /// the supervisor, grants are attenuated from the parent's.
+    pub(crate) fn validate_under(
+        &self,
+        registry: &Registry,
+        config: &Config,
+        parent: NestedParent<'_>,
+    ) -> Result<Validated, InputRejection> {
         if self.verb != Verb::Advice {
-            return Err(format!(
-                "nested handoff permits advice only; '{}' was refused",
-                self.verb.as_str()
+            return Err(InputRejection::new(
+                "verb",
+                format!(
+                    "nested handoff permits advice only; '{}' was refused",
+                    self.verb.as_str()
+                ),
             ));
         }
         if let Some(m) = self.nested_flag_refusal() {
@@ -317,7 +365,7 @@ impl RunInput {
         registry: &Registry,
         config: &Config,
         nested: Option<NestedParent<'_>>,
-    ) -> Result<Validated, String> {
+    ) -> Result<Validated, InputRejection> {
         let op = self.verb.operation();
         let mut missing = Vec::new();
         if self.caller_harness.is_none() && nested.is_none() {
@@ -335,53 +383,77 @@ impl RunInput {
         if self.instructions.is_none() {
             missing.push("--instructions");
         }
-        if !missing.is_empty() {
-            return Err(format!("missing argument(s): {}", missing.join(", ")));
+        if let Some(first) = missing.first() {
+            return Err(InputRejection::new(
+                first,
+                format!("missing argument(s): {}", missing.join(", ")),
+            ));
         }
         let (Some(target), Some(cwd), Some(instructions)) =
             (&self.harness, &self.cwd, &self.instructions)
         else {
-            return Err("missing arguments".into());
+            return Err(InputRejection::new("--harness", "missing arguments"));
         };
 
         let caller = match (nested, &self.caller_harness) {
             (Some(p), _) => p.caller.clone(),
             (None, Some(c)) => registered(registry, "--caller-harness", c)?,
-            (None, None) => return Err("missing argument(s): --caller-harness".into()),
+            (None, None) => {
+                return Err(InputRejection::new(
+                    "--caller-harness",
+                    "missing argument(s): --caller-harness",
+                ));
+            }
         };
         if nested.is_none()
             && op == Operation::Handoff
             && caller != AgentId::CODEX
             && caller != AgentId::CLAUDE
         {
-            return Err(format!(
-                "root {} requires --caller-harness codex or claude, got {caller}",
-                self.verb.as_str()
+            return Err(InputRejection::new(
+                "--caller-harness",
+                format!(
+                    "root {} requires --caller-harness codex or claude, got {caller}",
+                    self.verb.as_str()
+                ),
             ));
         }
         let target = registered(registry, "--harness", target)?;
         let spec = registry
             .get(&target)
             .map(|p| p.spec().clone())
-            .ok_or("unknown target")?;
+            .ok_or_else(|| InputRejection::new("--harness", "unknown target"))?;
 
         let mode = match (op, &self.mode) {
-            (Operation::Advice, Some(_)) => return Err("advice does not accept --mode".into()),
+            (Operation::Advice, Some(_)) => {
+                return Err(InputRejection::new(
+                    "--mode",
+                    "advice does not accept --mode",
+                ));
+            }
             (Operation::Advice, None) => None,
             (Operation::Handoff, Some(m)) => Some(Mode::parse(m).ok_or_else(|| {
-                format!("--mode must be one of build, phase, review, verify; got {m:?}")
+                InputRejection::new(
+                    "--mode",
+                    format!("--mode must be one of build, phase, review, verify; got {m:?}"),
+                )
             })?),
-            (Operation::Handoff, None) => return Err("missing argument(s): --mode".into()),
+            (Operation::Handoff, None) => {
+                return Err(InputRejection::new("--mode", "missing argument(s): --mode"));
+            }
         };
         let write = mode.is_some_and(Mode::writes);
         if write && !spec.grants.write {
-            return Err(format!(
-                "{} cannot write the worktree; use review or verify",
-                spec.id
+            return Err(InputRejection::new(
+                "--mode",
+                format!(
+                    "{} cannot write the worktree; use review or verify",
+                    spec.id
+                ),
             ));
         }
 
-        let cwd = paths::check_cwd(cwd)?;
+        let cwd = paths::check_cwd(cwd).map_err(InputRejection::at("--cwd"))?;
 
         let agent_config = config.agent(&spec.id);
         let selection = self.selection(&spec, op, &agent_config)?;
@@ -389,11 +461,11 @@ impl RunInput {
         let (budgets, dependencies) = match nested {
             None => {
                 if !self.dependencies.is_empty() {
-                    return Err(
+                    return Err(InputRejection::new(
+                        "--dependency",
                         "--dependency is for nested requests; root requests cannot depend on a \
-                         pre-existing supervisor node"
-                            .into(),
-                    );
+                         pre-existing supervisor node",
+                    ));
                 }
                 (self.budgets(op)?, Vec::new())
             }
@@ -405,11 +477,13 @@ impl RunInput {
 
         let bytes = match instructions {
             Instructions::File(p) => {
-                paths::read_input_file("--instructions", p, paths::MAX_INSTRUCTIONS_BYTES + 1)?
+                paths::read_input_file("--instructions", p, paths::MAX_INSTRUCTIONS_BYTES + 1)
+                    .map_err(InputRejection::at("--instructions"))?
             }
             Instructions::Stdin(b) => b.clone(),
         };
-        let instructions = paths::check_instructions(bytes)?;
+        let instructions =
+            paths::check_instructions(bytes).map_err(InputRejection::at("--instructions"))?;
 
         let delegation = match (nested, self.verb) {
             (None, Verb::Run) => Delegation {

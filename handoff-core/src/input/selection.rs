@@ -1,7 +1,7 @@
 //! The selection of a request: model, effort and turn limit, each with where it came from
 //! (flag, configuration, operation default, provider default).
 
-use super::{RunInput, parse_int};
+use super::{InputRejection, RunInput, parse_int};
 use crate::config::AgentConfig;
 use crate::names::{Operation, check_model};
 use crate::provider::ProviderSpec;
@@ -13,37 +13,49 @@ impl RunInput {
         spec: &ProviderSpec,
         op: Operation,
         config: &AgentConfig,
-    ) -> Result<Selection, String> {
+    ) -> Result<Selection, InputRejection> {
         let id = &spec.id;
         if let Some(m) = &self.model {
-            check_model(m)?;
+            check_model(m).map_err(InputRejection::at("--model"))?;
         }
-        let check_effort = |e: &str, origin: &str| {
+        // `field` is the flag, or `config` for the user's configuration (`origin` says which
+        // value of it).
+        let check_effort = |e: &str, field: &'static str, origin: &str| {
             if spec.effort.is_empty() {
-                return Err(format!("{origin} is unsupported for {id}"));
+                return Err(InputRejection::new(
+                    field,
+                    format!("{origin} is unsupported for {id}"),
+                ));
             }
             if !spec.effort.contains(&e) {
-                return Err(format!(
-                    "{origin} {e:?} is unsupported for {id}; expected one of: {}",
-                    spec.effort.join(", ")
+                return Err(InputRejection::new(
+                    field,
+                    format!(
+                        "{origin} {e:?} is unsupported for {id}; expected one of: {}",
+                        spec.effort.join(", ")
+                    ),
                 ));
             }
             Ok(())
         };
         if let Some(e) = &self.effort {
-            check_effort(e, "--effort")?;
+            check_effort(e, "--effort", "--effort")?;
         }
         if let Some(e) = &config.effort {
-            check_effort(e, &format!("config agents.{id}.effort"))?;
+            check_effort(e, "config", &format!("config agents.{id}.effort"))?;
         }
         if spec.max_turns.is_none() && config.max_turns.is_some() {
-            return Err(format!(
-                "config agents.{id}.max_turns: turn limits are unsupported for {id}"
+            return Err(InputRejection::new(
+                "config",
+                format!("config agents.{id}.max_turns: turn limits are unsupported for {id}"),
             ));
         }
         let max_turns = match &self.max_turns {
             Some(_) if spec.max_turns.is_none() => {
-                return Err(format!("--max-turns is unsupported for {id}"));
+                return Err(InputRejection::new(
+                    "--max-turns",
+                    format!("--max-turns is unsupported for {id}"),
+                ));
             }
             Some(_) => Some(parse_int("--max-turns", &self.max_turns, 1u32, 100, 1)?),
             None => None,

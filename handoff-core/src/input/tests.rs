@@ -165,11 +165,11 @@ fn precedence_is_flag_then_config_then_operation_default_then_provider_default()
     );
     // A config value the agent cannot take is refused like a flag would be.
     let bad = Config::parse("[agents.codex]\nmax_turns = 4\n").unwrap();
-    assert!(
-        input(&dir)
-            .validate_with(&registry(), &bad)
-            .unwrap_err()
-            .contains("max_turns")
+    let refused = input(&dir).validate_with(&registry(), &bad).unwrap_err();
+    assert_eq!(refused.field, "config");
+    assert_eq!(
+        refused.to_string(),
+        "config agents.codex.max_turns: turn limits are unsupported for codex"
     );
 }
 
@@ -247,22 +247,40 @@ fn nested_requests_are_attenuated_and_derived() {
         DelegationMode::None,
         "the last level allowed by maxDepth cannot ask further"
     );
-    let refuse = |f: &dyn Fn(&mut RunInput)| {
+    let refused = |f: &dyn Fn(&mut RunInput)| {
         let mut j = i.clone();
         f(&mut j);
-        j.validate_nested(&reg, &Config::default(), parent(0))
+        j.validate_under(&reg, &Config::default(), parent(0))
             .unwrap_err()
+            .field
     };
-    assert!(refuse(&|j| j.bash = Some("true".into())).contains("bash is not held"));
-    assert!(refuse(&|j| j.caller_harness = Some("codex".into())).contains("derives the caller"));
-    assert!(refuse(&|j| j.max_nodes = Some("3".into())).contains("owns the budgets"));
-    assert!(refuse(&|j| j.verb = Verb::Run).contains("advice only"));
-    assert!(refuse(&|j| j.timeout_ms = Some("700000".into())).contains("between"));
-    assert!(refuse(&|j| j.dependencies = vec!["needs:x".into()]).contains("type"));
-    assert!(refuse(&|j| j.dependencies = vec!["requires".into()]).contains("requires:<runId>"));
-    assert!(
-        refuse(&|j| j.mcp_inline = Some(br#"{"schemaVersion":"handoff.mcp.v1","servers":[{"name":"a","transport":"stdio","command":"/bin/x","args":[],"env":{}}]}"#.to_vec()))
-            .contains("unsupported for codex")
+    const MCP: &[u8] = br#"{"schemaVersion":"handoff.mcp.v1","servers":[{"name":"a","transport":"stdio","command":"/bin/x","args":[],"env":{}}]}"#;
+    type Change = (&'static str, fn(&mut RunInput));
+    let cases: [Change; 9] = [
+        ("--bash", |j| j.bash = Some("true".into())),
+        ("--caller-harness", |j| {
+            j.caller_harness = Some("codex".into())
+        }),
+        ("--max-nodes", |j| j.max_nodes = Some("3".into())),
+        ("--wait", |j| j.wait = true),
+        ("verb", |j| j.verb = Verb::Run),
+        ("--timeout-ms", |j| j.timeout_ms = Some("700000".into())),
+        ("--dependency", |j| j.dependencies = vec!["needs:x".into()]),
+        ("--dependency", |j| j.dependencies = vec!["requires".into()]),
+        ("--mcp-config", |j| j.mcp_inline = Some(MCP.to_vec())),
+    ];
+    for (field, change) in cases {
+        assert_eq!(refused(&change), field, "{field}");
+    }
+    // The supervisor's refusal carries the same message.
+    let mut j = i.clone();
+    j.bash = Some("true".into());
+    assert_eq!(
+        j.validate_nested(&reg, &Config::default(), parent(0))
+            .unwrap_err(),
+        j.validate_under(&reg, &Config::default(), parent(0))
+            .unwrap_err()
+            .to_string()
     );
     let mut j = i.clone();
     j.dependencies = vec!["advises:run-1".into(), "requires:run-2".into()];
@@ -285,30 +303,67 @@ fn refusals() {
         f(&mut i);
         i.validate(&reg).unwrap_err()
     };
-    assert!(refuse(&|i| i.max_turns = Some("5".into())).contains("unsupported for codex"));
-    assert!(refuse(&|i| i.effort = Some("max".into())).contains("expected one of"));
-    assert!(refuse(&|i| i.web_search = Some("true".into())).contains("webSearch"));
-    assert!(refuse(&|i| i.bash = Some("yes".into())).contains("'true' or 'false'"));
-    assert!(refuse(&|i| i.caller_harness = Some("grok".into())).contains("not a known agent"));
-    assert!(refuse(&|i| i.timeout_ms = Some("2000000".into())).contains("--root-timeout-ms"));
-    assert!(
-        refuse(&|i| {
+    type Change = (&'static str, fn(&mut RunInput));
+    let cases: [Change; 22] = [
+        ("--max-turns", |i| i.max_turns = Some("5".into())),
+        ("--effort", |i| i.effort = Some("max".into())),
+        ("--model", |i| i.model = Some("-m".into())),
+        ("--web-search", |i| i.web_search = Some("true".into())),
+        ("--bash", |i| i.bash = Some("yes".into())),
+        ("--caller-harness", |i| {
+            i.caller_harness = Some("grok".into())
+        }),
+        ("--caller-harness", |i| i.caller_harness = None),
+        ("--harness", |i| i.harness = Some("grok".into())),
+        ("--mode", |i| i.mode = Some("fix".into())),
+        ("--mode", |i| i.mode = None),
+        ("--cwd", |i| i.cwd = Some("relative".into())),
+        ("--cwd", |i| {
+            i.cwd = Some("/nonexistent/handoff-test".into())
+        }),
+        ("--instructions", |i| {
+            i.instructions = Some(Instructions::Stdin(b" \n".to_vec()));
+        }),
+        ("--instructions", |i| {
+            i.instructions = Some(Instructions::File("/nonexistent/handoff-test".into()));
+        }),
+        ("--mcp-config", |i| i.mcp_config = Some("/x.json".into())),
+        ("--timeout-ms", |i| i.timeout_ms = Some("2000000".into())),
+        ("--max-handoff-nodes", |i| {
             i.max_handoff_nodes = Some("0".into());
             i.max_nodes = Some("4".into());
-        })
-        .contains("no node")
-    );
-    assert!(refuse(&|i| i.max_nodes = Some("300".into())).contains("between"));
-    assert!(refuse(&|i| i.dependencies = vec!["requires:x".into()]).contains("nested"));
-    assert!(refuse(&|i| i.nested = true).contains("only accepts 'advice'"));
-    assert!(
-        refuse(&|i| i.instructions = Some(Instructions::Stdin(b" \n".to_vec()))).contains("blank")
-    );
+        }),
+        ("--max-nodes", |i| i.max_nodes = Some("300".into())),
+        ("--max-concurrency", |i| {
+            i.max_concurrency = Some("x".into())
+        }),
+        ("--dependency", |i| {
+            i.dependencies = vec!["requires:x".into()]
+        }),
+        ("verb", |i| i.nested = true),
+        ("--harness", |i| {
+            i.harness = None;
+            i.cwd = None;
+        }),
+    ];
+    for (field, change) in cases {
+        let rejection = refuse(&change);
+        assert_eq!(rejection.field, field, "{rejection}");
+    }
+    // The message is the whole of it, as printed.
     let missing = refuse(&|i| {
         i.harness = None;
         i.cwd = None;
     });
-    assert_eq!(missing, "missing argument(s): --harness, --cwd");
+    assert_eq!(
+        missing,
+        InputRejection::new("--harness", "missing argument(s): --harness, --cwd")
+    );
+    assert_eq!(missing.to_string(), "missing argument(s): --harness, --cwd");
+    assert_eq!(
+        refuse(&|i| i.bash = Some("yes".into())).to_string(),
+        "--bash must be 'true' or 'false', got \"yes\""
+    );
 }
 
 proptest! {

@@ -6,14 +6,14 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::markdown::{opens_fence, visible_text};
+use super::markdown::{Markdown, MarkdownKind};
 use super::{NOTE_CHECK_SCHEMA, Note, NoteReadError, NoteSection, Section};
 
 /// Words that stand for "not written yet".
 const PLACEHOLDERS: [&str; 5] = ["todo", "tbd", "...", "…", "fill in"];
 
-/// Whether a section's body says nothing: only whitespace, comments, placeholders, bare fences
-/// or the template's guidance.
+/// Whether a section's body says nothing: only whitespace, comments, placeholders, empty code
+/// blocks or the template's guidance.
 fn is_empty_body(section: Section, body: &str) -> bool {
     let visible = visible_text(body);
     let guidance = normalize(section.guidance());
@@ -24,11 +24,44 @@ fn is_empty_body(section: Section, body: &str) -> bool {
     visible.lines().all(|line| {
         let line = strip_list_marker(line.trim());
         let line = normalize(line);
-        line.is_empty()
-            || line == guidance
-            || PLACEHOLDERS.contains(&line.as_str())
-            || opens_fence(&line).is_some()
+        line.is_empty() || line == guidance || PLACEHOLDERS.contains(&line.as_str())
     })
+}
+
+/// The text of `body` a reader sees, line by line: HTML comments left out, and code blocks
+/// without their fences.
+fn visible_text(body: &str) -> String {
+    let markdown = Markdown::read(body);
+    let mut out = String::new();
+    for piece in markdown.pieces() {
+        match &piece.kind {
+            MarkdownKind::Text | MarkdownKind::Code(_) => out.push_str(markdown.text(piece)),
+            MarkdownKind::Html => out.push_str(&without_comments(markdown.text(piece))),
+            MarkdownKind::CodeBlock { text, .. } => {
+                out.push('\n');
+                out.push_str(text);
+                out.push('\n');
+            }
+            MarkdownKind::Heading { .. } | MarkdownKind::ListItem { .. } => {}
+        }
+    }
+    out
+}
+
+/// HTML without its comments; an unterminated one runs to the end.
+fn without_comments(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    while let Some(open) = rest.find("<!--") {
+        out.push_str(&rest[..open]);
+        // From the `--` of `<!--`: `<!-->` and `<!--->` are whole comments.
+        match rest[open + 2..].find("-->") {
+            Some(close) => rest = &rest[open + 2 + close + 3..],
+            None => return out,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Lowercased, whitespace collapsed.

@@ -59,10 +59,12 @@
 //!
 //! # Sections
 //!
-//! A section starts at a level-2 ATX heading (`## Goal`; the name is matched case-insensitively,
-//! a trailing `:` or closing `#`s are ignored) outside fenced code and HTML comments, and runs to
-//! the next such heading. Other headings (`#`, `###`, `## Anything else`) are part of the body
-//! they are in. Text before the first section is the preamble (usually the `# ` title). A
+//! The Markdown after the front matter is read as CommonMark, by the one reader of notes
+//! ([`Markdown`]). A section starts at a top-level ATX heading of level 2 (`## Goal`; the name is
+//! matched case-insensitively, a trailing `:`, closing `#`s and HTML comments are ignored) and
+//! runs to the next such heading: a heading inside a code block (an unterminated fence runs to
+//! the end of the note), an HTML block (a comment), a list item or a block quote is not one.
+//! Other headings (`#`, `###`, setext, `## Anything else`) are part of the body they are in. Text before the first section is the preamble (usually the `# ` title). A
 //! `## Receiver instructions` section is handoff's own: it is dropped when a note is parsed and
 //! written anew by [`render`].
 //!
@@ -89,7 +91,7 @@ use serde::{Deserialize, Serialize};
 pub use self::check::{NoteCheck, NoteErrors, check};
 pub use self::front_matter::{FrontMatter, FrontMatterError};
 pub use self::git_state::{GitRemote, GitState, NoteOrigin, status_words, strip_url_credentials};
-use self::markdown::heading_name;
+pub use self::markdown::{Markdown, MarkdownKind, MarkdownPiece, MarkdownSection};
 pub use self::parse::{Note, NoteReadError, NoteSection, decode_note, parse, read_note};
 pub use self::render::{render, template};
 
@@ -210,6 +212,13 @@ impl Section {
             .into_iter()
             .find(|s| s.title().eq_ignore_ascii_case(&name))
     }
+}
+
+/// A heading's name for matching: comments cut, whitespace collapsed, a trailing `:` removed.
+fn heading_name(text: &str) -> String {
+    let text = text.split("<!--").next().unwrap_or_default();
+    let name = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    name.trim_end_matches(':').trim_end().to_owned()
 }
 
 impl fmt::Display for Section {

@@ -4,8 +4,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::markdown::{Scanner, heading_name};
-use super::{FrontMatter, FrontMatterError, MAX_NOTE_BYTES, RECEIVER_INSTRUCTIONS, Section};
+use super::markdown::Markdown;
+use super::{
+    FrontMatter, FrontMatterError, MAX_NOTE_BYTES, RECEIVER_INSTRUCTIONS, Section, heading_name,
+};
 
 /// One section of a note as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +61,8 @@ pub(super) fn trim_blank_lines(lines: &[&str]) -> String {
 }
 
 /// Parses a note. Never fails: what is wrong with it is for [`check`] to say.
+///
+/// [`check`]: super::check
 pub fn parse(text: &str) -> Note {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let lines: Vec<&str> = text
@@ -82,47 +86,57 @@ pub fn parse(text: &str) -> Note {
             }
         }
     }
+    let offset: usize = text.split_inclusive('\n').take(start).map(str::len).sum();
+    let markdown = &text[offset..];
 
-    /// The part of the note being read: the preamble, a section, or handoff's own
-    /// receiver instructions (dropped).
+    /// A part of the note after the preamble: a section (with its heading's line), or
+    /// handoff's own receiver instructions (dropped).
     enum Part {
-        Preamble,
         Section(Section, usize),
         Receiver,
     }
-    fn finish(part: &Part, body: &mut Vec<&str>, note: &mut Note) {
-        match part {
-            Part::Preamble => note.preamble = trim_blank_lines(body),
-            Part::Section(section, line) => note.sections.push(NoteSection {
+    // (part, where its heading starts, where its body starts)
+    let mut parts: Vec<(Part, usize, usize)> = Vec::new();
+    for section in Markdown::read(markdown).sections() {
+        let heading = section.heading_range.start;
+        let part = if heading_name(&section.heading).eq_ignore_ascii_case(RECEIVER_INSTRUCTIONS) {
+            Part::Receiver
+        } else if let Some(s) = Section::from_heading(&section.heading) {
+            let line = text[..offset + heading].matches('\n').count() + 1;
+            Part::Section(s, line)
+        } else {
+            // Any other `##` heading is part of the body it is in.
+            continue;
+        };
+        parts.push((part, heading, section.body.start));
+    }
+    let preamble_end = parts
+        .first()
+        .map_or(markdown.len(), |(_, heading, _)| *heading);
+    note.preamble = lines_of(&markdown[..preamble_end]);
+    for (i, (part, _, body_start)) in parts.iter().enumerate() {
+        let body_end = parts
+            .get(i + 1)
+            .map_or(markdown.len(), |(_, next, _)| *next);
+        if let Part::Section(section, line) = part {
+            note.sections.push(NoteSection {
                 section: *section,
                 line: *line,
-                body: trim_blank_lines(body),
-            }),
-            Part::Receiver => {}
-        }
-        body.clear();
-    }
-    let mut scanner = Scanner::default();
-    let mut part = Part::Preamble;
-    let mut body: Vec<&str> = Vec::new();
-    for (i, line) in lines.iter().enumerate().skip(start) {
-        let next = scanner.line(line).and_then(|text| {
-            if heading_name(text).eq_ignore_ascii_case(RECEIVER_INSTRUCTIONS) {
-                Some(Part::Receiver)
-            } else {
-                Section::from_heading(text).map(|s| Part::Section(s, i + 1))
-            }
-        });
-        match next {
-            Some(next) => {
-                finish(&part, &mut body, &mut note);
-                part = next;
-            }
-            None => body.push(line),
+                body: lines_of(&markdown[(*body_start).min(body_end)..body_end]),
+            });
         }
     }
-    finish(&part, &mut body, &mut note);
     note
+}
+
+/// `text` without carriage returns before line ends, and without leading and trailing blank
+/// lines.
+fn lines_of(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .collect();
+    trim_blank_lines(&lines)
 }
 
 /// Why a note file cannot be read.

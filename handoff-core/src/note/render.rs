@@ -1,7 +1,7 @@
 //! Writing a note: the template an author fills in, and a rendered note with its front matter,
 //! "Git state" and receiver instructions written by handoff.
 
-use super::markdown::Scanner;
+use super::markdown::Markdown;
 use super::parse::trim_blank_lines;
 use super::{
     FrontMatter, GitRemote, GitState, MAX_LISTED_UNCOMMITTED, Note, NoteOrigin,
@@ -41,11 +41,7 @@ fn inline(text: &str) -> String {
 /// `text` followed by whatever closes a fence or comment it leaves open, so that what comes
 /// after it is read as written.
 fn closed(text: &str) -> String {
-    let mut scanner = Scanner::default();
-    for line in text.lines() {
-        scanner.line(line);
-    }
-    match scanner.closer() {
+    match Markdown::read(text).closer() {
         Some(closer) => format!("{text}\n{closer}"),
         None => text.to_owned(),
     }

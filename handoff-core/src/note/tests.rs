@@ -184,6 +184,143 @@ fn headings_are_matched_loosely_but_only_at_level_two_outside_code_and_comments(
 }
 
 #[test]
+fn sections_start_only_at_top_level_headings_as_commonmark_reads_them() {
+    // (case, text, the headings that start sections)
+    let cases: [(&str, &str, &[&str]); 9] = [
+        ("plain", "## A\nx\n## B\n", &["A", "B"]),
+        ("backtick fence", "## A\n```\n## B\n```\n## C", &["A", "C"]),
+        (
+            "tilde fence",
+            "## A\n~~~\n## B\n```\n~~~\n## C",
+            &["A", "C"],
+        ),
+        (
+            "four backticks around three",
+            "## A\n````\n```\n## B\n````\n## C",
+            &["A", "C"],
+        ),
+        ("unterminated fence", "## A\n```sh\n## B\n## C", &["A"]),
+        ("indented code", "## A\n\n    ## B\n## C", &["A", "C"]),
+        ("comment", "## A\n<!--\n## B\n-->\n## C", &["A", "C"]),
+        (
+            "list item and quote",
+            "## A\n- ## B\n\n> ## B\n\n## C",
+            &["A", "C"],
+        ),
+        (
+            "setext and other levels",
+            "B\n--\n### B\n#B\n## C ##\n",
+            &["C"],
+        ),
+    ];
+    for (case, text, want) in cases {
+        let markdown = Markdown::read(text);
+        let headings: Vec<String> = markdown.sections().into_iter().map(|s| s.heading).collect();
+        assert_eq!(headings, want, "{case}");
+    }
+    let text = "intro\n## A\r\nbody\n## B";
+    let sections = Markdown::read(text).sections();
+    assert_eq!(&text[sections[0].body.clone()], "body\n");
+    assert_eq!(&text[sections[1].heading_range.clone()], "## B");
+    assert_eq!(sections[1].body, text.len()..text.len());
+}
+
+#[test]
+fn the_reader_yields_code_blocks_list_items_code_spans_and_text() {
+    let text = "- `cargo test` passes\n- run `make`\n- `a` or `b`\n\n\
+                1. `just lint`\n\n   more\n\n\
+                ~~~sh  -x\necho hi\n~~~\n\n    indented\n\n\
+                See <!-- hidden --> __init__.py";
+    let markdown = Markdown::read(text);
+    let items: Vec<Option<&str>> = markdown
+        .pieces()
+        .iter()
+        .filter_map(|p| match &p.kind {
+            MarkdownKind::ListItem { code } => Some(code.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(items, [Some("cargo test"), None, None, Some("just lint")]);
+    let blocks: Vec<(Option<&str>, &str)> = markdown
+        .pieces()
+        .iter()
+        .filter_map(|p| match &p.kind {
+            MarkdownKind::CodeBlock { info, text } => Some((info.as_deref(), text.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        blocks,
+        [(Some("sh  -x"), "echo hi\n"), (None, "indented\n")]
+    );
+    let spans: Vec<&str> = markdown
+        .pieces()
+        .iter()
+        .filter_map(|p| match &p.kind {
+            MarkdownKind::Code(code) => Some(code.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(spans, ["cargo test", "make", "a", "b", "just lint"]);
+    let last: Vec<(&MarkdownKind, &str)> = markdown.pieces()[markdown.pieces().len() - 3..]
+        .iter()
+        .map(|p| (&p.kind, markdown.text(p)))
+        .collect();
+    assert_eq!(
+        last,
+        [
+            (&MarkdownKind::Text, "\nSee "),
+            (&MarkdownKind::Html, "<!-- hidden -->"),
+            (&MarkdownKind::Text, " __init__.py"),
+        ]
+    );
+    // Code blocks, code spans, HTML and text cover the source once, in order.
+    let mut covered = 0;
+    for piece in markdown.pieces() {
+        if !matches!(
+            piece.kind,
+            MarkdownKind::Heading { .. } | MarkdownKind::ListItem { .. }
+        ) {
+            assert_eq!(piece.range.start, covered, "{piece:?}");
+            covered = piece.range.end;
+        }
+    }
+    assert_eq!(covered, text.len());
+}
+
+#[test]
+fn what_a_text_leaves_open_is_closed_before_the_next_section() {
+    for (text, closer) in [
+        ("plain", None),
+        ("```sh\ncargo test", Some("```")),
+        ("  ````\n```", Some("````")),
+        ("~~~\nx", Some("~~~")),
+        ("<!--\nx", Some("-->")),
+        ("<PRE class=x>\nx", Some("</pre>")),
+        ("<?php\nx", Some("?>")),
+        ("<![CDATA[\nx", Some("]]>")),
+        ("<!DOCTYPE\nx", Some(">")),
+        // A list item or quote ends at the next heading, and what it holds with it.
+        ("- ```\n  x", None),
+        ("> <!--", None),
+        ("```\nx\n```", None),
+        ("<div>\nx", None),
+    ] {
+        assert_eq!(Markdown::read(text).closer().as_deref(), closer, "{text:?}");
+        let closed = match closer {
+            Some(c) => format!("{text}\n{c}"),
+            None => text.to_owned(),
+        };
+        let after = format!("{closed}\n\n## Next\n");
+        assert_eq!(
+            Markdown::read(&after).sections().len(),
+            1,
+            "{text:?} closed by {closer:?}"
+        );
+    }
+}
+
+#[test]
 fn out_of_order_sections_are_accepted_and_rendered_in_order() {
     let mut text = String::new();
     for section in Section::ALL.iter().rev() {
@@ -542,6 +679,11 @@ proptest! {
                 Just("## Receiver instructions".to_owned()),
                 Just("```".to_owned()),
                 Just("~~~~".to_owned()),
+                Just("````md".to_owned()),
+                Just("- ```".to_owned()),
+                Just("> <!--".to_owned()),
+                Just("<pre>".to_owned()),
+                Just("<?php".to_owned()),
                 Just("<!--".to_owned()),
                 Just("-->".to_owned()),
                 Just("---".to_owned()),
