@@ -13,8 +13,8 @@ use camino::Utf8Path;
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, GrantsResolved, Invocation, InvocationError,
     NestedAccess, Observation, OutputError, Preflight, PrivateFile, ProbeEnv, Provider,
-    ProviderSpec, RawOutput, ReceiverReport, ReceiverRequest, Request, RunDir, StdinSource,
-    TurnDefaults, Usage, UsageSource, agent_env, file_identity,
+    ProviderSpec, RawOutput, Receiver, ReceiverReport, ReceiverRequest, Request, RunDir, Sessions,
+    StdinSource, TurnDefaults, Usage, UsageSource, agent_env, file_identity,
 };
 use handoff_core::{
     CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
@@ -688,75 +688,8 @@ impl Provider for Claude {
         runtime_check(raw)
     }
 
-    fn receiver_invocation(
-        &self,
-        request: &ReceiverRequest,
-        run: &RunDir,
-    ) -> Result<Invocation, InvocationError> {
-        self.receiver_plan(request, run)
-    }
-
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         crate::progress::claude(line)
-    }
-
-    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
-        parse_receiver(raw)
-    }
-
-    fn read_transcript(
-        &self,
-        path: &Utf8Path,
-    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::claude::read(path)
-    }
-
-    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
-        Some(vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ])
-    }
-
-    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::claude_store::at_least("Claude Code", version, MIN_RESUME_VERSION)
-    }
-
-    fn native_fork(&self) -> bool {
-        true
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || crate::transcript::claude_store::find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || {
-            crate::transcript::claude_store::write(&store, &transcript, &target, &now_iso())
-        })
-        .await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || crate::transcript::claude_store::copy(&store, &source, &target)).await
     }
 
     fn preflight_key(&self, probe: &ProbeEnv) -> Option<Vec<String>> {
@@ -832,5 +765,85 @@ impl Provider for Claude {
             }
             Err(e) => fail(e),
         }
+    }
+
+    fn receiver(&self) -> Option<&dyn Receiver> {
+        Some(self)
+    }
+
+    fn sessions(&self) -> Option<&dyn Sessions> {
+        Some(self)
+    }
+}
+
+impl Receiver for Claude {
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Vec<String> {
+        vec![
+            SPEC.executable.to_owned(),
+            "--resume".to_owned(),
+            session_id.to_owned(),
+        ]
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::claude_store::at_least("Claude Code", version, MIN_RESUME_VERSION)
+    }
+
+    fn native_fork(&self) -> bool {
+        true
+    }
+}
+
+#[async_trait]
+impl Sessions for Claude {
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::claude::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        blocking(move || crate::transcript::claude_store::find(&store, &query)).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || {
+            crate::transcript::claude_store::write(&store, &transcript, &target, &now_iso())
+        })
+        .await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, source, target) = (store.clone(), source.clone(), target.clone());
+        blocking(move || crate::transcript::claude_store::copy(&store, &source, &target)).await
     }
 }

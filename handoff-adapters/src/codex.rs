@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, McpServer, Observation,
-    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
-    ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
+    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, ReceiverReport,
+    ReceiverRequest, Request, RunDir, Sessions, StdinSource, Usage, UsageSource, agent_env,
 };
 use handoff_core::{
     CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
@@ -717,72 +717,8 @@ impl Provider for Codex {
         parse(raw)
     }
 
-    fn read_transcript(
-        &self,
-        path: &Utf8Path,
-    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::codex::read(path)
-    }
-
-    fn receiver_invocation(
-        &self,
-        request: &ReceiverRequest,
-        run: &RunDir,
-    ) -> Result<Invocation, InvocationError> {
-        self.receiver_plan(request, run)
-    }
-
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         crate::progress::codex(line)
-    }
-
-    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
-        parse_receiver(raw)
-    }
-
-    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
-        Some(vec![
-            SPEC.executable.to_owned(),
-            "resume".to_owned(),
-            session_id.to_owned(),
-        ])
-    }
-
-    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::claude_store::at_least("Codex", version, MIN_RESUME_VERSION)
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || crate::transcript::codex_store::find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || {
-            crate::transcript::codex_store::write(&store, &transcript, &target, &now_iso())
-        })
-        .await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || crate::transcript::codex_store::copy(&store, &source, &target, &now_iso()))
-            .await
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
@@ -826,5 +762,82 @@ impl Provider for Codex {
             )),
             Err(e) => fail(e),
         }
+    }
+
+    fn receiver(&self) -> Option<&dyn Receiver> {
+        Some(self)
+    }
+
+    fn sessions(&self) -> Option<&dyn Sessions> {
+        Some(self)
+    }
+}
+
+impl Receiver for Codex {
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Vec<String> {
+        vec![
+            SPEC.executable.to_owned(),
+            "resume".to_owned(),
+            session_id.to_owned(),
+        ]
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::claude_store::at_least("Codex", version, MIN_RESUME_VERSION)
+    }
+}
+
+#[async_trait]
+impl Sessions for Codex {
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::codex::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        blocking(move || crate::transcript::codex_store::find(&store, &query)).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || {
+            crate::transcript::codex_store::write(&store, &transcript, &target, &now_iso())
+        })
+        .await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, source, target) = (store.clone(), source.clone(), target.clone());
+        blocking(move || crate::transcript::codex_store::copy(&store, &source, &target, &now_iso()))
+            .await
     }
 }

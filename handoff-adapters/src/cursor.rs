@@ -16,7 +16,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
     OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
-    RunDir, StdinSource, agent_env,
+    RunDir, Sessions, StdinSource, agent_env,
 };
 use serde_json::{Value, json};
 
@@ -397,26 +397,6 @@ impl Provider for Cursor {
         runtime_check(raw)
     }
 
-    fn read_transcript(
-        &self,
-        path: &Utf8Path,
-    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::cursor::read(path)
-    }
-
-    async fn find_session(
-        &self,
-        store: &handoff_core::StoreEnv,
-        query: &handoff_core::SessionQuery,
-    ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        tokio::task::spawn_blocking(move || crate::transcript::cursor::find(&store, &query))
-            .await
-            .map_err(|e| {
-                handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
-            })?
-    }
-
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
         let version = match probe::version_and_flags(exe, probe, &["--help"], REQUIRED_FLAGS).await
         {
@@ -453,5 +433,57 @@ impl Provider for Cursor {
             version: Some(version),
             failure: None,
         }
+    }
+
+    fn sessions(&self) -> Option<&dyn Sessions> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl Sessions for Cursor {
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        crate::transcript::cursor::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &handoff_core::StoreEnv,
+        query: &handoff_core::SessionQuery,
+    ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        tokio::task::spawn_blocking(move || crate::transcript::cursor::find(&store, &query))
+            .await
+            .map_err(|e| {
+                handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
+            })?
+    }
+
+    // Cursor is never a receiver, so nothing is carried into its store.
+    async fn write_session(
+        &self,
+        _store: &handoff_core::StoreEnv,
+        _transcript: &handoff_core::Transcript,
+        _target: &handoff_core::CarryTarget,
+    ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
+        Err(handoff_core::TranscriptError::Unsupported(format!(
+            "handoff cannot write {} sessions",
+            SPEC.id
+        )))
+    }
+
+    async fn copy_session(
+        &self,
+        _store: &handoff_core::StoreEnv,
+        _source: &handoff_core::SessionRef,
+        _target: &handoff_core::CarryTarget,
+    ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
+        Err(handoff_core::TranscriptError::Unsupported(format!(
+            "handoff cannot copy {} sessions",
+            SPEC.id
+        )))
     }
 }

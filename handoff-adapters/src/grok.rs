@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
-    OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput,
-    ReceiverRequest, Request, RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env,
+    OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
+    RunDir, StdinSource, TurnDefaults, Usage, UsageSource, agent_env,
 };
 use serde_json::{Value, json};
 
@@ -426,17 +426,10 @@ impl Provider for Grok {
         runtime_check(raw)
     }
 
-    fn receiver_invocation(
-        &self,
-        request: &ReceiverRequest,
-        _run: &RunDir,
-    ) -> Result<Invocation, InvocationError> {
-        // A headless grok run leaves nothing behind but its stdout: there is no session for
-        // the user to resume, so grok cannot own a task.
-        Err(InvocationError::Unsupported(format!(
-            "{} cannot receive a continuation: the grok CLI keeps no sessions, so there would be nothing to resume",
-            request.target
-        )))
+    // A headless grok run leaves nothing behind but its stdout: there is no session for the
+    // user to resume, so grok cannot own a task.
+    fn why_no_receiver(&self) -> &str {
+        "the grok CLI keeps no sessions, so there would be nothing to resume"
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

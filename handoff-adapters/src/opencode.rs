@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
-    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, ReceiverReport,
-    ReceiverRequest, Request, RunDir, StdinSource, Usage, UsageSource, agent_env,
+    OutputError, Preflight, ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, ReceiverReport,
+    ReceiverRequest, Request, RunDir, Sessions, StdinSource, Usage, UsageSource, agent_env,
 };
 use handoff_core::{
     CarriedSession, CarryTarget, SessionQuery, SessionRef, StoreEnv, Transcript, TranscriptError,
@@ -634,70 +634,8 @@ impl Provider for OpenCode {
         parse(raw)
     }
 
-    fn receiver_invocation(
-        &self,
-        request: &ReceiverRequest,
-        run: &RunDir,
-    ) -> Result<Invocation, InvocationError> {
-        self.receiver_plan(request, run)
-    }
-
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         crate::progress::opencode(line)
-    }
-
-    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
-        parse_receiver(raw)
-    }
-
-    fn resume_command(&self, session_id: &str) -> Option<Vec<String>> {
-        Some(vec![
-            SPEC.executable.to_owned(),
-            "--session".to_owned(),
-            session_id.to_owned(),
-        ])
-    }
-
-    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
-        crate::transcript::opencode::read(path)
-    }
-
-    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::opencode::resume_support(version)
-    }
-
-    /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
-    /// fork's id is OpenCode's own, so the continuity check could not know which session to
-    /// read before the turn ends: handoff copies OpenCode sessions itself instead
-    /// ([`Provider::copy_session`], fresh ids, same content), and the receiver resumes the copy.
-    fn native_fork(&self) -> bool {
-        false
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        crate::transcript::opencode::find(store, query).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        crate::transcript::opencode::write(store, transcript, target).await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        crate::transcript::opencode::copy(store, source, target).await
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
@@ -756,5 +694,80 @@ impl Provider for OpenCode {
             version: Some(version),
             failure: None,
         }
+    }
+
+    fn receiver(&self) -> Option<&dyn Receiver> {
+        Some(self)
+    }
+
+    fn sessions(&self) -> Option<&dyn Sessions> {
+        Some(self)
+    }
+}
+
+impl Receiver for OpenCode {
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Vec<String> {
+        vec![
+            SPEC.executable.to_owned(),
+            "--session".to_owned(),
+            session_id.to_owned(),
+        ]
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        crate::transcript::opencode::resume_support(version)
+    }
+
+    /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
+    /// fork's id is OpenCode's own, so the continuity check could not know which session to
+    /// read before the turn ends: handoff copies OpenCode sessions itself instead
+    /// ([`Sessions::copy_session`], fresh ids, same content), and the receiver resumes the copy.
+    fn native_fork(&self) -> bool {
+        false
+    }
+}
+
+#[async_trait]
+impl Sessions for OpenCode {
+    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
+        crate::transcript::opencode::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        crate::transcript::opencode::find(store, query).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        crate::transcript::opencode::write(store, transcript, target).await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        crate::transcript::opencode::copy(store, source, target).await
     }
 }

@@ -86,7 +86,8 @@ pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, 
 pub use prompt::build_prompt;
 pub use provider::{
     AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,
-    ProbeEnv, Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
+    ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Registry, RunDir, Sessions, StdinSource,
+    TurnDefaults,
 };
 pub use redact::{DIAGNOSTIC_LIMIT, redact, redact_known, truncate_tail};
 pub use request::*;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Claude;
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, Provider, Role, SessionQuery, SessionRef, StoreEnv,
+    AgentId, CarryTarget, Message, Part, Role, SessionQuery, SessionRef, Sessions, StoreEnv,
     TRANSCRIPT_SCHEMA, Transcript, TranscriptSource, same_message,
 };
 use proptest::prelude::*;

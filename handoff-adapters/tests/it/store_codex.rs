@@ -4,7 +4,7 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Codex;
-use handoff_core::{AgentId, Provider, Role, SessionQuery, SessionRef, StoreEnv};
+use handoff_core::{AgentId, Role, SessionQuery, SessionRef, Sessions, StoreEnv};
 use proptest::prelude::*;
 use serde_json::Value;
 

@@ -10,8 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::OpenCode;
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, Provider, RawOutput, ReceiverRequest, ReceiverRole,
-    ResumeFrom, Role, RunDir, SessionQuery, StoreEnv, TRANSCRIPT_SCHEMA, Transcript,
+    AgentId, CarryTarget, Message, Part, RawOutput, Receiver, ReceiverRequest, ReceiverRole,
+    ResumeFrom, Role, RunDir, SessionQuery, Sessions, StoreEnv, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource,
 };
 use proptest::prelude::*;

@@ -3,12 +3,12 @@
 //! go through the public validation path.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use camino::Utf8PathBuf;
 use handoff_core::{
-    AgentId, Instructions, Invocation, InvocationError, Provider, RawOutput, RunDir, RunInput,
-    Validated, Verb, build_prompt, provider_output_schema,
+    AgentId, Instructions, Invocation, InvocationError, Provider, RawOutput, Receiver, Registry,
+    RunDir, RunInput, Validated, Verb, build_prompt, provider_output_schema,
 };
 
 /// The executables the plans name (never run).
@@ -94,6 +94,19 @@ pub fn provider(harness: &str) -> Arc<dyn Provider> {
     let registry = handoff_adapters::default_registry();
     let id = AgentId::parse(harness).expect("agent id");
     Arc::clone(registry.get(&id).expect("registered"))
+}
+
+/// The registry the receiver tests read, made once.
+static REGISTRY: LazyLock<Registry> = LazyLock::new(handoff_adapters::default_registry);
+
+/// The receiver side of `harness`'s adapter (`claude`, `codex` or `opencode`).
+pub fn receiver(harness: &str) -> &'static dyn Receiver {
+    let id = AgentId::parse(harness).expect("agent id");
+    REGISTRY
+        .get(&id)
+        .expect("registered")
+        .receiver()
+        .expect("a receiver")
 }
 
 /// The executable path a plan for `harness` uses.

@@ -4,7 +4,7 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Codex;
-use handoff_core::{Part, Provider, Role, Transcript, TranscriptError};
+use handoff_core::{Part, Role, Sessions, Transcript, TranscriptError};
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> Utf8PathBuf {

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Cursor;
 use handoff_core::{
-    CarryTarget, Part, Provider, Role, SessionQuery, StoreEnv, Transcript, TranscriptError,
+    CarryTarget, Part, Provider, Role, SessionQuery, Sessions, StoreEnv, Transcript,
+    TranscriptError,
 };
 use proptest::prelude::*;
 
@@ -229,6 +230,5 @@ fn cursor_sessions_are_read_only() {
         .read_transcript(&fixture("cursor-transcript.jsonl"))
         .unwrap();
     assert!(block_on(Cursor.write_session(&env, &t, &target)).is_err());
-    assert!(Cursor.resume_support(Some("2026.01.01")).is_err());
-    assert!(!Cursor.native_fork());
+    assert!(Cursor.receiver().is_none());
 }
