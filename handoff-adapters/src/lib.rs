@@ -16,7 +16,6 @@ mod kiro;
 mod opencode;
 mod probe;
 mod progress;
-mod transcript;
 
 use std::sync::Arc;
 

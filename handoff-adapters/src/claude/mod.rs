@@ -8,6 +8,9 @@
 //! the envelope whose `structured_output` is the answer (validated by Claude against
 //! `--json-schema`).
 
+pub(crate) mod sessions;
+mod transcript;
+
 use async_trait::async_trait;
 use camino::Utf8Path;
 use handoff_core::{
@@ -23,11 +26,11 @@ use handoff_core::{
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::claude::sessions::blocking;
 use crate::common::{
     PROVIDER_DEFAULT_STR, ResolvedMcp, json_lines, one_line, receiver_grants, render_mcp,
 };
 use crate::probe;
-use crate::transcript::claude_store::blocking;
 
 /// The Claude Code adapter.
 #[derive(Debug, Default, Clone)]
@@ -798,7 +801,7 @@ impl Receiver for Claude {
     }
 
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::claude_store::at_least("Claude Code", version, MIN_RESUME_VERSION)
+        crate::claude::sessions::at_least("Claude Code", version, MIN_RESUME_VERSION)
     }
 
     fn native_fork(&self) -> bool {
@@ -812,7 +815,7 @@ impl Sessions for Claude {
         &self,
         path: &Utf8Path,
     ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::claude::read(path)
+        crate::claude::transcript::read(path)
     }
 
     async fn find_session(
@@ -821,7 +824,7 @@ impl Sessions for Claude {
         query: &SessionQuery,
     ) -> Result<Option<SessionRef>, TranscriptError> {
         let (store, query) = (store.clone(), query.clone());
-        blocking(move || crate::transcript::claude_store::find(&store, &query)).await
+        blocking(move || crate::claude::sessions::find(&store, &query)).await
     }
 
     async fn write_session(
@@ -831,10 +834,8 @@ impl Sessions for Claude {
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
         let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || {
-            crate::transcript::claude_store::write(&store, &transcript, &target, &now_iso())
-        })
-        .await
+        blocking(move || crate::claude::sessions::write(&store, &transcript, &target, &now_iso()))
+            .await
     }
 
     async fn copy_session(
@@ -844,6 +845,6 @@ impl Sessions for Claude {
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
         let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || crate::transcript::claude_store::copy(&store, &source, &target)).await
+        blocking(move || crate::claude::sessions::copy(&store, &source, &target)).await
     }
 }

@@ -13,7 +13,9 @@
 //! token counts and cost, an `error` event is the CLI reporting its own failure.
 //!
 //! Sessions are reached through the CLI only (`export`, `import`, `session list`, `run
-//! --session [--fork]`): see `transcript/opencode.rs` for what real OpenCode does with them.
+//! --session [--fork]`): see `sessions.rs` for what real OpenCode does with them.
+
+mod sessions;
 
 use std::collections::BTreeMap;
 
@@ -357,7 +359,7 @@ impl OpenCode {
             args.extend(["--variant".into(), effort.clone()]);
         }
         if let Some(from) = &request.resume {
-            if !crate::transcript::opencode::is_session_id(&from.session_id) {
+            if !crate::opencode::sessions::is_session_id(&from.session_id) {
                 return Err(InvocationError::Unsupported(format!(
                     "'{}' is not an OpenCode session id",
                     from.session_id
@@ -727,7 +729,7 @@ impl Receiver for OpenCode {
     }
 
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::opencode::resume_support(version)
+        crate::opencode::sessions::resume_support(version)
     }
 
     /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
@@ -742,7 +744,7 @@ impl Receiver for OpenCode {
 #[async_trait]
 impl Sessions for OpenCode {
     fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
-        crate::transcript::opencode::read(path)
+        crate::opencode::sessions::read(path)
     }
 
     async fn find_session(
@@ -750,7 +752,7 @@ impl Sessions for OpenCode {
         store: &StoreEnv,
         query: &SessionQuery,
     ) -> Result<Option<SessionRef>, TranscriptError> {
-        crate::transcript::opencode::find(store, query).await
+        crate::opencode::sessions::find(store, query).await
     }
 
     async fn write_session(
@@ -759,7 +761,7 @@ impl Sessions for OpenCode {
         transcript: &Transcript,
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
-        crate::transcript::opencode::write(store, transcript, target).await
+        crate::opencode::sessions::write(store, transcript, target).await
     }
 
     async fn copy_session(
@@ -768,6 +770,6 @@ impl Sessions for OpenCode {
         source: &SessionRef,
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
-        crate::transcript::opencode::copy(store, source, target).await
+        crate::opencode::sessions::copy(store, source, target).await
     }
 }

@@ -7,6 +7,9 @@
 //! A worker that may ask for nested advice runs under a permission profile of the same
 //! filesystem policy instead, whose network reaches Unix sockets (see `nested_overrides`).
 
+mod sessions;
+mod transcript;
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -23,12 +26,12 @@ use handoff_core::{
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::claude::sessions::blocking;
 use crate::common::{
     PROVIDER_DEFAULT_STR, json_lines, mcp_secret, one_line, receiver_grants, toml_array,
     toml_string,
 };
 use crate::probe;
-use crate::transcript::claude_store::blocking;
 
 /// The Codex adapter.
 #[derive(Debug, Default, Clone)]
@@ -795,7 +798,7 @@ impl Receiver for Codex {
     }
 
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
-        crate::transcript::claude_store::at_least("Codex", version, MIN_RESUME_VERSION)
+        crate::claude::sessions::at_least("Codex", version, MIN_RESUME_VERSION)
     }
 }
 
@@ -805,7 +808,7 @@ impl Sessions for Codex {
         &self,
         path: &Utf8Path,
     ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::codex::read(path)
+        crate::codex::transcript::read(path)
     }
 
     async fn find_session(
@@ -814,7 +817,7 @@ impl Sessions for Codex {
         query: &SessionQuery,
     ) -> Result<Option<SessionRef>, TranscriptError> {
         let (store, query) = (store.clone(), query.clone());
-        blocking(move || crate::transcript::codex_store::find(&store, &query)).await
+        blocking(move || crate::codex::sessions::find(&store, &query)).await
     }
 
     async fn write_session(
@@ -824,10 +827,8 @@ impl Sessions for Codex {
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
         let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || {
-            crate::transcript::codex_store::write(&store, &transcript, &target, &now_iso())
-        })
-        .await
+        blocking(move || crate::codex::sessions::write(&store, &transcript, &target, &now_iso()))
+            .await
     }
 
     async fn copy_session(
@@ -837,7 +838,6 @@ impl Sessions for Codex {
         target: &CarryTarget,
     ) -> Result<CarriedSession, TranscriptError> {
         let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || crate::transcript::codex_store::copy(&store, &source, &target, &now_iso()))
-            .await
+        blocking(move || crate::codex::sessions::copy(&store, &source, &target, &now_iso())).await
     }
 }

@@ -23,7 +23,7 @@ use handoff_core::{
 };
 use serde_json::{Value, json};
 
-use super::claude_store::{
+use crate::claude::sessions::{
     MARKER, carried_messages, derived_uuid, field_text, io_error, marker, part_text, plain_id,
     refuse_existing, rewrite_line, write_new,
 };

@@ -9,6 +9,8 @@
 //! grants are refused. The answer is the `result` text of Cursor's JSON result envelope (the
 //! schema is in the prompt only); usage is the model's self-report.
 
+mod transcript;
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
@@ -446,7 +448,7 @@ impl Sessions for Cursor {
         &self,
         path: &Utf8Path,
     ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::transcript::cursor::read(path)
+        crate::cursor::transcript::read(path)
     }
 
     async fn find_session(
@@ -455,7 +457,7 @@ impl Sessions for Cursor {
         query: &handoff_core::SessionQuery,
     ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
         let (store, query) = (store.clone(), query.clone());
-        tokio::task::spawn_blocking(move || crate::transcript::cursor::find(&store, &query))
+        tokio::task::spawn_blocking(move || crate::cursor::transcript::find(&store, &query))
             .await
             .map_err(|e| {
                 handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
