@@ -15,7 +15,7 @@ mod grok;
 mod kiro;
 mod opencode;
 mod probe;
-mod progress;
+mod store;
 
 use std::sync::Arc;
 

@@ -9,22 +9,21 @@
 //! grants are refused. The answer is the `result` text of Cursor's JSON result envelope (the
 //! schema is in the prompt only); usage is the model's self-report.
 
+mod invocation;
+mod parse;
+mod sessions;
 mod transcript;
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use handoff_core::{
-    AgentId, AnswerSource, GrantCapabilities, Invocation, InvocationError, Observation,
-    OutputError, Preflight, PrivateFile, ProbeEnv, Provider, ProviderSpec, RawOutput, Request,
-    RunDir, Sessions, StdinSource, agent_env,
+    AgentId, GrantCapabilities, Invocation, InvocationError, Observation, OutputError, Preflight,
+    ProbeEnv, Provider, ProviderSpec, RawOutput, Request, RunDir, Sessions,
 };
-use serde_json::{Value, json};
 
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
-use crate::grok::{no_stdout, sandbox_block};
 use crate::probe;
+
+use parse::{parse, runtime_check};
 
 /// The Cursor adapter.
 #[derive(Debug, Default, Clone)]
@@ -58,6 +57,7 @@ pub static SPEC: std::sync::LazyLock<ProviderSpec> = std::sync::LazyLock::new(||
 
 /// Flags `cursor-agent --help` must mention.
 pub const REQUIRED_FLAGS: &[&str] = &["--approve-mcps", "--force", "--output-format", "--print"];
+
 /// Flags `cursor-agent sandbox run --help` must mention.
 pub const REQUIRED_SANDBOX_FLAGS: &[&str] = &[
     "--allow-paths",
@@ -80,236 +80,6 @@ exit 0"#;
 
 /// The probe file's name inside the probe directory.
 pub const PROBE_FILE: &str = ".handoff-cursor-target-probe";
-
-/// Cursor's private state root (`<run>/cursor-sandbox/home`).
-fn home(run: &RunDir) -> Utf8PathBuf {
-    run.file(STATE_DIR).join("home")
-}
-
-fn mcp_config(
-    run: &RunDir,
-    secrets: &mut Vec<String>,
-) -> Result<Option<(PrivateFile, Vec<String>)>, InvocationError> {
-    if run.mcp.as_ref().is_none_or(|m| m.servers.is_empty()) {
-        return Ok(None);
-    }
-    let (servers, names) = render_mcp(run, secrets, |server| match server {
-        ResolvedMcp::Stdio { command, args, env } => {
-            json!({"command": command, "args": args, "env": env})
-        }
-        ResolvedMcp::Remote { url, headers, .. } => json!({"url": url, "headers": headers}),
-    })?;
-    // Secret values go into a 0600 file inside the private run directory (removed after the
-    // run), never into argv or the environment.
-    let file = PrivateFile {
-        path: home(run).join(".cursor").join("mcp.json"),
-        contents: serde_json::to_vec(&json!({"mcpServers": servers})).unwrap_or_default(),
-    };
-    Ok(Some((file, names)))
-}
-
-/// Cursor's state roots inside `home`: HOME itself and the four XDG roots.
-fn state_env(env: &mut BTreeMap<String, String>, home: &Utf8Path) {
-    env.insert("HOME".into(), home.to_string());
-    for (var, dir) in [
-        ("XDG_CONFIG_HOME", "config"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_DATA_HOME", "data"),
-    ] {
-        env.insert(var.into(), home.join(dir).to_string());
-    }
-}
-
-impl Cursor {
-    fn plan(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
-        let spec = &*SPEC;
-        let g = &request.grants.resolved;
-        // The sandbox's path flags take comma-separated lists: a comma in the worktree path
-        // would split it into other paths. Refused before launch (the reference threw at launch
-        // and reported failed/2).
-        if request.cwd.contains(',') {
-            return Err(InvocationError::Unsupported(format!(
-                "cursor's sandbox takes comma-separated path lists, so --cwd {} (which contains a comma) cannot be confined",
-                request.cwd
-            )));
-        }
-        // Validation refuses these before a plan is made; refusing here too keeps the plan
-        // fail-closed if a caller skips validation.
-        let sel = &request.selection.resolved;
-        if sel.effort != PROVIDER_DEFAULT_STR {
-            return Err(InvocationError::Unsupported(
-                "--effort is unsupported for cursor".into(),
-            ));
-        }
-        if !g.bash {
-            return Err(InvocationError::Unsupported(
-                "bash=false is unsupported for cursor".into(),
-            ));
-        }
-        if g.web_search {
-            return Err(InvocationError::Unsupported(
-                "webSearch is unsupported for cursor".into(),
-            ));
-        }
-        let write = request.writes();
-        let mut secrets = Vec::new();
-        let mcp = mcp_config(run, &mut secrets)?;
-        let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
-        let home = home(run);
-        let mut env = agent_env(spec, &run.parent_env);
-        state_env(&mut env, &home);
-        let mut dirs = vec![run.file(STATE_DIR), home.clone()];
-        dirs.extend(
-            ["config", "cache", "state", "data"]
-                .iter()
-                .map(|d| home.join(d)),
-        );
-        if mcp.is_some() {
-            dirs.push(home.join(".cursor"));
-        }
-        let paths_flag = if write {
-            "--allow-paths"
-        } else {
-            "--readonly-paths"
-        };
-        // The process starts in the worktree and `sandbox run` hands that directory to the
-        // command it runs, so the agent needs no `/usr/bin/env -C <cwd>` (GNU coreutils ≥ 8.28
-        // only; missing from BSD and macOS `env`) as the reference used. The worktree is the
-        // path the sandbox grants, so starting there is within what it allows.
-        let mut args: Vec<String> = vec![
-            "sandbox".into(),
-            "run".into(),
-            "--sandbox".into(),
-            "--network".into(),
-            paths_flag.into(),
-            request.cwd.clone(),
-            run.executable.to_string(),
-            "-p".into(),
-            "--output-format".into(),
-            "json".into(),
-        ];
-        if write {
-            args.push("--force".into());
-        }
-        if sel.model != PROVIDER_DEFAULT_STR {
-            args.extend(["--model".into(), sel.model.clone()]);
-        }
-        if mcp.is_some() {
-            args.push("--approve-mcps".into());
-        }
-        let policy = json!({
-            "enforcement": "native-command-sandbox",
-            "filesystem": if write { "target-worktree-write" } else { "target-worktree-read-only" },
-            "sandboxPaths": {"flag": paths_flag, "paths": [request.cwd]},
-            "applyMode": if write { "force" } else { "force-omitted-native-read-only" },
-            "nativeFilesystemIsolation": true,
-            "nativeBashSandbox": true,
-            "network": "enabled (--network)",
-            "webSearch": "unsupported",
-            "bash": "always available inside the sandbox (Cursor cannot withhold it)",
-            "workingDirectory": "process cwd is the worktree (no env -C)",
-            "providerState": "HOME and XDG roots are private to the run; file-based Cursor logins there are not visible, so use CURSOR_API_KEY or a keychain login",
-            "mcpServers": mcp_names,
-            "approveMcps": mcp.is_some(),
-            "projectConfiguration": "the worktree's own .cursor/ configuration stays visible to Cursor (its MCP servers, if any, run inside the same sandbox and are approved too when --approve-mcps is given)",
-            "structuredResult": "driver-read from the result text of Cursor's JSON envelope (schema in the prompt)",
-            "environment": "allowlist",
-        });
-        Ok(Invocation {
-            program: run.executable.clone(),
-            args,
-            env,
-            cwd: request.cwd.clone().into(),
-            stdin: StdinSource::Prompt,
-            dirs,
-            files: mcp.map(|(f, _)| vec![f]).unwrap_or_default(),
-            answer: AnswerSource::Stdout,
-            policy,
-            secrets,
-        })
-    }
-}
-
-/// Reads Cursor's stdout: exactly one JSON result envelope. `is_error: true` or a `subtype`
-/// other than `success` is the agent's own failure; otherwise `is_error` must be `false` and
-/// the trimmed `result` string is the answer.
-pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
-    let trimmed = raw.stdout.trim_ascii();
-    if trimmed.is_empty() {
-        return no_stdout(raw);
-    }
-    let value: Value = serde_json::from_slice(trimmed).map_err(|e| OutputError::Envelope {
-        reason: format!("Cursor's stdout is not exactly one JSON envelope: {e}"),
-    })?;
-    if value.get("type").and_then(Value::as_str) != Some("result") {
-        return Err(OutputError::Envelope {
-            reason: "Cursor's stdout is not a result envelope".into(),
-        });
-    }
-    let subtype = value.get("subtype").and_then(Value::as_str);
-    let is_error = value.get("is_error").and_then(Value::as_bool);
-    if is_error == Some(true) || subtype.is_some_and(|s| s != "success") {
-        let detail = ["error", "result", "message"]
-            .iter()
-            .filter_map(|k| value.get(*k))
-            .map(|v| match v {
-                Value::String(s) => s.clone(),
-                Value::Object(o) => o
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| v.to_string()),
-                Value::Null => String::new(),
-                other => other.to_string(),
-            })
-            .find(|s| !s.trim().is_empty())
-            .unwrap_or_else(|| "no detail".into());
-        let message = match subtype {
-            Some(s) if s != "success" => format!("{s}: {detail}"),
-            _ => detail,
-        };
-        return Ok(Observation::AgentFailure {
-            message: message.chars().take(1024).collect(),
-            usage: None,
-        });
-    }
-    if subtype.is_none() || is_error.is_none() {
-        return Err(OutputError::Envelope {
-            reason: "Cursor's result envelope lacks subtype or is_error".into(),
-        });
-    }
-    match value.get("result") {
-        Some(Value::String(text)) => Ok(Observation::Answer {
-            payload: text.trim().as_bytes().to_vec(),
-            // Cursor reports no usage: the model's self-report is recorded by the engine.
-            usage: None,
-        }),
-        _ => Err(OutputError::Envelope {
-            reason: "Cursor's result envelope has no result text".into(),
-        }),
-    }
-}
-
-/// Signs on stderr that the sandbox was not applied although the run went on (see
-/// `grok::sandbox_block`). The reference ran its regex over stdout too, where the model's own
-/// answer lives, so a review that merely discussed a sandbox failure was falsely blocked; only
-/// stderr is read here.
-pub fn runtime_check(raw: &RawOutput) -> Option<String> {
-    static DISABLED: std::sync::LazyLock<Option<regex::Regex>> =
-        std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)sandbox.{0,200}disabled").ok());
-    if let Some(reason) = sandbox_block(raw, "Cursor") {
-        return Some(reason);
-    }
-    let stderr = String::from_utf8_lossy(&raw.stderr);
-    let re = DISABLED.as_ref()?;
-    stderr.lines().find(|l| re.is_match(l)).map(|l| {
-        format!(
-            "Cursor reported that its requested sandbox was not enforced: {}",
-            l.trim()
-        )
-    })
-}
 
 /// One behaviour probe: in a fresh directory under the probe's scratch directory, a shell run
 /// inside `cursor-agent sandbox run --sandbox` with that directory as `--allow-paths` (writable)
@@ -439,53 +209,5 @@ impl Provider for Cursor {
 
     fn sessions(&self) -> Option<&dyn Sessions> {
         Some(self)
-    }
-}
-
-#[async_trait]
-impl Sessions for Cursor {
-    fn read_transcript(
-        &self,
-        path: &Utf8Path,
-    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        crate::cursor::transcript::read(path)
-    }
-
-    async fn find_session(
-        &self,
-        store: &handoff_core::StoreEnv,
-        query: &handoff_core::SessionQuery,
-    ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        tokio::task::spawn_blocking(move || crate::cursor::transcript::find(&store, &query))
-            .await
-            .map_err(|e| {
-                handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
-            })?
-    }
-
-    // Cursor is never a receiver, so nothing is carried into its store.
-    async fn write_session(
-        &self,
-        _store: &handoff_core::StoreEnv,
-        _transcript: &handoff_core::Transcript,
-        _target: &handoff_core::CarryTarget,
-    ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
-        Err(handoff_core::TranscriptError::Unsupported(format!(
-            "handoff cannot write {} sessions",
-            SPEC.id
-        )))
-    }
-
-    async fn copy_session(
-        &self,
-        _store: &handoff_core::StoreEnv,
-        _source: &handoff_core::SessionRef,
-        _target: &handoff_core::CarryTarget,
-    ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
-        Err(handoff_core::TranscriptError::Unsupported(format!(
-            "handoff cannot copy {} sessions",
-            SPEC.id
-        )))
     }
 }
