@@ -80,8 +80,10 @@ pub use output::{
     ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
-pub use preflight::{PreflightCache, file_identity, is_executable, locate};
-pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise, supervise_with_tap};
+pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
+pub use process::{
+    Ending, OUTPUT_LIMIT, ProcessReport, run_command, supervise, supervise_with_tap,
+};
 pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, ProgressUpdate};
 pub use prompt::build_prompt;
 pub use provider::{

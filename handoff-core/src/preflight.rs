@@ -18,10 +18,6 @@ use crate::result::DRIVER_VERSION;
 /// directories are searched, and only regular files with an execute bit count.
 pub fn locate(spec: &ProviderSpec, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
     let home = env.get("HOME").map(String::as_str);
-    let path_dirs = env
-        .get("PATH")
-        .map(|p| p.split(':').map(str::to_owned).collect::<Vec<_>>())
-        .unwrap_or_default();
     let extra = spec
         .extra_dirs
         .iter()
@@ -29,11 +25,27 @@ pub fn locate(spec: &ProviderSpec, env: &BTreeMap<String, String>) -> Option<Utf
             Some(rest) => home.map(|h| format!("{h}/{rest}")),
             None => Some((*d).to_owned()),
         });
-    path_dirs
+    first_executable(spec.executable, path_dirs(env).chain(extra))
+}
+
+/// Finds the program `name` on `PATH` of `env`, as [`locate`] does (helper programs such as a
+/// sandbox's).
+pub fn locate_on_path(name: &str, env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
+    first_executable(name, path_dirs(env))
+}
+
+/// The directories of `PATH` in `env`, in order.
+fn path_dirs(env: &BTreeMap<String, String>) -> impl Iterator<Item = String> + '_ {
+    env.get("PATH")
         .into_iter()
-        .chain(extra)
-        .filter(|d| d.starts_with('/'))
-        .map(|d| Utf8PathBuf::from(d).join(spec.executable))
+        .flat_map(|p| p.split(':'))
+        .map(str::to_owned)
+}
+
+/// The first `dir/name` that is an executable file, among the absolute `dirs`.
+fn first_executable(name: &str, dirs: impl Iterator<Item = String>) -> Option<Utf8PathBuf> {
+    dirs.filter(|d| d.starts_with('/'))
+        .map(|d| Utf8PathBuf::from(d).join(name))
         .find(|candidate| is_executable(candidate))
 }
 

@@ -20,7 +20,7 @@ use camino::Utf8Path;
 use handoff_core::{
     AgentId, GrantCapabilities, Invocation, InvocationError, Observation, OutputError, Preflight,
     ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Request, RunDir, Sessions, TurnDefaults,
-    file_identity,
+    file_identity, locate_on_path,
 };
 
 use crate::probe;
@@ -136,7 +136,7 @@ impl Provider for Claude {
         Some(
             ["bwrap", "socat"]
                 .iter()
-                .map(|t| match which(t, probe) {
+                .map(|t| match locate_on_path(t, &probe.env) {
                     Some(p) => file_identity(&p),
                     None => format!("{t}:missing"),
                 })
@@ -213,14 +213,4 @@ impl Provider for Claude {
     fn sessions(&self) -> Option<&dyn Sessions> {
         Some(self)
     }
-}
-
-fn which(name: &str, probe: &ProbeEnv) -> Option<camino::Utf8PathBuf> {
-    probe
-        .env
-        .get("PATH")?
-        .split(':')
-        .filter(|d| d.starts_with('/'))
-        .map(|d| camino::Utf8PathBuf::from(d).join(name))
-        .find(|p| handoff_core::is_executable(p))
 }

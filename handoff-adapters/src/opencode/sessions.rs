@@ -35,14 +35,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, CarriedSession, CarryTarget, SessionQuery, SessionRef, Sessions, StoreEnv, Transcript,
-    TranscriptError,
+    AgentId, AnswerSource, CarriedSession, CarryTarget, Invocation, SessionQuery, SessionRef,
+    Sessions, StdinSource, StoreEnv, Transcript, TranscriptError, run_command,
 };
 use serde_json::Value;
 
 use super::OpenCode;
 use super::export::{IdGen, build_export, is_session_id, now_ms, recopy, split_model};
 use super::transcript::read;
+use crate::probe;
 
 /// How long one OpenCode command (export, import, list, delete, debug config) may take.
 pub(crate) const CLI_TIMEOUT: Duration = Duration::from_secs(30);
@@ -118,7 +119,7 @@ fn scratch(store: &StoreEnv) -> Result<Utf8PathBuf, TranscriptError> {
 }
 
 /// Runs `opencode --pure <args…>` in `cwd` with `env` as its whole environment, stdout to
-/// `stdout_file` when given, killed after [`CLI_TIMEOUT`].
+/// `stdout_file` when given, in its own process group, which is killed after [`CLI_TIMEOUT`].
 async fn run(
     exe: &Utf8Path,
     args: &[&str],
@@ -128,44 +129,32 @@ async fn run(
 ) -> Result<Output, TranscriptError> {
     let mut argv: Vec<String> = vec!["--pure".to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
-    let mut expr = duct::cmd(exe.as_std_path(), &argv)
-        .dir(cwd.as_std_path())
-        .full_env(env)
-        .stdin_null()
-        .stderr_capture()
-        .unchecked();
-    expr = match stdout_file {
-        Some(f) => expr.stdout_path(f.as_std_path()),
-        None => expr.stdout_capture(),
+    let command = Invocation {
+        program: exe.to_owned(),
+        args: argv,
+        env: env.clone(),
+        cwd: cwd.to_owned(),
+        stdin: StdinSource::Null,
+        dirs: Vec::new(),
+        files: Vec::new(),
+        answer: AnswerSource::Stdout,
+        policy: Value::Null,
+        secrets: Vec::new(),
     };
     let shown = format!("opencode {}", args.join(" "));
-    let exe = exe.to_owned();
-    let io = move |message: String| TranscriptError::Io {
-        path: exe.clone(),
+    let io = |message: String| TranscriptError::Io {
+        path: exe.to_owned(),
         message,
     };
-    tokio::task::spawn_blocking(move || {
-        let handle = expr
-            .start()
-            .map_err(|e| io(format!("cannot run `{shown}`: {e}")))?;
-        match handle.wait_timeout(CLI_TIMEOUT) {
-            Ok(Some(out)) => Ok(Output {
-                code: out.status.code(),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            }),
-            Ok(None) => {
-                let _ = handle.kill();
-                Err(io(format!(
-                    "`{shown}` did not finish within {}s",
-                    CLI_TIMEOUT.as_secs()
-                )))
-            }
-            Err(e) => Err(io(format!("`{shown}` failed: {e}"))),
-        }
+    let report = run_command(&command, b"", CLI_TIMEOUT, stdout_file)
+        .await
+        .map_err(|e| io(format!("cannot run `{shown}`: {e}")))?;
+    probe::finished(&shown, CLI_TIMEOUT, &report).map_err(io)?;
+    Ok(Output {
+        code: report.exit_code,
+        stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
     })
-    .await
-    .map_err(|e| TranscriptError::Unsupported(format!("the OpenCode task failed: {e}")))?
 }
 
 /// A directory to run commands in that are not tied to one: the scratch directory.
@@ -215,21 +204,30 @@ pub(crate) async fn find(
                 return Ok(None);
             }
             let exe = executable(store)?;
+            // The list grows with every session of the project: it goes to a file, unbounded.
+            let file = scratch(store)?.join(format!("opencode-sessions-{}.json", now_ms()));
             let out = run(
                 &exe,
                 &["session", "list", "--format", "json"],
                 cwd,
                 &cli_env(store),
-                None,
+                Some(&file),
             )
-            .await?;
+            .await;
+            let list = std::fs::read(&file);
+            let _ = std::fs::remove_file(&file);
+            let out = out?;
             if out.code != Some(0) {
                 return Err(TranscriptError::Io {
                     path: exe,
                     message: format!("`opencode session list` failed: {}", out.why()),
                 });
             }
-            let Some(id) = newest_in(&out.stdout, cwd) else {
+            let list = list.map_err(|e| TranscriptError::Io {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+            let Some(id) = newest_in(&String::from_utf8_lossy(&list), cwd) else {
                 return Ok(None);
             };
             export(store, &id).await
