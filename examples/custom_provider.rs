@@ -1,6 +1,8 @@
 //! Registers an agent of our own next to the built-in ones: `shell-agent`, a `/bin/sh` script
 //! that "does" a build by writing a file and answers with the provider-output JSON. Shows the
-//! whole `Provider` contract: static spec, pure invocation, pure parse, preflight.
+//! whole `Provider` contract: static spec, pure invocation, pure parse, preflight. It can't
+//! receive a continued task and has no session store, so `receiver()` and `sessions()` keep
+//! their `None` defaults.
 //!
 //! ```sh
 //! cargo run -p handoff-examples --example custom-provider

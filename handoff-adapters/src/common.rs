@@ -1,6 +1,8 @@
 //! Small helpers shared by the adapters.
 
-use handoff_core::{GrantsResolved, InvocationError, ReceiverRole, RunDir};
+use handoff_core::{
+    GrantsResolved, InvocationError, Observation, OutputError, RawOutput, ReceiverRole, RunDir,
+};
 
 /// The sentinel for "leave it to the CLI".
 pub const PROVIDER_DEFAULT_STR: &str = handoff_core::PROVIDER_DEFAULT;
@@ -25,6 +27,17 @@ pub fn json_lines(stdout: &[u8]) -> impl Iterator<Item = Option<serde_json::Valu
         .split(|b| *b == b'\n')
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
         .map(|l| serde_json::from_slice(l).ok())
+}
+
+/// One line of a CLI's event stream, when it is JSON.
+pub fn json_line(line: &[u8]) -> Option<serde_json::Value> {
+    serde_json::from_slice(line).ok()
+}
+
+/// The first of `keys` whose value in `v` is a string.
+pub fn string_field<'a>(v: &'a serde_json::Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| v.get(*k).and_then(serde_json::Value::as_str))
 }
 
 /// `s` cut to at most `max` characters, on one line.
@@ -157,9 +170,194 @@ pub fn toml_array(items: &[String]) -> String {
     format!("[{}]", inner.join(","))
 }
 
+// What more than one CLI prints: terminal decoration, its own errors, sandbox trouble.
+
+/// Terminal decoration removed, line ends unified: every escape sequence is dropped (CSI
+/// `ESC [ params intermediates final`, OSC `ESC ] … BEL|ESC \`, and the other `ESC
+/// intermediates final` forms), and every `\r` becomes `\n` (so a spinner line rewritten with
+/// `\r` ends there). Works on bytes: invalid UTF-8 is kept as is for the contract check to
+/// report.
+pub fn strip_ansi(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    let n = input.len();
+    while i < n {
+        match input[i] {
+            0x1b => {
+                i += 1;
+                match input.get(i) {
+                    Some(b'[') => {
+                        i += 1;
+                        while i < n && (0x30..=0x3f).contains(&input[i]) {
+                            i += 1;
+                        }
+                        while i < n && (0x20..=0x2f).contains(&input[i]) {
+                            i += 1;
+                        }
+                        if i < n && (0x40..=0x7e).contains(&input[i]) {
+                            i += 1;
+                        }
+                    }
+                    Some(b']') => {
+                        i += 1;
+                        while i < n {
+                            if input[i] == 0x07 {
+                                i += 1;
+                                break;
+                            }
+                            if input[i] == 0x1b && input.get(i + 1) == Some(&b'\\') {
+                                i += 2;
+                                break;
+                            }
+                            i += 1;
+                        }
+                    }
+                    Some(_) => {
+                        while i < n && (0x20..=0x2f).contains(&input[i]) {
+                            i += 1;
+                        }
+                        if i < n && (0x30..=0x7e).contains(&input[i]) {
+                            i += 1;
+                        }
+                    }
+                    None => {}
+                }
+            }
+            b'\r' => {
+                out.push(b'\n');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The first line (ANSI-stripped, trimmed) that starts with `error:` in any case, e.g. Kiro's
+/// `Error: Service error: 500 …` or Grok's `Error: xAI API error (500): …`: an agent CLI
+/// reporting its own failure. At most 1024 characters.
+pub fn reported_error(bytes: &[u8]) -> Option<String> {
+    let text = strip_ansi(bytes);
+    String::from_utf8_lossy(&text)
+        .lines()
+        .map(str::trim)
+        .find(|l| l.get(..6).is_some_and(|p| p.eq_ignore_ascii_case("error:")))
+        .map(|l| l.chars().take(1024).collect())
+}
+
+/// Sandbox trouble as Grok words it.
+static SANDBOX_FAILURE: std::sync::LazyLock<Option<regex::Regex>> = std::sync::LazyLock::new(
+    || {
+        regex::Regex::new(
+            r"(?i)sandbox.{0,200}(failed|unable|unavailable|unsupported|not applied|not enforced|could not be applied|refusing to start|continu(e|ing) without)",
+        )
+        .ok()
+    },
+);
+
+/// Grok going on although its sandbox was not applied.
+static CONTINUED: std::sync::LazyLock<Option<regex::Regex>> =
+    std::sync::LazyLock::new(|| regex::Regex::new(r"(?i)continu(e|ing) without").ok());
+
+/// The lines of `text` that report sandbox trouble.
+pub fn sandbox_lines(text: &str) -> Vec<&str> {
+    let Some(re) = SANDBOX_FAILURE.as_ref() else {
+        return Vec::new();
+    };
+    text.lines().filter(|l| re.is_match(l)).collect()
+}
+
+/// What a blank stdout means: a sandbox that could not start (`Unavailable`), an error Grok
+/// reported on stderr (`AgentFailure`), or no answer at all.
+pub fn no_stdout(raw: &RawOutput) -> Result<Observation, OutputError> {
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    if raw.exit_code != Some(0)
+        && let Some(line) = sandbox_lines(&stderr).first()
+    {
+        return Ok(Observation::Unavailable {
+            message: line.trim().chars().take(1024).collect(),
+        });
+    }
+    match reported_error(&raw.stderr) {
+        Some(message) => Ok(Observation::AgentFailure {
+            message,
+            usage: None,
+        }),
+        None => Err(OutputError::Missing),
+    }
+}
+
+/// The block verdict shared with Cursor: a stderr line naming sandbox trouble means the run
+/// was not isolated as planned, unless the CLI evidently refused to run at all (it exited
+/// non-zero with nothing on stdout and did not say it went on without the sandbox), which
+/// `parse` reports as `Unavailable`. Only stderr is read: stdout carries the model's own words,
+/// which may discuss sandboxes freely.
+pub fn sandbox_block(raw: &RawOutput, agent: &str) -> Option<String> {
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    let lines = sandbox_lines(&stderr);
+    let first = lines.first()?;
+    let continued = lines
+        .iter()
+        .find(|l| CONTINUED.as_ref().is_some_and(|re| re.is_match(l)));
+    let refused = raw.exit_code != Some(0) && raw.stdout.trim_ascii().is_empty();
+    match continued {
+        Some(line) => Some(format!(
+            "{agent} reported that its requested sandbox was not enforced: {}",
+            line.trim()
+        )),
+        None if refused => None,
+        None => Some(format!(
+            "{agent} reported that its requested sandbox was not enforced: {}",
+            first.trim()
+        )),
+    }
+}
+
+/// Checks every adapter's progress reader shares.
+#[cfg(test)]
+pub mod progress_checks {
+    use handoff_core::ProgressEvent;
+
+    /// The events of every line of `text`, as shown.
+    pub fn all(f: fn(&[u8]) -> Vec<ProgressEvent>, text: &str) -> Vec<String> {
+        text.lines()
+            .flat_map(|l| f(l.as_bytes()))
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    /// Lines that are not events, or not JSON at all, give nothing and never panic.
+    pub fn assert_garbage_gives_nothing(f: fn(&[u8]) -> Vec<ProgressEvent>) {
+        for line in [
+            "",
+            "{",
+            "[]",
+            "null",
+            r#"{"type":"assistant","message":7}"#,
+            "\u{0}",
+        ] {
+            let _ = f(line.as_bytes());
+        }
+        assert!(f(b"{}").is_empty());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ansi_is_stripped() {
+        assert_eq!(
+            strip_ansi(b"\x1b[32m> \x1b[0mhi\x1b]0;title\x07 there\x1b(B\r\n"),
+            b"> hi there\n\n"
+        );
+        assert_eq!(strip_ansi(b"a\x1b"), b"a");
+        assert_eq!(strip_ansi(b"\x1b[38;5;141mX\x1b[K"), b"X");
+    }
 
     #[test]
     fn toml_strings_escape() {

@@ -15,8 +15,7 @@ mod grok;
 mod kiro;
 mod opencode;
 mod probe;
-mod progress;
-mod transcript;
+mod store;
 
 use std::sync::Arc;
 

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use camino::Utf8Path;
-use handoff_core::ProbeEnv;
+use handoff_core::{
+    AnswerSource, Ending, Invocation, ProbeEnv, ProcessReport, StdinSource, run_command,
+};
 
 /// How long one probe may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -27,43 +29,51 @@ impl ProbeOutput {
 }
 
 /// Runs `exe args…` in the probe's scratch directory with the probe environment and `stdin`,
-/// killing it after [`PROBE_TIMEOUT`].
+/// in its own process group, which is killed after [`PROBE_TIMEOUT`].
 pub async fn run(
     exe: &Utf8Path,
     args: &[&str],
     probe: &ProbeEnv,
     stdin: &[u8],
 ) -> Result<ProbeOutput, String> {
-    let expr = duct::cmd(exe.as_std_path(), args)
-        .dir(probe.scratch.as_std_path())
-        .full_env(&probe.env)
-        .stdin_bytes(stdin.to_vec())
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked();
+    let command = Invocation {
+        program: exe.to_owned(),
+        args: args.iter().map(|a| (*a).to_owned()).collect(),
+        env: probe.env.clone(),
+        cwd: probe.scratch.clone(),
+        stdin: StdinSource::Prompt,
+        dirs: Vec::new(),
+        files: Vec::new(),
+        answer: AnswerSource::Stdout,
+        policy: serde_json::Value::Null,
+        secrets: Vec::new(),
+    };
     let shown = format!("{exe} {}", args.join(" "));
-    tokio::task::spawn_blocking(move || {
-        let handle = expr
-            .start()
-            .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
-        match handle.wait_timeout(PROBE_TIMEOUT) {
-            Ok(Some(out)) => Ok(ProbeOutput {
-                code: out.status.code(),
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            }),
-            Ok(None) => {
-                let _ = handle.kill();
-                Err(format!(
-                    "`{shown}` did not finish within {}s",
-                    PROBE_TIMEOUT.as_secs()
-                ))
-            }
-            Err(e) => Err(format!("`{shown}` failed: {e}")),
-        }
+    let report = run_command(&command, stdin, PROBE_TIMEOUT, None)
+        .await
+        .map_err(|e| format!("cannot run `{shown}`: {e}"))?;
+    finished(&shown, PROBE_TIMEOUT, &report)?;
+    Ok(ProbeOutput {
+        code: report.exit_code,
+        stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
     })
-    .await
-    .map_err(|e| format!("probe task failed: {e}"))?
+}
+
+/// Why a short command `shown` did not run to its end, if it did not.
+pub fn finished(shown: &str, timeout: Duration, report: &ProcessReport) -> Result<(), String> {
+    match &report.ending {
+        Ending::Exited => Ok(()),
+        Ending::TimedOut => Err(format!(
+            "`{shown}` did not finish within {}s",
+            timeout.as_secs()
+        )),
+        Ending::OutputLimit { stream } => {
+            Err(format!("`{shown}` wrote more than 1 MiB to {stream}"))
+        }
+        Ending::Cancelled => Err(format!("`{shown}` was cancelled")),
+        Ending::SpawnFailed { message } => Err(message.clone()),
+    }
 }
 
 /// `exe --version`: must exit 0; the first non-blank line of stdout (else stderr), ≤512 chars.

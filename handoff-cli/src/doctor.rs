@@ -93,6 +93,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
                 "path": p.preflight.path,
                 "version": p.preflight.version,
                 "reason": p.preflight.reason,
+                "continuation": p.continuation,
             })
         })
         .collect();

@@ -79,6 +79,8 @@ pub async fn find_source(
         return Ok(Err(format!("unknown provider '{provider}'")));
     };
     let store = engine.user_store(provider, scratch, account);
+    // Why not, when handoff can't read this CLI's sessions: said where a session is first read.
+    let sessions = adapter.session_store().map_err(|e| e.to_string());
     let read = |session: SessionRef, found: &'static str| -> Result<Source, String> {
         let in_scratch = session.path.starts_with(scratch);
         let snapshot = if in_scratch {
@@ -89,7 +91,8 @@ pub async fn find_source(
                     .map_err(|e| format!("cannot read the session '{}': {e}", session.path))?,
             )
         };
-        let transcript = adapter
+        let transcript = sessions
+            .clone()?
             .read_transcript(&session.path)
             .map_err(|e| e.to_string())?;
         Ok(Source {
@@ -109,7 +112,9 @@ pub async fn find_source(
             }
             let snapshot = SourceSnapshot::take(as_path)
                 .map_err(|e| format!("--session: cannot read '{flag}': {e}"))?;
-            let transcript = adapter
+            let transcript = sessions
+                .clone()
+                .map_err(|e| format!("--session: {e}"))?
                 .read_transcript(as_path)
                 .map_err(|e| format!("--session: {e}"))?;
             let session = SessionRef {
@@ -125,7 +130,9 @@ pub async fn find_source(
                 snapshot: Some(snapshot),
             }));
         }
-        return match adapter
+        return match sessions
+            .clone()
+            .map_err(|e| format!("--session: {e}"))?
             .find_session(&store, &SessionQuery::Id(flag.to_owned()))
             .await
         {
@@ -147,8 +154,15 @@ pub async fn find_source(
     if let Some(id) = last_receiver {
         ids.push((id.to_owned(), "timeline"));
     }
+    let store_sessions = match &sessions {
+        Ok(store_sessions) => *store_sessions,
+        Err(why) => return Ok(Err(why.clone())),
+    };
     for (id, found) in ids {
-        match adapter.find_session(&store, &SessionQuery::Id(id)).await {
+        match store_sessions
+            .find_session(&store, &SessionQuery::Id(id))
+            .await
+        {
             Ok(Some(session)) => return Ok(read(session, found)),
             Ok(None) => {}
             Err(TranscriptError::Unsupported(why)) => return Ok(Err(why)),
@@ -156,7 +170,7 @@ pub async fn find_source(
         }
     }
     for cwd in cwds {
-        match adapter
+        match store_sessions
             .find_session(&store, &SessionQuery::Latest { cwd: cwd.clone() })
             .await
         {
@@ -261,7 +275,8 @@ pub async fn plan(
     let store = receiver.store_env();
     if source.session.provider == *target {
         // The CLI forks only what its own store holds: a session given as a file is copied.
-        if adapter.native_fork() && same_dir && source.found != "file" {
+        if adapter.receiver().is_some_and(|r| r.native_fork()) && same_dir && source.found != "file"
+        {
             return Ok(Planned {
                 mode: CarryMode::NativeFork,
                 resume: ResumeFrom {
@@ -275,6 +290,8 @@ pub async fn plan(
             });
         }
         let planned = adapter
+            .session_store()
+            .map_err(|e| e.to_string())?
             .copy_session(&store, &source.session, &carry_target)
             .await
             .map_err(|e| e.to_string())?;
@@ -282,6 +299,8 @@ pub async fn plan(
     }
     let (transcript, secrets) = masked(&source.transcript, known);
     let planned = adapter
+        .session_store()
+        .map_err(|e| e.to_string())?
         .write_session(&store, &transcript, &carry_target)
         .await
         .map_err(|e| e.to_string())?;
@@ -364,10 +383,14 @@ pub async fn perform(
             });
         }
         CarryMode::NativeCopy => adapter
+            .session_store()
+            .map_err(|e| e.to_string())?
             .copy_session(&store, &source.session, &carry_target)
             .await
             .map_err(|e| e.to_string())?,
         CarryMode::Converted => adapter
+            .session_store()
+            .map_err(|e| e.to_string())?
             .write_session(&store, planned.messages(source), &carry_target)
             .await
             .map_err(|e| e.to_string())?,
@@ -406,12 +429,13 @@ pub async fn read_session(
     id: &str,
 ) -> Result<Option<Transcript>, TranscriptError> {
     let adapter = receiver.provider();
+    let sessions = adapter.session_store()?;
     let store = receiver.store_env();
-    match adapter
+    match sessions
         .find_session(&store, &SessionQuery::Id(id.to_owned()))
         .await?
     {
-        Some(session) => adapter.read_transcript(&session.path).map(Some),
+        Some(session) => sessions.read_transcript(&session.path).map(Some),
         None => Ok(None),
     }
 }
@@ -494,7 +518,13 @@ pub enum Earlier {
 pub async fn judge_earlier(receiver: &PreparedReceiver, id: &str, carried: &Transcript) -> Earlier {
     let adapter = receiver.provider();
     let store = receiver.store_env();
-    let session = match adapter
+    let sessions = match adapter.session_store() {
+        Ok(sessions) => sessions,
+        Err(e) => {
+            return Earlier::Keep(format!("the earlier carried copy {id} cannot be read: {e}"));
+        }
+    };
+    let session = match sessions
         .find_session(&store, &SessionQuery::Id(id.to_owned()))
         .await
     {
@@ -515,7 +545,7 @@ pub async fn judge_earlier(receiver: &PreparedReceiver, id: &str, carried: &Tran
             return Earlier::Keep(format!("the earlier carried copy {id} may be in use: {e}"));
         }
     }
-    let earlier = match adapter.read_transcript(&session.path) {
+    let earlier = match sessions.read_transcript(&session.path) {
         Ok(t) => t,
         Err(e) => {
             return Earlier::Keep(format!("the earlier carried copy {id} cannot be read: {e}"));
@@ -665,11 +695,14 @@ pub async fn original_appended(
     let Some(adapter) = engine.provider(&source.session.provider) else {
         return false;
     };
+    let Ok(sessions) = adapter.session_store() else {
+        return false;
+    };
     let store = engine.user_store(&source.session.provider, scratch, account);
     let path = if source.snapshot.is_some() {
         source.session.path.clone()
     } else {
-        match adapter
+        match sessions
             .find_session(&store, &SessionQuery::Id(source.session.session_id.clone()))
             .await
         {
@@ -677,7 +710,7 @@ pub async fn original_appended(
             _ => return false,
         }
     };
-    match adapter.read_transcript(&path) {
+    match sessions.read_transcript(&path) {
         Ok(now) => {
             now.messages.len() >= source.transcript.messages.len()
                 && source

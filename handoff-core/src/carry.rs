@@ -1,10 +1,10 @@
 //! Carrying a conversation to a continuation's receiver, and checking that it continued.
 //!
 //! The source session is found in the sending CLI's store and read
-//! ([`crate::Provider::find_session`], [`crate::Provider::read_transcript`]); the receiver gets a
+//! ([`crate::Sessions::find_session`], [`crate::Sessions::read_transcript`]); the receiver gets a
 //! new session in its own store: a native copy when it is the same CLI
-//! ([`crate::Provider::copy_session`], or the CLI's own fork), else one written from the neutral
-//! transcript ([`crate::Provider::write_session`]). The source is never written to. After the
+//! ([`crate::Sessions::copy_session`], or the CLI's own fork), else one written from the neutral
+//! transcript ([`crate::Sessions::write_session`]). The source is never written to. After the
 //! receiver's first turn, its store says whether it resumed the carried session
 //! ([`resumed_after`]); where there is no store to read, its answer to [`PROBE_QUESTION`] is
 //! compared with the note ([`compare_probe`]).
@@ -71,7 +71,7 @@ pub struct SessionRef {
     pub provider: AgentId,
     /// Its id.
     pub session_id: String,
-    /// The file [`crate::Provider::read_transcript`] reads (for CLIs with a database: an export
+    /// The file [`crate::Sessions::read_transcript`] reads (for CLIs with a database: an export
     /// in the scratch directory).
     #[schemars(with = "String")]
     pub path: Utf8PathBuf,

@@ -3,9 +3,9 @@
 //! A delegated run is bounded and ephemeral and answers with a result contract. A receiver is the
 //! opposite: it is the task's new owner, so its session is persisted by its own CLI and can be
 //! resumed interactively afterwards, and it answers in its own words. Adapters plan its process
-//! ([`crate::Provider::receiver_invocation`]), read its session id and last message back
-//! ([`crate::Provider::parse_receiver`]) and say how a person resumes it
-//! ([`crate::Provider::resume_command`]).
+//! ([`crate::Receiver::receiver_invocation`]), read its session id and last message back
+//! ([`crate::Receiver::parse_receiver`]) and say how a person resumes it
+//! ([`crate::Receiver::resume_command`]).
 
 use std::collections::BTreeMap;
 

@@ -82,12 +82,15 @@ pub use output::{
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
-pub use process::{Ending, OUTPUT_LIMIT, ProcessReport, supervise, supervise_with_tap};
+pub use process::{
+    Ending, OUTPUT_LIMIT, ProcessReport, run_command, supervise, supervise_with_tap,
+};
 pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, ProgressUpdate};
 pub use prompt::build_prompt;
 pub use provider::{
     AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,
-    ProbeEnv, Provider, ProviderSpec, RawOutput, Registry, RunDir, StdinSource, TurnDefaults,
+    ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Registry, RunDir, Sessions, StdinSource,
+    TurnDefaults,
 };
 pub use redact::{DIAGNOSTIC_LIMIT, credential_values, redact, redact_known, truncate_tail};
 pub use request::*;

@@ -1,9 +1,12 @@
 //! The process supervisor: one agent process in its own process group, stdin fed, stdout and
 //! stderr drained concurrently and bounded, killed as a group on timeout, cancel or overflow.
+//! Adapters run their short commands (probes, calls into a CLI's session store) through it too
+//! ([`run_command`]), so every process handoff starts dies with its group.
 
 use std::process::Stdio;
 use std::time::Duration;
 
+use camino::Utf8Path;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -115,9 +118,61 @@ pub async fn supervise_with_tap(
     invocation: &Invocation,
     prompt: &[u8],
     timeout: Duration,
-    mut cancel: watch::Receiver<bool>,
+    cancel: watch::Receiver<bool>,
     tap: Option<mpsc::UnboundedSender<Vec<u8>>>,
 ) -> ProcessReport {
+    match run(invocation, prompt, timeout, cancel, Stdout::Captured(tap)).await {
+        Ok(report) => report,
+        Err(e) => ProcessReport {
+            ending: Ending::SpawnFailed {
+                message: format!("cannot start {}: {e}", invocation.program),
+            },
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            exit_code: None,
+            signal: None,
+            pid: None,
+        },
+    }
+}
+
+/// [`supervise`] for a short command of handoff's own (a probe of an agent CLI, a call into a
+/// CLI's session store) that nothing cancels: stdout goes to `stdout_file` (created or
+/// truncated, and not bounded) when one is given. `Err` when the file can't be created or the
+/// process can't start.
+pub async fn run_command(
+    invocation: &Invocation,
+    stdin: &[u8],
+    timeout: Duration,
+    stdout_file: Option<&Utf8Path>,
+) -> std::io::Result<ProcessReport> {
+    let stdout = match stdout_file {
+        Some(path) => Stdout::File(std::fs::File::create(path)?),
+        None => Stdout::Captured(None),
+    };
+    let (_never, cancel) = watch::channel(false);
+    run(invocation, stdin, timeout, cancel, stdout).await
+}
+
+/// Where the child's stdout goes.
+enum Stdout {
+    /// A pipe drained into the report (bounded), each line also sent to the tap.
+    Captured(Option<mpsc::UnboundedSender<Vec<u8>>>),
+    /// A file.
+    File(std::fs::File),
+}
+
+async fn run(
+    invocation: &Invocation,
+    prompt: &[u8],
+    timeout: Duration,
+    mut cancel: watch::Receiver<bool>,
+    stdout: Stdout,
+) -> std::io::Result<ProcessReport> {
+    let (stdout, tap) = match stdout {
+        Stdout::Captured(tap) => (Stdio::piped(), tap),
+        Stdout::File(file) => (Stdio::from(file), None),
+    };
     let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
     cmd.args(&invocation.args)
         .env_clear()
@@ -127,26 +182,12 @@ pub async fn supervise_with_tap(
             StdinSource::Prompt => Stdio::piped(),
             StdinSource::Null => Stdio::null(),
         })
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
 
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return ProcessReport {
-                ending: Ending::SpawnFailed {
-                    message: format!("cannot start {}: {e}", invocation.program),
-                },
-                stdout: Vec::new(),
-                stderr: Vec::new(),
-                exit_code: None,
-                signal: None,
-                pid: None,
-            };
-        }
-    };
+    let mut child = cmd.spawn()?;
     let pid = child.id();
 
     if let Some(mut stdin) = child.stdin.take() {
@@ -240,14 +281,14 @@ pub async fn supervise_with_tap(
         .and_then(|s| s.signal())
         .and_then(|n| Signal::try_from(n).ok())
         .map(|s| s.as_str().to_owned());
-    ProcessReport {
+    Ok(ProcessReport {
         ending,
         stdout,
         stderr,
         exit_code,
         signal,
         pid,
-    }
+    })
 }
 
 fn res_ok(rx: &watch::Receiver<bool>) -> bool {
@@ -346,6 +387,57 @@ mod tests {
         .await;
         assert_eq!(r.ending, Ending::OutputLimit { stream: "stdout" });
         assert_eq!(r.stdout.len(), OUTPUT_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn a_command_writes_stdout_to_a_file_without_a_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Utf8Path::from_path(dir.path()).unwrap().join("out");
+        let r = run_command(
+            &sh("cat >/dev/null; head -c 3000000 /dev/zero; echo err >&2"),
+            b"in",
+            Duration::from_secs(30),
+            Some(&file),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.ending, Ending::Exited);
+        assert_eq!(r.exit_code, Some(0));
+        assert!(r.stdout.is_empty());
+        assert_eq!(r.stderr, b"err\n");
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 3_000_000);
+    }
+
+    #[tokio::test]
+    async fn a_command_that_times_out_dies_with_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("gc");
+        let script = format!("sleep 1000 & echo $! > {}; wait", pidfile.display());
+        let r = run_command(&sh(&script), b"", Duration::from_millis(500), None)
+            .await
+            .unwrap();
+        assert_eq!(r.ending, Ending::TimedOut);
+        let gc: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let stat = std::fs::read_to_string(format!("/proc/{gc}/stat")).unwrap_or_default();
+        assert!(
+            !alive(gc) || stat.contains(") Z "),
+            "grandchild {gc} survived: {stat}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_is_an_error() {
+        let mut inv = sh("true");
+        inv.program = "/nonexistent/agent".into();
+        let err = run_command(&inv, b"", Duration::from_secs(1), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[tokio::test]

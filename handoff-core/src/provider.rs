@@ -1,4 +1,5 @@
-//! The `Provider` trait: what an agent CLI adapter implements, and the registry of adapters.
+//! The `Provider` trait (what an agent CLI adapter implements), the optional [`Receiver`] and
+//! [`Sessions`] an adapter offers through it, and the registry of adapters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -232,7 +233,9 @@ pub struct ProbeEnv {
     pub scratch: Utf8PathBuf,
 }
 
-/// An agent CLI adapter.
+/// An agent CLI adapter: delegation (plan the process, read its output, preflight). Receiving a
+/// continued task and reading or writing its sessions are offered through [`Provider::receiver`]
+/// and [`Provider::sessions`], so what an agent can do is known without asking it to refuse.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// Static facts.
@@ -267,105 +270,102 @@ pub trait Provider: Send + Sync {
         Vec::new()
     }
 
-    /// Reads one of this CLI's sessions (the file `path`) into a neutral transcript, without
-    /// writing anything. A partly readable session is read with warnings; only a session with
-    /// nothing readable is an error. The default: this CLI's sessions can't be read.
-    fn read_transcript(
-        &self,
-        _path: &camino::Utf8Path,
-    ) -> Result<crate::transcript::Transcript, crate::transcript::TranscriptError> {
-        Err(crate::transcript::TranscriptError::Unsupported(format!(
-            "handoff cannot read {} sessions yet",
-            self.spec().id
-        )))
-    }
-
-    /// Plans a continuation receiver's first turn: a headless run in the worktree whose session
-    /// the CLI persists (no ephemeral or no-persistence switch, no result contract), with
-    /// `run.prompt` as its first prompt and the role's grants. Pure. The default refuses: only
-    /// adapters whose CLI keeps resumable sessions can receive a task.
-    fn receiver_invocation(
-        &self,
-        request: &ReceiverRequest,
-        _run: &RunDir,
-    ) -> Result<Invocation, InvocationError> {
-        Err(InvocationError::Unsupported(format!(
-            "{} cannot receive a continuation: handoff does not know how to keep and resume its sessions",
-            request.target
-        )))
-    }
-
-    /// Reads a receiver's output: its session id, last message and failure. Pure; never panics.
-    fn parse_receiver(&self, _raw: &RawOutput) -> ReceiverReport {
-        ReceiverReport {
-            failure: Some(format!("{} cannot receive a continuation", self.spec().id)),
-            ..ReceiverReport::default()
-        }
-    }
-
-    /// The program and arguments that resume `session_id` interactively, run in the worktree
-    /// (the program as the user would type it, found on their PATH). `None` when the CLI has no
-    /// resumable sessions.
-    fn resume_command(&self, _session_id: &str) -> Option<Vec<String>> {
+    /// Receiving a continued task (`handoff continue --to`): `None` when this CLI can't own
+    /// one.
+    fn receiver(&self) -> Option<&dyn Receiver> {
         None
     }
 
-    /// Whether this CLI, at `version` (first line of its `--version`), can resume a carried
-    /// session as a receiver. The default: it can't.
-    fn resume_support(&self, _version: Option<&str>) -> Result<(), String> {
-        Err(format!(
-            "handoff cannot carry a conversation into {} sessions",
-            self.spec().id
-        ))
+    /// Why this CLI can't receive a continued task, said when [`Provider::receiver`] is `None`.
+    fn why_no_receiver(&self) -> &str {
+        "handoff does not know how to keep and resume its sessions"
     }
+
+    /// Its session store: `None` when handoff can't read this CLI's sessions.
+    fn sessions(&self) -> Option<&dyn Sessions> {
+        None
+    }
+}
+
+impl dyn Provider {
+    /// [`Provider::sessions`], or the error that says this CLI's sessions can't be read.
+    pub fn session_store(&self) -> Result<&dyn Sessions, crate::transcript::TranscriptError> {
+        self.sessions().ok_or_else(|| {
+            crate::transcript::TranscriptError::Unsupported(format!(
+                "handoff cannot read {} sessions yet",
+                self.spec().id
+            ))
+        })
+    }
+}
+
+/// An agent CLI that can take a task over: a headless first turn in the worktree whose session
+/// the CLI keeps, and the command that resumes that session interactively.
+pub trait Receiver: Send + Sync {
+    /// Plans a continuation receiver's first turn: a headless run in the worktree whose session
+    /// the CLI persists (no ephemeral or no-persistence switch, no result contract), with
+    /// `run.prompt` as its first prompt and the role's grants. Pure.
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError>;
+
+    /// Reads a receiver's output: its session id, last message and failure. Pure; never panics.
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport;
+
+    /// The program and arguments that resume `session_id` interactively, run in the worktree
+    /// (the program as the user would type it, found on their PATH).
+    fn resume_command(&self, session_id: &str) -> Vec<String>;
+
+    /// Whether this CLI, at `version` (first line of its `--version`), can resume a carried
+    /// session as a receiver.
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String>;
 
     /// Whether the receiver invocation can fork a session natively
     /// ([`crate::ResumeFrom::fork`]) into a chosen id.
     fn native_fork(&self) -> bool {
         false
     }
+}
+
+/// An agent CLI's session store, as handoff reads it and carries conversations into it.
+#[async_trait]
+pub trait Sessions: Send + Sync {
+    /// Reads one of this CLI's sessions (the file `path`) into a neutral transcript, without
+    /// writing anything. A partly readable session is read with warnings; only a session with
+    /// nothing readable is an error.
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<crate::transcript::Transcript, crate::transcript::TranscriptError>;
 
     /// Finds one of this CLI's sessions in its store, without writing to it. `Ok(None)` when
-    /// there is no such session. The default: this CLI's store can't be read.
+    /// there is no such session.
     async fn find_session(
         &self,
-        _store: &crate::carry::StoreEnv,
-        _query: &crate::carry::SessionQuery,
-    ) -> Result<Option<crate::carry::SessionRef>, crate::transcript::TranscriptError> {
-        Err(crate::transcript::TranscriptError::Unsupported(format!(
-            "handoff cannot read {} sessions yet",
-            self.spec().id
-        )))
-    }
+        store: &crate::carry::StoreEnv,
+        query: &crate::carry::SessionQuery,
+    ) -> Result<Option<crate::carry::SessionRef>, crate::transcript::TranscriptError>;
 
     /// Writes `transcript` (from any CLI) into this CLI's store as a new session its receiver
     /// resumes from `target.cwd`. In a dry run, plans the files without writing. Never touches
-    /// another session. The default: this CLI's store can't be written.
+    /// another session.
     async fn write_session(
         &self,
-        _store: &crate::carry::StoreEnv,
-        _transcript: &crate::transcript::Transcript,
-        _target: &crate::carry::CarryTarget,
-    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError> {
-        Err(crate::transcript::TranscriptError::Unsupported(format!(
-            "handoff cannot write {} sessions",
-            self.spec().id
-        )))
-    }
+        store: &crate::carry::StoreEnv,
+        transcript: &crate::transcript::Transcript,
+        target: &crate::carry::CarryTarget,
+    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError>;
 
     /// Copies one of this CLI's own sessions losslessly into a new session (new id, every cwd
-    /// re-rooted at `target.cwd`). The source is only read. The default: not supported.
+    /// re-rooted at `target.cwd`). The source is only read.
     async fn copy_session(
         &self,
-        _store: &crate::carry::StoreEnv,
-        _source: &crate::carry::SessionRef,
-        _target: &crate::carry::CarryTarget,
-    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError> {
-        Err(crate::transcript::TranscriptError::Unsupported(format!(
-            "handoff cannot copy {} sessions",
-            self.spec().id
-        )))
-    }
+        store: &crate::carry::StoreEnv,
+        source: &crate::carry::SessionRef,
+        target: &crate::carry::CarryTarget,
+    ) -> Result<crate::carry::CarriedSession, crate::transcript::TranscriptError>;
 }
 
 /// The set of providers a program can run, by id.

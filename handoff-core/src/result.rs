@@ -387,6 +387,8 @@ pub struct ProviderCapabilities {
     pub grants: GrantCapabilities,
     /// How it isolates the agent.
     pub isolation: IsolationCapabilities,
+    /// What it can do in a continuation (`handoff continue`).
+    pub continuation: ContinuationCapabilities,
 }
 
 /// Outcome of a preflight.
@@ -435,6 +437,16 @@ pub struct GrantCapabilities {
     pub write: bool,
     /// Can ask for nested advice.
     pub nested_source: bool,
+}
+
+/// What an agent can do in a continuation (`handoff continue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinuationCapabilities {
+    /// Can receive a continued task (`--to`): its CLI keeps sessions handoff can resume.
+    pub receive: bool,
+    /// Its sessions can be read, so its conversation can be carried to a receiver.
+    pub sessions: bool,
 }
 
 /// How an agent is isolated.

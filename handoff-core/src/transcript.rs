@@ -4,7 +4,7 @@
 //! Messages keep their role, the provider and model that wrote them, their time and source id.
 //! Tool calls and results are kept as bounded, tagged text — not replayed structurally — and only
 //! reasoning a CLI showed the user (summaries) is kept; hidden reasoning never transfers. Readers
-//! live in the adapters ([`crate::Provider::read_transcript`]); they never write to the source.
+//! live in the adapters ([`crate::Sessions::read_transcript`]); they never write to the source.
 
 use camino::Utf8PathBuf;
 use schemars::JsonSchema;

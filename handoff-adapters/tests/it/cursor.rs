@@ -1,26 +1,20 @@
-//! The Cursor adapter (`cursor-agent`, delegation.md §4.6), through the public API only: one
-//! invocation snapshot per mode × grant profile, invariants of the plan (sandbox paths, private
-//! state and MCP file, the comma refusal), the result-envelope parser, the stderr-only runtime
-//! check, garbage robustness, the planned process run against the testkit's fake
-//! `cursor-agent`, and preflight with its sandbox behaviour probe in a scratch directory.
+//! The Cursor adapter (`cursor-agent`, delegation.md §4.6), through the public API only:
+//! invariants of the plan (sandbox paths, private state and MCP file, the comma refusal; its
+//! snapshots are the harness's), the result-envelope parser, the stderr-only runtime check,
+//! garbage robustness, the planned process run against the testkit's fake `cursor-agent`, and
+//! preflight with its sandbox behaviour probe in a scratch directory.
 
-use std::collections::BTreeMap;
-
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use handoff_adapters::{CURSOR_SPEC, Cursor};
 use handoff_core::{
     AnswerSource, Invocation, InvocationError, Observation, OutputError, Provider, ProviderOutput,
-    RawOutput, RunDir, RunInput, StdinSource,
+    RawOutput, RunDir, StdinSource,
 };
-use handoff_testkit::FakeAgents;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::grok::{
-    DEFAULTS, MODES, ProbeWorld, Profile, answer, answer_name, assert_allowlisted,
-    describe_observation, failure, fake_version, input_for, plan_full, plans_to_snapshot, raw,
-    run_dir_for, run_planned, stdin_name, writes,
-};
+use crate::fakes::*;
+use crate::harness::*;
 use crate::support::*;
 
 const CURSOR_EXE: &str = "/usr/local/bin/cursor-agent";
@@ -40,18 +34,6 @@ const PROFILES: &[Profile] = &[
         ..DEFAULTS
     },
 ];
-
-fn plan_with(
-    fx: &Fixture,
-    input: &RunInput,
-    env: BTreeMap<String, String>,
-) -> Result<Invocation, InvocationError> {
-    plan_full(fx, input, CURSOR_EXE, env).map(|(inv, _)| inv)
-}
-
-fn plan(fx: &Fixture, input: &RunInput) -> Invocation {
-    plan_with(fx, input, parent_env()).unwrap_or_else(|e| panic!("invocation refused: {e}"))
-}
 
 fn describe(inv: &Invocation, _run: &RunDir) -> Value {
     let files: Vec<Value> = inv
@@ -76,12 +58,17 @@ fn describe(inv: &Invocation, _run: &RunDir) -> Value {
     })
 }
 
-#[test]
-fn invocation_snapshots() {
-    for (settings, value) in plans_to_snapshot("cursor", CURSOR_EXE, PROFILES, &describe) {
-        settings.bind(|| insta::assert_json_snapshot!("invocation", value));
-    }
-}
+/// Cursor in the harness's tables.
+pub(crate) const CURSOR: Agent = Agent {
+    harness: "cursor",
+    exe: CURSOR_EXE,
+    fake: "cursor-agent",
+    profiles: PROFILES,
+    describe,
+    snapshots: "it__cursor__invocation",
+    mcp: true,
+    check_output: check,
+};
 
 fn home(fx: &Fixture) -> Utf8PathBuf {
     fx.run_path.join("cursor-sandbox/home")
@@ -112,25 +99,12 @@ fn cursor_is_registered_with_the_reference_capabilities() {
 }
 
 #[test]
-fn plans_are_pure() {
-    let fx = Fixture::new();
-    for (_, mode) in MODES {
-        let validated = validate(&fx.with_mcp(fx.input("cursor", *mode)));
-        let run = run_dir_for(&fx, &validated, Utf8Path::new(CURSOR_EXE), parent_env());
-        assert_eq!(
-            Cursor.invocation(&validated.request, &run).unwrap(),
-            Cursor.invocation(&validated.request, &run).unwrap()
-        );
-    }
-}
-
-#[test]
 fn argv_follows_the_reference_without_env_dash_c() {
     let fx = Fixture::new();
     let cwd = fx.cwd.as_str();
     let mut input = fx.with_mcp(fx.input("cursor", Some("build")));
     input.model = Some("gpt-5".into());
-    let inv = plan(&fx, &input);
+    let inv = CURSOR.plan(&fx, &input);
     assert_eq!(
         inv.args,
         [
@@ -157,7 +131,7 @@ fn argv_follows_the_reference_without_env_dash_c() {
     assert_eq!(inv.stdin, StdinSource::Prompt);
     assert_eq!(inv.answer, AnswerSource::Stdout);
 
-    let review = plan(&fx, &fx.input("cursor", Some("review")));
+    let review = CURSOR.plan(&fx, &fx.input("cursor", Some("review")));
     assert_eq!(
         review.args,
         [
@@ -180,7 +154,7 @@ fn sandbox_paths_and_force_follow_the_mode() {
     let fx = Fixture::new();
     for (mode_name, mode) in MODES {
         for p in PROFILES {
-            let inv = plan(&fx, &input_for(&fx, "cursor", *mode, p));
+            let inv = CURSOR.plan(&fx, &input_for(&fx, "cursor", *mode, p));
             let name = format!("{mode_name}/{}", p.name);
             let write = writes(*mode);
             let a = &inv.args;
@@ -224,7 +198,7 @@ fn cursor_state_is_private_to_the_run() {
     let fx = Fixture::new();
     let home = home(&fx);
     for (mode_name, mode) in MODES {
-        let inv = plan(&fx, &fx.input("cursor", *mode));
+        let inv = CURSOR.plan(&fx, &fx.input("cursor", *mode));
         assert_eq!(inv.env.get("HOME"), Some(&home.to_string()), "{mode_name}");
         for (var, dir) in [
             ("XDG_CONFIG_HOME", "config"),
@@ -249,7 +223,7 @@ fn cursor_state_is_private_to_the_run() {
 fn mcp_servers_go_only_into_the_private_mcp_file() {
     let fx = Fixture::new();
     for (mode_name, mode) in MODES {
-        let inv = plan(&fx, &fx.with_mcp(fx.input("cursor", *mode)));
+        let inv = CURSOR.plan(&fx, &fx.with_mcp(fx.input("cursor", *mode)));
         let path = home(&fx).join(".cursor/mcp.json");
         assert_eq!(inv.files.len(), 1);
         assert_eq!(inv.files[0].path, path);
@@ -292,17 +266,6 @@ fn mcp_servers_go_only_into_the_private_mcp_file() {
 }
 
 #[test]
-fn missing_mcp_secret_is_refused() {
-    let fx = Fixture::new();
-    for var in ["DOCS_MCP_TOKEN", "SEARCH_MCP_AUTH"] {
-        let mut env = parent_env();
-        env.remove(var);
-        let err = plan_with(&fx, &fx.with_mcp(fx.input("cursor", Some("build"))), env).unwrap_err();
-        assert_eq!(err, InvocationError::MissingMcpEnv { name: var.into() });
-    }
-}
-
-#[test]
 fn a_comma_in_the_worktree_is_refused_before_launch() {
     let fx = Fixture::new();
     let odd = fx.root.join("a,b");
@@ -310,7 +273,7 @@ fn a_comma_in_the_worktree_is_refused_before_launch() {
     for (mode_name, mode) in MODES {
         let mut input = fx.input("cursor", *mode);
         input.cwd = Some(odd.to_string());
-        match plan_with(&fx, &input, parent_env()) {
+        match CURSOR.plan_with(&fx, &input, parent_env()) {
             // The engine reports an invocation error as rejected (exit 5), before launch.
             Err(InvocationError::Unsupported(m)) => {
                 assert!(m.contains("comma") && m.contains("a,b"), "{mode_name}: {m}")
@@ -341,56 +304,6 @@ fn validation_refuses_what_cursor_cannot_express() {
         input.max_turns = Some("3".into());
         let e = input.validate(&registry).unwrap_err();
         assert!(e.contains("--max-turns is unsupported for cursor"), "{e}");
-    }
-}
-
-#[test]
-fn environment_is_an_allowlist_plus_private_state() {
-    let fx = Fixture::new();
-    let mut env = parent_env();
-    env.insert("CURSOR_API_KEY".into(), "cursor-test-key-123".into());
-    let state = [
-        "HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_CACHE_HOME",
-        "XDG_STATE_HOME",
-        "XDG_DATA_HOME",
-    ];
-    for (mode_name, mode) in MODES {
-        let inv = plan_with(&fx, &fx.input("cursor", *mode), env.clone()).unwrap();
-        assert_allowlisted(mode_name, &inv.env, &CURSOR_SPEC, &[]);
-        for k in ["CURSOR_API_KEY", "PATH", "HTTPS_PROXY", "LANG"] {
-            assert_eq!(inv.env.get(k), env.get(k), "{mode_name}: {k}");
-        }
-        for k in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-        ] {
-            assert!(
-                !inv.env.contains_key(k),
-                "{mode_name}: {k} passed to Cursor"
-            );
-        }
-    }
-    let inv = plan_with(&fx, &fx.input("cursor", Some("build")), BTreeMap::new()).unwrap();
-    let keys: Vec<&str> = inv.env.keys().map(String::as_str).collect();
-    let mut expected = state.to_vec();
-    expected.sort();
-    assert_eq!(keys, expected);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parsing
-
-#[test]
-fn recorded_envelopes_snapshot() {
-    for name in ["cursor-result.json", "cursor-error.json"] {
-        let obs = Cursor.parse(&stdout(fixture(name)));
-        let mut settings = insta::Settings::clone_current();
-        settings.set_omit_expression(true);
-        settings.set_snapshot_suffix(name);
-        settings.bind(|| insta::assert_json_snapshot!("parse", describe_observation(&obs)));
     }
 }
 
@@ -480,44 +393,8 @@ fn a_blank_stdout_is_classified_by_stderr() {
     ));
 }
 
-#[test]
-fn runtime_check_reads_stderr_only() {
-    let ok = fixture("cursor-result.json");
-    // The reference's bug B4: the model's answer discussing sandboxes blocked the run.
-    let talk = json!({"type": "result", "subtype": "success", "is_error": false,
-        "result": "Finding: the sandbox failed to start and was disabled; continuing without it is unsafe."});
-    assert_eq!(Cursor.runtime_check(&stdout(talk.to_string())), None);
-    assert_eq!(Cursor.runtime_check(&stdout(ok.clone())), None);
-    for line in [
-        "warning: sandbox disabled for this session",
-        "Sandbox could not be applied; continuing without it",
-        "sandbox unsupported on this platform",
-    ] {
-        let reason = Cursor
-            .runtime_check(&raw(&ok, line.as_bytes(), Some(0)))
-            .unwrap_or_else(|| panic!("{line} must block"));
-        assert!(
-            reason.contains("Cursor reported") && reason.contains(line),
-            "{reason}"
-        );
-    }
-    assert_eq!(
-        Cursor.runtime_check(&raw(&ok, b"note: using the sandbox profile\n", Some(0))),
-        None
-    );
-}
-
 fn check(raw: &RawOutput) {
-    let obs = Cursor.parse(raw);
-    let _ = Cursor.runtime_check(raw);
-    match obs {
-        Ok(Observation::AgentFailure { message, .. } | Observation::Unavailable { message }) => {
-            assert!(message.chars().count() <= 1024)
-        }
-        Ok(Observation::Answer { .. }) => {}
-        Err(OutputError::Missing | OutputError::Envelope { .. }) => {}
-        Err(e) => panic!("unexpected error kind {e:?}"),
-    }
+    assert_output_kinds(&Cursor, raw, Some(1024));
 }
 
 fn leaf() -> impl Strategy<Value = Value> {
@@ -532,7 +409,8 @@ fn leaf() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn envelope() -> impl Strategy<Value = Value> {
+/// JSON objects with the keys of its envelope and any values.
+pub(crate) fn envelope() -> impl Strategy<Value = Value> {
     let key = prop_oneof![
         Just("type"),
         Just("subtype"),
@@ -546,73 +424,28 @@ fn envelope() -> impl Strategy<Value = Value> {
         .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
 }
 
-proptest! {
-    #[test]
-    fn random_bytes_never_panic(
-        out in prop::collection::vec(any::<u8>(), 0..512),
-        err in prop::collection::vec(any::<u8>(), 0..256),
-        code in prop::option::of(any::<i32>()),
-    ) {
-        check(&raw(&out, &err, code));
-    }
-
-    #[test]
-    fn envelope_like_output_never_panics(
-        e in envelope(),
-        err in "(\\PC{0,40}\n){0,3}",
-        code in prop::option::of(-2i32..3),
-    ) {
-        check(&raw(e.to_string().as_bytes(), err.as_bytes(), code));
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The planned process, run against the testkit's fake cursor-agent
 
 #[test]
 fn planned_process_runs_against_the_fake_and_respects_read_only() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    agents.record_dir();
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("cursor-agent")).unwrap();
-    for (mode_name, mode) in MODES {
-        let (inv, run) = plan_full(
-            &fx,
-            &fx.with_mcp(fx.input("cursor", *mode)),
-            fake.as_str(),
-            parent_env(),
-        )
-        .unwrap();
-        let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-        assert_eq!(
-            out.exit_code,
-            Some(0),
-            "{mode_name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(Cursor.runtime_check(&out), None);
-        let (payload, usage) = answer(Cursor.parse(&out));
+    let fakes = Fakes::install(&fx);
+    let input = |mode: Option<&str>| fx.with_mcp(fx.input("cursor", mode));
+    // The fake writes only with --force, in its working directory: the worktree.
+    fakes.every_mode(&CURSOR, input, |mode_name, _, out| {
+        let (payload, usage) = answer(Cursor.parse(out));
         assert_eq!(usage, None);
         let answer = ProviderOutput::parse_strict(&payload).unwrap();
         assert_eq!(
             answer.response,
             format!("cursor-agent finished {mode_name}")
         );
-        // The fake writes only with --force, in its working directory: the worktree.
-        let wrote = fx.cwd.join(format!("fake-{mode_name}.txt")).exists();
-        assert_eq!(wrote, writes(*mode), "{mode_name}: wrote a file");
         assert!(home(&fx).join(".cursor").is_dir());
         std::fs::remove_dir_all(fx.run_path.join("cursor-sandbox")).unwrap();
-    }
-    let calls = agents.invocations();
-    let outer: Vec<&Value> = calls
-        .iter()
-        .filter(|r| r["argv"].get(0) == Some(&json!("sandbox")))
-        .collect();
-    let inner: Vec<&Value> = calls
-        .iter()
-        .filter(|r| r["argv"].get(0) == Some(&json!("-p")))
-        .collect();
+    });
+    let outer = fakes.calls_with(0, "sandbox");
+    let inner = fakes.calls_with(0, "-p");
     assert_eq!(outer.len(), MODES.len());
     assert_eq!(inner.len(), MODES.len());
     for r in outer.iter().chain(inner.iter()) {
@@ -631,22 +464,13 @@ fn planned_process_runs_against_the_fake_and_respects_read_only() {
 #[test]
 fn fake_agent_failures() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("cursor-agent")).unwrap();
-    let (inv, run) = plan_full(
-        &fx,
-        &fx.input("cursor", Some("review")),
-        fake.as_str(),
-        parent_env(),
-    )
-    .unwrap();
-    agents.set("HANDOFF_FAKE_MODE", "agent-error");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (message, _) = failure(Cursor.parse(&out));
+    let fakes = Fakes::install(&fx);
+    let review = fx.input("cursor", Some("review"));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "agent-error");
+    let (message, _) = failure(Cursor.parse(&fakes.run(&CURSOR, &review)));
     assert_eq!(message, "Error: API error (500): internal error");
-    agents.set("HANDOFF_FAKE_MODE", "prose");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (payload, _) = answer(Cursor.parse(&out));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "prose");
+    let (payload, _) = answer(Cursor.parse(&fakes.run(&CURSOR, &review)));
     assert!(matches!(
         ProviderOutput::parse_strict(&payload),
         Err(OutputError::NotOneObject)
@@ -757,57 +581,4 @@ fn handoff_cursor_probe_script() -> &'static str {
             .unwrap()
             .to_owned()
     })
-}
-
-#[tokio::test]
-async fn preflight_reports_sandboxes_that_do_not_behave() {
-    let w = ProbeWorld::new();
-    let cases = [
-        (
-            "no-write",
-            // --allow-paths does not let the command write (virtualised writes).
-            "case \"$*\" in *--allow-paths*) exit 0 ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "did not let a command write an --allow-paths directory",
-        ),
-        (
-            "read-only-writes",
-            // --readonly-paths lets the command write: the last argument is the probe file.
-            "case \"$*\" in *--readonly-paths*/bin/sh*) for a; do f=\"$a\"; done; touch \"$f\"; exit 0 ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "let a command write a --readonly-paths directory",
-        ),
-        (
-            "sandbox-fails",
-            "case \"$*\" in *--allow-paths*/bin/sh*) echo 'sandbox: landlock unavailable' >&2; exit 7 ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "the --allow-paths sandbox probe exited with Some(7): sandbox: landlock unavailable",
-        ),
-        (
-            "sandbox-help-lacks-readonly",
-            "case \"$*\" in \"sandbox run --help\") \"$FAKE\" \"$@\" | grep -v -- --readonly-paths ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "`cursor-agent sandbox run --help` does not list --readonly-paths",
-        ),
-    ];
-    for (name, body, expected) in cases {
-        let exe = w.script(name, "cursor-agent", body);
-        let result = Cursor.preflight(&exe, &w.probe).await;
-        assert_eq!(result.version, Some(fake_version("cursor-agent")), "{name}");
-        let failure = result.failure.unwrap_or_else(|| panic!("{name} must fail"));
-        assert!(failure.contains(expected), "{name}: {failure}");
-        assert!(
-            w.scratch_entries().is_empty(),
-            "{name}: {:?}",
-            w.scratch_entries()
-        );
-    }
-}
-
-#[tokio::test]
-async fn preflight_names_a_flag_missing_from_the_help() {
-    let w = ProbeWorld::new();
-    w.agents.set("HANDOFF_FAKE_HELP", "missing");
-    let result = Cursor.preflight(&w.fake("cursor-agent"), &w.probe).await;
-    let failure = result.failure.unwrap();
-    assert!(
-        failure.contains("`cursor-agent --help` does not list --force"),
-        "{failure}"
-    );
 }

@@ -1,317 +1,21 @@
-//! The Grok adapter (xAI's `grok`, delegation.md §4.2), through the public API only: one
-//! invocation snapshot per mode × grant profile, invariants of the plan, the envelope parser on
-//! reference-shaped envelopes and the community CLI's output, garbage robustness, the planned
-//! process run against the testkit's fake `grok`, and preflight end to end (including the
-//! community `@vibe-kit/grok-cli`, which must be recognised and refused).
-//!
-//! Helpers shared with the Kiro and Cursor tests live here (`pub(crate)`).
+//! The Grok adapter (xAI's `grok`, delegation.md §4.2), through the public API only: invariants
+//! of the plan (its snapshots are the harness's), the envelope parser on reference-shaped
+//! envelopes and the community CLI's output, garbage robustness, the planned process run
+//! against the testkit's fake `grok`, and preflight end to end (including the community
+//! `@vibe-kit/grok-cli`, which must be recognised and refused).
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use handoff_adapters::{GROK_SPEC, Grok, is_community_grok};
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, Observation, OutputError, ProbeEnv, Provider,
-    ProviderSpec, RawOutput, RunDir, RunInput, StdinSource, Usage, UsageSource, Validated,
-    build_prompt, env_allowed, provider_output_schema,
+    AnswerSource, Invocation, InvocationError, Observation, OutputError, Provider, RawOutput,
+    RunDir, StdinSource, Usage, UsageSource, provider_output_schema,
 };
-use handoff_testkit::FakeAgents;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use crate::fakes::*;
+use crate::harness::*;
 use crate::support::*;
-
-// ---------------------------------------------------------------------------------------------
-// Shared helpers (also used by the Kiro and Cursor tests)
-
-/// The five ways to run: four handoff modes and advice.
-pub(crate) const MODES: &[(&str, Option<&str>)] = &[
-    ("build", Some("build")),
-    ("phase", Some("phase")),
-    ("review", Some("review")),
-    ("verify", Some("verify")),
-    ("advice", None),
-];
-
-pub(crate) fn writes(mode: Option<&str>) -> bool {
-    matches!(mode, Some("build" | "phase"))
-}
-
-/// A grant / selection profile applied on top of a mode.
-pub(crate) struct Profile {
-    pub name: &'static str,
-    pub bash: Option<&'static str>,
-    pub web_search: Option<&'static str>,
-    pub model: Option<&'static str>,
-    pub effort: Option<&'static str>,
-    pub max_turns: Option<&'static str>,
-    pub mcp: bool,
-}
-
-pub(crate) const DEFAULTS: Profile = Profile {
-    name: "defaults",
-    bash: None,
-    web_search: None,
-    model: None,
-    effort: None,
-    max_turns: None,
-    mcp: false,
-};
-
-pub(crate) fn input_for(fx: &Fixture, harness: &str, mode: Option<&str>, p: &Profile) -> RunInput {
-    let mut input = fx.input(harness, mode);
-    input.bash = p.bash.map(str::to_owned);
-    input.web_search = p.web_search.map(str::to_owned);
-    input.model = p.model.map(str::to_owned);
-    input.effort = p.effort.map(str::to_owned);
-    input.max_turns = p.max_turns.map(str::to_owned);
-    if p.mcp { fx.with_mcp(input) } else { input }
-}
-
-/// The run directory the engine would hand the adapter (`support::Fixture::run_dir` only
-/// knows the Codex and Claude executables).
-pub(crate) fn run_dir_for(
-    fx: &Fixture,
-    validated: &Validated,
-    executable: &Utf8Path,
-    parent_env: BTreeMap<String, String>,
-) -> RunDir {
-    let schema = provider_output_schema();
-    RunDir {
-        path: fx.run_path.clone(),
-        executable: executable.to_owned(),
-        prompt: build_prompt(&validated.request, &schema, None),
-        output_schema: schema,
-        mcp: validated.mcp.clone(),
-        parent_env,
-        agent_config: Default::default(),
-        nested: None,
-    }
-}
-
-/// Validates `input` and plans it with the registered provider for its harness.
-pub(crate) fn plan_full(
-    fx: &Fixture,
-    input: &RunInput,
-    executable: &str,
-    parent_env: BTreeMap<String, String>,
-) -> Result<(Invocation, RunDir), InvocationError> {
-    let validated = validate(input);
-    let harness = validated.request.target.harness.to_string();
-    let run = run_dir_for(fx, &validated, Utf8Path::new(executable), parent_env);
-    provider(&harness)
-        .invocation(&validated.request, &run)
-        .map(|inv| (inv, run))
-}
-
-/// How `stdin` and `answer` read in a snapshot.
-pub(crate) fn stdin_name(s: &StdinSource) -> &'static str {
-    match s {
-        StdinSource::Prompt => "prompt",
-        StdinSource::Null => "null",
-    }
-}
-
-pub(crate) fn answer_name(a: &AnswerSource) -> Value {
-    match a {
-        AnswerSource::Stdout => json!("stdout"),
-        AnswerSource::File(p) => json!({"file": p}),
-    }
-}
-
-/// Every mode × profile plan of `harness`, described, with the insta settings that make it
-/// machine-independent (snapshot suffix `<mode>-<profile>`). The snapshot macro is called by
-/// each test module, so the files are named after it (`it__<module>__invocation@…`).
-pub(crate) fn plans_to_snapshot(
-    harness: &str,
-    executable: &str,
-    profiles: &[Profile],
-    describe: &dyn Fn(&Invocation, &RunDir) -> Value,
-) -> Vec<(insta::Settings, Value)> {
-    let fx = Fixture::new();
-    let mut out = Vec::new();
-    for (mode_name, mode) in MODES {
-        for p in profiles {
-            let (inv, run) = plan_full(
-                &fx,
-                &input_for(&fx, harness, *mode, p),
-                executable,
-                parent_env(),
-            )
-            .unwrap_or_else(|e| panic!("{harness} {mode_name}/{}: {e}", p.name));
-            let mut settings = fx.insta_settings();
-            settings.set_snapshot_suffix(format!("{mode_name}-{}", p.name));
-            settings.set_description(format!("{harness} {mode_name}, profile {}", p.name));
-            out.push((settings, describe(&inv, &run)));
-        }
-    }
-    out
-}
-
-/// Every variable of `env` passes `spec`'s allowlist or is one of `extra`.
-pub(crate) fn assert_allowlisted(
-    name: &str,
-    env: &BTreeMap<String, String>,
-    spec: &ProviderSpec,
-    extra: &[&str],
-) {
-    for k in env.keys() {
-        assert!(
-            env_allowed(spec, k) || extra.contains(&k.as_str()),
-            "{name}: {k} is not in the allowlist"
-        );
-    }
-    for k in NEVER_PASSED {
-        assert!(!env.contains_key(*k), "{name}: {k} passed");
-    }
-}
-
-/// An observation as JSON, for snapshots (payloads that are JSON are shown parsed).
-pub(crate) fn describe_observation(obs: &Result<Observation, OutputError>) -> Value {
-    match obs {
-        Ok(Observation::Answer { payload, usage }) => {
-            let payload = serde_json::from_slice::<Value>(payload)
-                .unwrap_or_else(|_| json!(String::from_utf8_lossy(payload)));
-            json!({"answer": {"payload": payload, "usage": usage}})
-        }
-        Ok(Observation::AgentFailure { message, usage }) => {
-            json!({"agentFailure": {"message": message, "usage": usage}})
-        }
-        Ok(Observation::Unavailable { message }) => json!({"unavailable": {"message": message}}),
-        Err(e) => json!({"error": format!("{e:?}")}),
-    }
-}
-
-pub(crate) fn answer(obs: Result<Observation, OutputError>) -> (Vec<u8>, Option<Usage>) {
-    match obs {
-        Ok(Observation::Answer { payload, usage }) => (payload, usage),
-        other => panic!("expected an answer, got {other:?}"),
-    }
-}
-
-pub(crate) fn failure(obs: Result<Observation, OutputError>) -> (String, Option<Usage>) {
-    match obs {
-        Ok(Observation::AgentFailure { message, usage }) => (message, usage),
-        other => panic!("expected an agent failure, got {other:?}"),
-    }
-}
-
-pub(crate) fn raw(stdout: &[u8], stderr: &[u8], exit_code: Option<i32>) -> RawOutput {
-    RawOutput {
-        stdout: stdout.to_vec(),
-        stderr: stderr.to_vec(),
-        exit_code,
-        answer_file: None,
-    }
-}
-
-/// Runs `inv` as the engine would (its dirs and private files created first), with `program`
-/// instead of the planned executable.
-pub(crate) fn run_planned(inv: &Invocation, program: &Path, prompt: &str) -> RawOutput {
-    use std::io::Write as _;
-    for d in &inv.dirs {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    for f in &inv.files {
-        std::fs::write(&f.path, &f.contents).unwrap();
-    }
-    let mut child = std::process::Command::new(program)
-        .args(&inv.args)
-        .env_clear()
-        .envs(&inv.env)
-        .current_dir(&inv.cwd)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    if inv.stdin == StdinSource::Prompt {
-        stdin.write_all(prompt.as_bytes()).unwrap();
-    }
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    // The engine removes the run directory afterwards; the next run starts clean.
-    for f in &inv.files {
-        let _ = std::fs::remove_file(&f.path);
-    }
-    RawOutput {
-        stdout: out.stdout,
-        stderr: out.stderr,
-        exit_code: out.status.code(),
-        answer_file: None,
-    }
-}
-
-/// Fake agent CLIs in a temporary directory, and the probe environment handoff would use.
-pub(crate) struct ProbeWorld {
-    _tmp: tempfile::TempDir,
-    pub agents: FakeAgents,
-    pub root: Utf8PathBuf,
-    pub probe: ProbeEnv,
-}
-
-impl ProbeWorld {
-    pub fn new() -> ProbeWorld {
-        let tmp = tempfile::Builder::new()
-            .prefix("handoff-adapters-preflight-")
-            .tempdir()
-            .unwrap();
-        let root = Utf8PathBuf::from_path_buf(std::fs::canonicalize(tmp.path()).unwrap()).unwrap();
-        let agents = FakeAgents::install(root.as_std_path());
-        let scratch = root.join("scratch");
-        let home = root.join("user-home");
-        std::fs::create_dir_all(&scratch).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
-        let env: BTreeMap<String, String> = [
-            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            ("HOME", home.as_str()),
-            ("NO_COLOR", "1"),
-            ("TERM", "dumb"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        ProbeWorld {
-            _tmp: tmp,
-            agents,
-            root,
-            probe: ProbeEnv { env, scratch },
-        }
-    }
-
-    pub fn fake(&self, exe: &str) -> Utf8PathBuf {
-        Utf8PathBuf::from_path_buf(self.agents.bin(exe)).unwrap()
-    }
-
-    /// An executable `<root>/<dir>/bin/<name>` shell script with `body`; `$FAKE` is the fake
-    /// CLI of that name.
-    pub fn script(&self, dir: &str, name: &str, body: &str) -> Utf8PathBuf {
-        use std::os::unix::fs::PermissionsExt as _;
-        let bin = self.root.join(dir).join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let path = bin.join(name);
-        let text = format!("#!/bin/sh\nFAKE='{}'\n{body}\n", self.fake(name));
-        std::fs::write(&path, text).unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-        path
-    }
-
-    /// Entries left in the scratch directory.
-    pub fn scratch_entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.probe.scratch)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-pub(crate) fn fake_version(exe: &str) -> String {
-    format!("{exe} {}", handoff_testkit::fixtures::OTHER_VERSION)
-}
 
 // ---------------------------------------------------------------------------------------------
 // Invocation
@@ -339,19 +43,17 @@ const PROFILES: &[Profile] = &[
     },
 ];
 
-fn plan_with(
-    fx: &Fixture,
-    input: &RunInput,
-    env: BTreeMap<String, String>,
-) -> Result<(Invocation, RunDir), InvocationError> {
-    plan_full(fx, input, GROK_EXE, env)
-}
-
-fn plan(fx: &Fixture, input: &RunInput) -> Invocation {
-    plan_with(fx, input, parent_env())
-        .unwrap_or_else(|e| panic!("invocation refused: {e}"))
-        .0
-}
+/// Grok in the harness's tables.
+pub(crate) const GROK: Agent = Agent {
+    harness: "grok",
+    exe: GROK_EXE,
+    fake: "grok",
+    profiles: PROFILES,
+    describe,
+    snapshots: "it__grok__invocation",
+    mcp: false,
+    check_output: check,
+};
 
 /// The plan as JSON. The inline schema and the prompt file (identical in every plan) are
 /// checked here against their sources and replaced by markers.
@@ -384,24 +86,6 @@ fn describe(inv: &Invocation, run: &RunDir) -> Value {
 }
 
 #[test]
-fn invocation_snapshots() {
-    for (settings, value) in plans_to_snapshot("grok", GROK_EXE, PROFILES, &describe) {
-        settings.bind(|| insta::assert_json_snapshot!("invocation", value));
-    }
-}
-
-fn all_plans(fx: &Fixture) -> Vec<(String, Option<&'static str>, &'static Profile, Invocation)> {
-    let mut out = Vec::new();
-    for (mode_name, mode) in MODES {
-        for p in PROFILES {
-            let inv = plan(fx, &input_for(fx, "grok", *mode, p));
-            out.push((format!("{mode_name}/{}", p.name), *mode, p, inv));
-        }
-    }
-    out
-}
-
-#[test]
 fn grok_is_registered_with_the_reference_capabilities() {
     let p = provider("grok");
     let s = p.spec();
@@ -422,19 +106,6 @@ fn grok_is_registered_with_the_reference_capabilities() {
 }
 
 #[test]
-fn plans_are_pure() {
-    let fx = Fixture::new();
-    for (_, mode) in MODES {
-        let input = fx.input("grok", *mode);
-        let validated = validate(&input);
-        let run = run_dir_for(&fx, &validated, Utf8Path::new(GROK_EXE), parent_env());
-        let a = Grok.invocation(&validated.request, &run).unwrap();
-        let b = Grok.invocation(&validated.request, &run).unwrap();
-        assert_eq!(a, b);
-    }
-}
-
-#[test]
 fn argv_follows_the_reference_order() {
     let fx = Fixture::new();
     let mut input = fx.input("grok", Some("review"));
@@ -442,7 +113,7 @@ fn argv_follows_the_reference_order() {
     input.effort = Some("low".into());
     input.max_turns = Some("3".into());
     input.bash = Some("false".into());
-    let inv = plan(&fx, &input);
+    let inv = GROK.plan(&fx, &input);
     let schema = provider_output_schema().to_string();
     let prompt_file = fx.run_path.join("request.txt");
     let expected: Vec<String> = [
@@ -496,7 +167,7 @@ fn a_writing_run_with_web_gets_the_whole_toolset() {
     let fx = Fixture::new();
     let mut input = fx.input("grok", Some("build"));
     input.web_search = Some("true".into());
-    let inv = plan(&fx, &input);
+    let inv = GROK.plan(&fx, &input);
     let a = &inv.args;
     assert_eq!(arg_after(a, "--sandbox"), Some("workspace"));
     assert_eq!(arg_after(a, "--permission-mode"), Some("auto"));
@@ -516,7 +187,7 @@ fn a_writing_run_with_web_gets_the_whole_toolset() {
 #[test]
 fn grants_map_to_tools_denies_and_the_sandbox() {
     let fx = Fixture::new();
-    for (name, mode, p, inv) in all_plans(&fx) {
+    for (name, mode, p, inv) in all_plans(&fx, &GROK) {
         let write = writes(mode);
         let bash = p.bash != Some("false");
         let web = p.web_search == Some("true");
@@ -569,7 +240,7 @@ fn grants_map_to_tools_denies_and_the_sandbox() {
 fn turn_limits_default_per_operation() {
     let fx = Fixture::new();
     for (mode_name, mode) in MODES {
-        let inv = plan(&fx, &fx.input("grok", *mode));
+        let inv = GROK.plan(&fx, &fx.input("grok", *mode));
         let expected = if mode.is_some() { "12" } else { "32" };
         assert_eq!(
             arg_after(&inv.args, "--max-turns"),
@@ -618,52 +289,6 @@ fn an_unvalidated_mcp_descriptor_is_refused_by_the_plan_too() {
     match Grok.invocation(&validated.request, &run) {
         Err(InvocationError::Unsupported(m)) => assert!(m.contains("MCP"), "{m}"),
         other => panic!("expected a refusal, got {other:?}"),
-    }
-}
-
-#[test]
-fn environment_is_an_allowlist() {
-    let fx = Fixture::new();
-    let mut env = parent_env();
-    env.insert("GROK_API_KEY".into(), "xai-grok-test-key".into());
-    env.insert("XAI_API_KEY".into(), "xai-test-key-2".into());
-    for (mode_name, mode) in MODES {
-        let (inv, _) = plan_with(&fx, &fx.input("grok", *mode), env.clone()).unwrap();
-        assert_allowlisted(mode_name, &inv.env, &GROK_SPEC, &[]);
-        for k in ["GROK_API_KEY", "XAI_API_KEY", "PATH", "HOME", "HTTPS_PROXY"] {
-            assert_eq!(inv.env.get(k), env.get(k), "{mode_name}: {k}");
-        }
-        for k in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-        ] {
-            assert!(!inv.env.contains_key(k), "{mode_name}: {k} passed to Grok");
-        }
-    }
-    let (inv, _) = plan_with(&fx, &fx.input("grok", Some("build")), BTreeMap::new()).unwrap();
-    assert!(inv.env.is_empty(), "{:?}", inv.env);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Parsing
-
-const ENVELOPES: &[&str] = &[
-    "grok-structured.json",
-    "grok-text-fallback.json",
-    "grok-structured-error.json",
-    "grok-community-hello.out",
-    "grok-community-write.out",
-];
-
-#[test]
-fn recorded_envelopes_snapshot() {
-    for name in ENVELOPES {
-        let obs = Grok.parse(&stdout(fixture(name)));
-        let mut settings = insta::Settings::clone_current();
-        settings.set_omit_expression(true);
-        settings.set_snapshot_suffix(*name);
-        settings.bind(|| insta::assert_json_snapshot!("parse", describe_observation(&obs)));
     }
 }
 
@@ -816,50 +441,9 @@ fn a_blank_stdout_is_classified_by_stderr() {
     ));
 }
 
-#[test]
-fn runtime_check_reads_stderr_only() {
-    let envelope = fixture("grok-structured.json");
-    // The model may discuss sandboxes in its answer.
-    let talk = json!({"text": "the sandbox failed to start in CI; sandbox unavailable"});
-    assert_eq!(Grok.runtime_check(&stdout(talk.to_string())), None);
-    assert_eq!(Grok.runtime_check(&stdout(envelope.clone())), None);
-    // Grok went on without its sandbox.
-    for line in [
-        "warning: sandbox could not be applied, continuing without it",
-        "sandbox not enforced on this kernel",
-        "Sandbox unavailable (seccomp)",
-    ] {
-        let reason = Grok
-            .runtime_check(&raw(&envelope, line.as_bytes(), Some(0)))
-            .unwrap_or_else(|| panic!("{line} must block"));
-        assert!(
-            reason.contains("Grok reported") && reason.contains(line),
-            "{reason}"
-        );
-    }
-    // It refused to start: nothing ran, parse reports it as unavailable.
-    let refused = raw(b"", b"sandbox unavailable; refusing to start\n", Some(1));
-    assert_eq!(Grok.runtime_check(&refused), None);
-    assert!(matches!(
-        Grok.parse(&refused),
-        Ok(Observation::Unavailable { .. })
-    ));
-    // …unless it says it went on anyway.
-    let went_on = raw(b"", b"sandbox failed; continuing without it\n", Some(1));
-    assert!(Grok.runtime_check(&went_on).is_some());
-}
-
 fn check(raw: &RawOutput) {
-    let obs = Grok.parse(raw);
-    let _ = Grok.runtime_check(raw);
-    match obs {
-        Ok(Observation::AgentFailure { message, .. } | Observation::Unavailable { message }) => {
-            assert!(message.chars().count() <= 1024 + 40)
-        }
-        Ok(Observation::Answer { .. }) => {}
-        Err(OutputError::Missing | OutputError::Envelope { .. }) => {}
-        Err(e) => panic!("unexpected error kind {e:?}"),
-    }
+    // "structured output failed: " may precede a message of 1024 characters.
+    assert_output_kinds(&Grok, raw, Some(1024 + 40));
 }
 
 fn json_leaf() -> impl Strategy<Value = Value> {
@@ -883,7 +467,8 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn envelope() -> impl Strategy<Value = Value> {
+/// JSON objects with the keys of its envelope and any values.
+pub(crate) fn envelope() -> impl Strategy<Value = Value> {
     let key = prop_oneof![
         Just("text"),
         Just("structuredOutput"),
@@ -909,50 +494,22 @@ fn envelope() -> impl Strategy<Value = Value> {
         .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
 }
 
-proptest! {
-    #[test]
-    fn random_bytes_never_panic(
-        out in prop::collection::vec(any::<u8>(), 0..512),
-        err in prop::collection::vec(any::<u8>(), 0..256),
-        code in prop::option::of(any::<i32>()),
-    ) {
-        check(&raw(&out, &err, code));
-    }
-
-    #[test]
-    fn envelope_like_output_never_panics(
-        e in envelope(),
-        err in "(\\PC{0,40}\n){0,3}",
-        code in prop::option::of(-2i32..3),
-    ) {
-        check(&raw(e.to_string().as_bytes(), err.as_bytes(), code));
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The planned process, run against the testkit's fake grok
 
 #[test]
 fn planned_process_runs_against_the_fake_and_respects_read_only() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    agents.record_dir();
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("grok")).unwrap();
-    for (mode_name, mode) in MODES {
-        let mut input = fx.input("grok", *mode);
+    let fakes = Fakes::install(&fx);
+    let input = |mode: Option<&str>| {
+        let mut input = fx.input("grok", mode);
         input.model = Some("grok-code-fast-1".into());
         input.effort = Some("medium".into());
         input.web_search = Some("true".into());
-        let (inv, run) = plan_full(&fx, &input, fake.as_str(), parent_env()).unwrap();
-        let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-        assert_eq!(
-            out.exit_code,
-            Some(0),
-            "{mode_name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(Grok.runtime_check(&out), None);
-        let (payload, usage) = answer(Grok.parse(&out));
+        input
+    };
+    fakes.every_mode(&GROK, input, |mode_name, _, out| {
+        let (payload, usage) = answer(Grok.parse(out));
         let payload: Value = serde_json::from_slice(&payload).unwrap();
         assert_eq!(payload["status"], json!("completed"), "{mode_name}");
         assert_eq!(
@@ -964,15 +521,8 @@ fn planned_process_runs_against_the_fake_and_respects_read_only() {
         assert_eq!(usage.input_tokens, Some(22));
         assert_eq!(usage.total_tokens, Some(36));
         assert_eq!(usage.cost_usd, Some(0.000276));
-        // The fake edits only when the sandbox profile and the tool list allow it.
-        let wrote = fx.cwd.join(format!("fake-{mode_name}.txt")).exists();
-        assert_eq!(wrote, writes(*mode), "{mode_name}: wrote a file");
-    }
-    let runs: Vec<Value> = agents
-        .invocations()
-        .into_iter()
-        .filter(|r| r["argv"].get(0) == Some(&json!("--prompt-file")))
-        .collect();
+    });
+    let runs = fakes.calls_with(0, "--prompt-file");
     assert_eq!(runs.len(), MODES.len());
     for r in &runs {
         assert_eq!(r["cwd"], json!(fx.cwd.as_str()));
@@ -983,22 +533,13 @@ fn planned_process_runs_against_the_fake_and_respects_read_only() {
 #[test]
 fn fake_agent_failures_are_the_agents_failures() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("grok")).unwrap();
-    let (inv, run) = plan_full(
-        &fx,
-        &fx.input("grok", Some("review")),
-        fake.as_str(),
-        parent_env(),
-    )
-    .unwrap();
-    agents.set("HANDOFF_FAKE_MODE", "agent-error");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (message, _) = failure(Grok.parse(&out));
+    let fakes = Fakes::install(&fx);
+    let review = fx.input("grok", Some("review"));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "agent-error");
+    let (message, _) = failure(Grok.parse(&fakes.run(&GROK, &review)));
     assert!(message.contains("xAI API error (500)"), "{message}");
-    agents.set("HANDOFF_FAKE_MODE", "prose");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (payload, _) = answer(Grok.parse(&out));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "prose");
+    let (payload, _) = answer(Grok.parse(&fakes.run(&GROK, &review)));
     assert!(
         serde_json::from_slice::<Value>(&payload).is_err(),
         "prose is left for the engine"
@@ -1047,31 +588,6 @@ async fn preflight_passes_against_the_fake() {
     assert!(w.scratch_entries().is_empty(), "{:?}", w.scratch_entries());
 }
 
-#[tokio::test]
-async fn preflight_names_a_flag_missing_from_the_help() {
-    let w = ProbeWorld::new();
-    w.agents.set("HANDOFF_FAKE_HELP", "missing");
-    let result = Grok.preflight(&w.fake("grok"), &w.probe).await;
-    assert_eq!(result.version, Some(fake_version("grok")));
-    let failure = result.failure.unwrap();
-    assert!(
-        failure.contains("`grok --help` does not list --json-schema"),
-        "{failure}"
-    );
-}
-
-#[tokio::test]
-async fn preflight_requires_verbatim() {
-    let w = ProbeWorld::new();
-    let exe = w.script(
-        "no-verbatim",
-        "grok",
-        "case \"$1\" in --help) \"$FAKE\" --help | grep -v -- --verbatim ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-    );
-    let failure = Grok.preflight(&exe, &w.probe).await.failure.unwrap();
-    assert!(failure.contains("does not list --verbatim"), "{failure}");
-}
-
 /// The community `@vibe-kit/grok-cli` 0.0.34 (its `--version` prints `1.0.1`): recognised from
 /// its help text, refused with a reason that says what it is, and never given a flag it lacks.
 #[tokio::test]
@@ -1099,46 +615,4 @@ async fn preflight_refuses_the_community_grok_cli() {
         &String::from_utf8(fixture("grok-community-help.txt")).unwrap()
     ));
     assert!(!is_community_grok(handoff_testkit::fixtures::GROK_HELP));
-}
-
-#[tokio::test]
-async fn preflight_checks_the_sandbox_and_schema_probes() {
-    let w = ProbeWorld::new();
-    let cases = [
-        (
-            "schema-accepted",
-            "case \"$*\" in *handoff-invalid-json*) echo '{}' ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "the --sandbox workspace / --json-schema probe did not behave as expected (exit Some(0))",
-        ),
-        (
-            "read-only-sandbox-broken",
-            "case \"$*\" in *read-only*handoff-invalid-json*) echo 'Error: sandbox read-only profile unavailable on this system' >&2; exit 1 ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "Grok's read-only sandbox is not usable: Error: sandbox read-only profile unavailable",
-        ),
-        (
-            "sandbox-warning-with-schema-error",
-            "case \"$*\" in *handoff-invalid-json*) echo 'warning: sandbox could not be applied' >&2; exec \"$FAKE\" \"$@\" ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "Grok's workspace sandbox is not usable: warning: sandbox could not be applied",
-        ),
-        (
-            "help-fails",
-            "case \"$1\" in --help) echo boom >&2; exit 2 ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-            "--help` exited with Some(2): boom",
-        ),
-    ];
-    for (name, body, expected) in cases {
-        let exe = w.script(name, "grok", body);
-        let result = Grok.preflight(&exe, &w.probe).await;
-        assert_eq!(result.version, Some(fake_version("grok")), "{name}");
-        let failure = result.failure.unwrap_or_else(|| panic!("{name} must fail"));
-        assert!(failure.contains(expected), "{name}: {failure}");
-    }
-}
-
-#[tokio::test]
-async fn preflight_fails_without_a_working_executable() {
-    let w = ProbeWorld::new();
-    let result = Grok.preflight(&w.root.join("nowhere/grok"), &w.probe).await;
-    assert_eq!(result.version, None);
-    assert!(result.failure.is_some());
 }

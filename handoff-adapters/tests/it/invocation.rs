@@ -1,50 +1,18 @@
-//! The planned agent processes: one snapshot per mode × grant profile for Codex and Claude
-//! Code, plus invariants checked directly (secrets, sandbox, tools, environment allowlist).
+//! The planned agent processes of Codex and Claude Code: their profiles and snapshot views for
+//! the harness, and invariants checked directly (secrets, sandbox, tools, environment
+//! allowlist).
 
 use std::collections::BTreeMap;
 
 use handoff_adapters::{CLAUDE_SPEC, CODEX_SPEC, codex_strict_schema};
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, RunInput, StdinSource, env_allowed,
+    AnswerSource, Invocation, InvocationError, RunDir, RunInput, StdinSource,
     provider_output_schema,
 };
 use serde_json::{Value, json};
 
+use crate::harness::*;
 use crate::support::*;
-
-/// The five ways to run: four handoff modes and advice.
-const MODES: &[(&str, Option<&str>)] = &[
-    ("build", Some("build")),
-    ("phase", Some("phase")),
-    ("review", Some("review")),
-    ("verify", Some("verify")),
-    ("advice", None),
-];
-
-fn writes(mode: Option<&str>) -> bool {
-    matches!(mode, Some("build" | "phase"))
-}
-
-/// A grant / selection profile applied on top of a mode.
-struct Profile {
-    name: &'static str,
-    bash: Option<&'static str>,
-    web_search: Option<&'static str>,
-    model: Option<&'static str>,
-    effort: Option<&'static str>,
-    max_turns: Option<&'static str>,
-    mcp: bool,
-}
-
-const DEFAULTS: Profile = Profile {
-    name: "defaults",
-    bash: None,
-    web_search: None,
-    model: None,
-    effort: None,
-    max_turns: None,
-    mcp: false,
-};
 
 const CODEX_PROFILES: &[Profile] = &[
     DEFAULTS,
@@ -90,20 +58,10 @@ const CLAUDE_PROFILES: &[Profile] = &[
     },
 ];
 
-fn input_for(fx: &Fixture, harness: &str, mode: Option<&str>, p: &Profile) -> RunInput {
-    let mut input = fx.input(harness, mode);
-    input.bash = p.bash.map(str::to_owned);
-    input.web_search = p.web_search.map(str::to_owned);
-    input.model = p.model.map(str::to_owned);
-    input.effort = p.effort.map(str::to_owned);
-    input.max_turns = p.max_turns.map(str::to_owned);
-    if p.mcp { fx.with_mcp(input) } else { input }
-}
-
 /// The invocation as JSON for a snapshot. The two schema payloads (identical in every plan)
 /// are checked here against their source and replaced by a marker; everything else is as
 /// planned.
-fn describe(inv: &Invocation) -> Value {
+fn describe(inv: &Invocation, _run: &RunDir) -> Value {
     let schema = provider_output_schema();
     let mut args = inv.args.clone();
     if let Some(i) = args.iter().position(|a| a == "--json-schema") {
@@ -148,58 +106,41 @@ fn describe(inv: &Invocation) -> Value {
     })
 }
 
-fn snapshot_all(harness: &str, profiles: &[Profile]) {
-    let fx = Fixture::new();
-    for (mode_name, mode) in MODES {
-        for p in profiles {
-            let inv = fx.plan(&input_for(&fx, harness, *mode, p));
-            let name = format!("{mode_name}-{}", p.name);
-            let mut settings = fx.insta_settings();
-            settings.set_snapshot_suffix(&name);
-            settings.set_description(format!("{harness} {mode_name}, profile {}", p.name));
-            settings.bind(|| insta::assert_json_snapshot!(harness, describe(&inv)));
-        }
-    }
-}
+/// Codex in the harness's tables.
+pub(crate) const CODEX: Agent = Agent {
+    harness: "codex",
+    exe: CODEX_EXE,
+    fake: "codex",
+    profiles: CODEX_PROFILES,
+    describe,
+    snapshots: "it__invocation__codex",
+    mcp: true,
+    check_output: crate::garbage::check_codex,
+};
 
-#[test]
-fn codex_invocation_snapshots() {
-    snapshot_all("codex", CODEX_PROFILES);
-}
+/// Claude Code in the harness's tables.
+pub(crate) const CLAUDE: Agent = Agent {
+    harness: "claude",
+    exe: CLAUDE_EXE,
+    fake: "claude",
+    profiles: CLAUDE_PROFILES,
+    describe,
+    snapshots: "it__invocation__claude",
+    mcp: true,
+    check_output: crate::garbage::check_claude,
+};
 
-#[test]
-fn claude_invocation_snapshots() {
-    snapshot_all("claude", CLAUDE_PROFILES);
-}
-
-/// Every mode × profile plan of both adapters, with the standard parent environment.
-fn all_plans(fx: &Fixture) -> Vec<(String, Option<&'static str>, Invocation)> {
-    let mut out = Vec::new();
-    for (harness, profiles) in [("codex", CODEX_PROFILES), ("claude", CLAUDE_PROFILES)] {
-        for (mode_name, mode) in MODES {
-            for p in profiles {
-                let inv = fx.plan(&input_for(fx, harness, *mode, p));
-                out.push((format!("{harness}/{mode_name}/{}", p.name), *mode, inv));
-            }
-        }
-    }
-    out
-}
-
-#[test]
-fn plans_are_pure() {
-    let fx = Fixture::new();
-    for harness in ["codex", "claude"] {
-        for (_, mode) in MODES {
-            let input = fx.with_mcp(fx.input(harness, *mode));
-            let validated = validate(&input);
-            let run = fx.run_dir(&validated, harness, parent_env());
-            let p = provider(harness);
-            let a = p.invocation(&validated.request, &run).unwrap();
-            let b = p.invocation(&validated.request, &run).unwrap();
-            assert_eq!(a, b);
-        }
-    }
+/// Every mode × profile plan of both adapters, with the standard parent environment, named
+/// `<harness>/<mode>/<profile>`.
+fn both_plans(fx: &Fixture) -> Vec<(String, Option<&'static str>, Invocation)> {
+    [CODEX, CLAUDE]
+        .iter()
+        .flat_map(|agent| {
+            all_plans(fx, agent)
+                .into_iter()
+                .map(|(name, mode, _, inv)| (format!("{}/{name}", agent.harness), mode, inv))
+        })
+        .collect()
 }
 
 #[test]
@@ -379,7 +320,7 @@ fn validation_refuses_what_a_cli_cannot_express() {
 #[test]
 fn mcp_secrets_never_reach_argv_or_policy() {
     let fx = Fixture::new();
-    for (name, _, inv) in all_plans(&fx) {
+    for (name, _, inv) in both_plans(&fx) {
         let policy = inv.policy.to_string();
         for secret in MCP_SECRETS {
             for arg in &inv.args {
@@ -519,7 +460,7 @@ fn claude_maps_sse_servers_and_any_header() {
 #[test]
 fn read_only_modes_are_read_only() {
     let fx = Fixture::new();
-    for (name, mode, inv) in all_plans(&fx) {
+    for (name, mode, inv) in both_plans(&fx) {
         let write = writes(mode);
         if name.starts_with("codex/") {
             let sandbox = arg_after(&inv.args, "--sandbox");
@@ -601,31 +542,6 @@ fn bash_false_removes_the_shell() {
                     }
                     assert_eq!(inv.policy["nativeBashSandbox"], json!(enabled), "{ctx}");
                 }
-            }
-        }
-    }
-}
-
-#[test]
-fn missing_mcp_secret_is_refused() {
-    let fx = Fixture::new();
-    for harness in ["codex", "claude"] {
-        for var in ["DOCS_MCP_TOKEN", "SEARCH_MCP_AUTH"] {
-            for unset in [true, false] {
-                let mut env = parent_env();
-                if unset {
-                    env.remove(var);
-                } else {
-                    env.insert(var.into(), String::new());
-                }
-                let err = fx
-                    .plan_with(&fx.with_mcp(fx.input(harness, Some("build"))), env)
-                    .unwrap_err();
-                assert_eq!(
-                    err,
-                    InvocationError::MissingMcpEnv { name: var.into() },
-                    "{harness}: {var} unset={unset}"
-                );
             }
         }
     }
@@ -755,24 +671,10 @@ fn codex_bearer_variable_never_overwrites_a_stdio_server_variable() {
     }
 }
 
-fn assert_allowlisted(
-    name: &str,
-    env: &BTreeMap<String, String>,
-    spec: &handoff_core::ProviderSpec,
-    extra: &[&str],
-) {
-    for k in env.keys() {
-        assert!(
-            env_allowed(spec, k) || extra.contains(&k.as_str()),
-            "{name}: {k} is not in the allowlist"
-        );
-    }
-}
-
 #[test]
 fn environment_is_an_allowlist() {
     let fx = Fixture::new();
-    for (name, _, inv) in all_plans(&fx) {
+    for (name, _, inv) in both_plans(&fx) {
         for k in NEVER_PASSED {
             assert!(!inv.env.contains_key(*k), "{name}: {k} passed");
         }

@@ -1,25 +1,19 @@
-//! The Kiro adapter (`kiro-cli chat`, delegation.md §4.3), through the public API only: one
-//! invocation snapshot per mode × grant profile, invariants of the plan, the transcript parser
-//! (ANSI, narrative preamble, the strict "one object ends the final `> ` block" rule), garbage
+//! The Kiro adapter (`kiro-cli chat`, delegation.md §4.3), through the public API only:
+//! invariants of the plan (its snapshots are the harness's), the transcript parser (ANSI,
+//! narrative preamble, the strict "one object ends the final `> ` block" rule), garbage
 //! robustness, the planned process run against the testkit's fake `kiro-cli`, and preflight.
 
-use std::collections::BTreeMap;
-
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use handoff_adapters::{KIRO_SPEC, Kiro};
 use handoff_core::{
     AnswerSource, Invocation, InvocationError, Observation, OutputError, Provider, ProviderOutput,
-    RawOutput, RunDir, RunInput, StdinSource,
+    RawOutput, RunDir, StdinSource,
 };
-use handoff_testkit::FakeAgents;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::grok::{
-    DEFAULTS, MODES, ProbeWorld, Profile, answer, answer_name, assert_allowlisted,
-    describe_observation, failure, fake_version, input_for, plan_full, plans_to_snapshot, raw,
-    run_dir_for, run_planned, stdin_name, writes,
-};
+use crate::fakes::*;
+use crate::harness::*;
 use crate::support::*;
 
 const KIRO_EXE: &str = "/usr/local/bin/kiro-cli";
@@ -39,18 +33,6 @@ const PROFILES: &[Profile] = &[
     },
 ];
 
-fn plan_with(
-    fx: &Fixture,
-    input: &RunInput,
-    env: BTreeMap<String, String>,
-) -> Result<Invocation, InvocationError> {
-    plan_full(fx, input, KIRO_EXE, env).map(|(inv, _)| inv)
-}
-
-fn plan(fx: &Fixture, input: &RunInput) -> Invocation {
-    plan_with(fx, input, parent_env()).unwrap_or_else(|e| panic!("invocation refused: {e}"))
-}
-
 fn describe(inv: &Invocation, _run: &RunDir) -> Value {
     json!({
         "program": inv.program,
@@ -66,12 +48,17 @@ fn describe(inv: &Invocation, _run: &RunDir) -> Value {
     })
 }
 
-#[test]
-fn invocation_snapshots() {
-    for (settings, value) in plans_to_snapshot("kiro", KIRO_EXE, PROFILES, &describe) {
-        settings.bind(|| insta::assert_json_snapshot!("invocation", value));
-    }
-}
+/// Kiro in the harness's tables.
+pub(crate) const KIRO: Agent = Agent {
+    harness: "kiro",
+    exe: KIRO_EXE,
+    fake: "kiro-cli",
+    profiles: PROFILES,
+    describe,
+    snapshots: "it__kiro__invocation",
+    mcp: false,
+    check_output: check,
+};
 
 #[test]
 fn kiro_is_registered_with_the_reference_capabilities() {
@@ -93,25 +80,12 @@ fn kiro_is_registered_with_the_reference_capabilities() {
 }
 
 #[test]
-fn plans_are_pure() {
-    let fx = Fixture::new();
-    for (_, mode) in MODES {
-        let validated = validate(&fx.input("kiro", *mode));
-        let run = run_dir_for(&fx, &validated, Utf8Path::new(KIRO_EXE), parent_env());
-        assert_eq!(
-            Kiro.invocation(&validated.request, &run).unwrap(),
-            Kiro.invocation(&validated.request, &run).unwrap()
-        );
-    }
-}
-
-#[test]
 fn argv_follows_the_reference() {
     let fx = Fixture::new();
     let mut input = fx.input("kiro", Some("build"));
     input.model = Some("claude-sonnet-4.5".into());
     input.effort = Some("low".into());
-    let inv = plan(&fx, &input);
+    let inv = KIRO.plan(&fx, &input);
     assert_eq!(
         inv.args,
         [
@@ -138,7 +112,7 @@ fn trusted_tools_follow_the_grants_and_never_trust_everything() {
     let fx = Fixture::new();
     for (mode_name, mode) in MODES {
         for p in PROFILES {
-            let inv = plan(&fx, &input_for(&fx, "kiro", *mode, p));
+            let inv = KIRO.plan(&fx, &input_for(&fx, "kiro", *mode, p));
             let name = format!("{mode_name}/{}", p.name);
             let trust: Vec<&String> = inv
                 .args
@@ -186,10 +160,10 @@ fn trusted_tools_follow_the_grants_and_never_trust_everything() {
 #[test]
 fn advice_defaults_to_max_effort_and_runs_default_to_the_clis() {
     let fx = Fixture::new();
-    let advice = plan(&fx, &fx.input("kiro", None));
+    let advice = KIRO.plan(&fx, &fx.input("kiro", None));
     assert_eq!(arg_after(&advice.args, "--effort"), Some("max"));
     for mode in ["build", "phase", "review", "verify"] {
-        let inv = plan(&fx, &fx.input("kiro", Some(mode)));
+        let inv = KIRO.plan(&fx, &fx.input("kiro", Some(mode)));
         assert!(!inv.args.contains(&"--effort".to_owned()), "{mode}");
         assert!(!inv.args.contains(&"--model".to_owned()), "{mode}");
     }
@@ -235,37 +209,6 @@ fn an_unvalidated_mcp_descriptor_is_refused_by_the_plan_too() {
     ));
 }
 
-#[test]
-fn environment_is_an_allowlist_with_plain_output() {
-    let fx = Fixture::new();
-    let mut env = parent_env();
-    env.insert("KIRO_API_KEY".into(), "kiro-test-key-123".into());
-    for (mode_name, mode) in MODES {
-        let inv = plan_with(&fx, &fx.input("kiro", *mode), env.clone()).unwrap();
-        assert_allowlisted(mode_name, &inv.env, &KIRO_SPEC, &["NO_COLOR"]);
-        assert_eq!(inv.env.get("NO_COLOR").map(String::as_str), Some("1"));
-        assert_eq!(inv.env.get("TERM").map(String::as_str), Some("dumb"));
-        for k in ["KIRO_API_KEY", "PATH", "HOME", "HTTPS_PROXY", "LANG"] {
-            assert_eq!(inv.env.get(k), env.get(k), "{mode_name}: {k}");
-        }
-        for k in [
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-        ] {
-            assert!(!inv.env.contains_key(k), "{mode_name}: {k} passed to Kiro");
-        }
-    }
-    let inv = plan_with(&fx, &fx.input("kiro", Some("build")), BTreeMap::new()).unwrap();
-    assert_eq!(
-        inv.env,
-        BTreeMap::from([
-            ("NO_COLOR".to_owned(), "1".to_owned()),
-            ("TERM".to_owned(), "dumb".to_owned()),
-        ])
-    );
-}
-
 // ---------------------------------------------------------------------------------------------
 // Parsing
 
@@ -281,17 +224,6 @@ fn answer_json() -> String {
         "usage": {"inputTokens": 5},
     })
     .to_string()
-}
-
-#[test]
-fn recorded_transcripts_snapshot() {
-    for name in ["kiro-review.out", "kiro-build.out"] {
-        let obs = Kiro.parse(&stdout(fixture(name)));
-        let mut settings = insta::Settings::clone_current();
-        settings.set_omit_expression(true);
-        settings.set_snapshot_suffix(name);
-        settings.bind(|| insta::assert_json_snapshot!("parse", describe_observation(&obs)));
-    }
 }
 
 #[test]
@@ -500,15 +432,6 @@ fn fragment() -> impl Strategy<Value = String> {
 
 proptest! {
     #[test]
-    fn random_bytes_never_panic(
-        out in prop::collection::vec(any::<u8>(), 0..512),
-        err in prop::collection::vec(any::<u8>(), 0..128),
-        code in prop::option::of(any::<i32>()),
-    ) {
-        check(&raw(&out, &err, code));
-    }
-
-    #[test]
     fn transcript_like_text_never_panics(
         parts in prop::collection::vec(fragment(), 0..24),
         err in prop::collection::vec(fragment(), 0..4),
@@ -536,34 +459,21 @@ proptest! {
 #[test]
 fn planned_process_runs_against_the_fake_and_respects_read_only() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    agents.record_dir();
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("kiro-cli")).unwrap();
-    for (mode_name, mode) in MODES {
-        let mut input = fx.input("kiro", *mode);
+    let fakes = Fakes::install(&fx);
+    let input = |mode: Option<&str>| {
+        let mut input = fx.input("kiro", mode);
         input.model = Some("claude-sonnet-4.5".into());
-        let (inv, run) = plan_full(&fx, &input, fake.as_str(), parent_env()).unwrap();
-        let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-        assert_eq!(
-            out.exit_code,
-            Some(0),
-            "{mode_name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (payload, usage) = answer(Kiro.parse(&out));
+        input
+    };
+    fakes.every_mode(&KIRO, input, |mode_name, mode, out| {
+        let (payload, usage) = answer(Kiro.parse(out));
         assert_eq!(usage, None);
         let answer = ProviderOutput::parse_strict(&payload).unwrap();
         assert_eq!(answer.response, format!("kiro-cli finished {mode_name}"));
         // The fake writes only when fs_write is trusted.
-        let wrote = fx.cwd.join(format!("fake-{mode_name}.txt")).exists();
-        assert_eq!(wrote, writes(*mode), "{mode_name}: wrote a file");
-        assert_eq!(answer.evidence.len(), usize::from(writes(*mode)));
-    }
-    let runs: Vec<Value> = agents
-        .invocations()
-        .into_iter()
-        .filter(|r| r["argv"].get(0) == Some(&json!("chat")))
-        .collect();
+        assert_eq!(answer.evidence.len(), usize::from(writes(mode)));
+    });
+    let runs = fakes.calls_with(0, "chat");
     assert_eq!(runs.len(), MODES.len());
     for r in &runs {
         assert_eq!(r["cwd"], json!(fx.cwd.as_str()));
@@ -579,25 +489,16 @@ fn planned_process_runs_against_the_fake_and_respects_read_only() {
 #[test]
 fn fake_agent_failures_and_bad_answers() {
     let fx = Fixture::new();
-    let agents = FakeAgents::install(fx.root.join("agents").as_std_path());
-    let fake = Utf8PathBuf::from_path_buf(agents.bin("kiro-cli")).unwrap();
-    let (inv, run) = plan_full(
-        &fx,
-        &fx.input("kiro", Some("review")),
-        fake.as_str(),
-        parent_env(),
-    )
-    .unwrap();
-    agents.set("HANDOFF_FAKE_MODE", "agent-error");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (message, _) = failure(Kiro.parse(&out));
+    let fakes = Fakes::install(&fx);
+    let review = fx.input("kiro", Some("review"));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "agent-error");
+    let (message, _) = failure(Kiro.parse(&fakes.run(&KIRO, &review)));
     assert_eq!(message, "Error: Service error: 500 internal error");
-    agents.set("HANDOFF_FAKE_MODE", "prose");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
+    fakes.agents.set("HANDOFF_FAKE_MODE", "prose");
+    let out = fakes.run(&KIRO, &review);
     assert!(matches!(Kiro.parse(&out), Err(OutputError::NotOneObject)));
-    agents.set("HANDOFF_FAKE_MODE", "schema-drift");
-    let out = run_planned(&inv, fake.as_std_path(), &run.prompt);
-    let (payload, _) = answer(Kiro.parse(&out));
+    fakes.agents.set("HANDOFF_FAKE_MODE", "schema-drift");
+    let (payload, _) = answer(Kiro.parse(&fakes.run(&KIRO, &review)));
     assert!(matches!(
         ProviderOutput::parse_strict(&payload),
         Err(OutputError::SchemaDrift { .. })
@@ -621,35 +522,4 @@ async fn preflight_passes_against_the_fake() {
         .map(|c| c["argv"].clone())
         .collect();
     assert_eq!(argv, [json!(["--version"]), json!(["chat", "--help"])]);
-}
-
-#[tokio::test]
-async fn preflight_names_a_flag_missing_from_the_help() {
-    let w = ProbeWorld::new();
-    w.agents.set("HANDOFF_FAKE_HELP", "missing");
-    let result = Kiro.preflight(&w.fake("kiro-cli"), &w.probe).await;
-    assert_eq!(result.version, Some(fake_version("kiro-cli")));
-    let failure = result.failure.unwrap();
-    assert!(
-        failure.contains("`kiro-cli chat --help` does not list --trust-tools"),
-        "{failure}"
-    );
-}
-
-#[tokio::test]
-async fn preflight_does_not_require_the_unused_mcp_startup_flag() {
-    let w = ProbeWorld::new();
-    let exe = w.script(
-        "no-mcp-startup",
-        "kiro-cli",
-        "case \"$*\" in \"chat --help\") \"$FAKE\" chat --help | grep -v -- --require-mcp-startup ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-    );
-    assert_eq!(Kiro.preflight(&exe, &w.probe).await.failure, None);
-    let exe = w.script(
-        "no-wrap",
-        "kiro-cli",
-        "case \"$*\" in \"chat --help\") \"$FAKE\" chat --help | grep -v -- --wrap ;; *) exec \"$FAKE\" \"$@\" ;; esac",
-    );
-    let failure = Kiro.preflight(&exe, &w.probe).await.failure.unwrap();
-    assert!(failure.contains("does not list --wrap"), "{failure}");
 }

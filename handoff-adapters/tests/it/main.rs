@@ -1,11 +1,14 @@
-//! Integration tests of the Codex and Claude Code adapters, through the public API only:
-//! invocation snapshots and invariants, parsers on recorded real outputs, garbage-input
-//! robustness, and the Codex strict-schema transform.
+//! Integration tests of the adapters, through the public API only. `harness` holds what every
+//! agent shares, table-driven: plans per mode and grant profile and their snapshots, recorded
+//! outputs, garbage input, the testkit's fake CLIs and preflight. The per-agent modules test
+//! what is particular to each CLI; the `store_*` and `transcript_*` modules its sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cursor;
+mod fakes;
 mod garbage;
 mod grok;
+mod harness;
 mod invocation;
 mod kiro;
 mod nested;

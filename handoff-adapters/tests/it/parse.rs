@@ -1,105 +1,12 @@
-//! `Provider::parse` on outputs recorded from the real CLIs (`fixtures/`) and on synthetic
-//! streams for the cases the recordings do not cover.
+//! `Provider::parse` of Codex and Claude Code on synthetic streams for the cases the recorded
+//! outputs (`fixtures/`, snapshotted by the harness) do not cover.
 
 use handoff_adapters::{Claude, Codex};
-use handoff_core::{Observation, OutputError, Provider, RawOutput, Usage, UsageSource};
+use handoff_core::{Observation, OutputError, Provider, RawOutput};
 use serde_json::{Value, json};
 
+use crate::harness::*;
 use crate::support::*;
-
-/// An observation as JSON, for snapshots (payloads that are JSON are shown parsed).
-fn describe(obs: &Result<Observation, OutputError>) -> Value {
-    match obs {
-        Ok(Observation::Answer { payload, usage }) => {
-            let payload = serde_json::from_slice::<Value>(payload)
-                .unwrap_or_else(|_| json!(String::from_utf8_lossy(payload)));
-            json!({"answer": {"payload": payload, "usage": usage}})
-        }
-        Ok(Observation::AgentFailure { message, usage }) => {
-            json!({"agentFailure": {"message": message, "usage": usage}})
-        }
-        Ok(Observation::Unavailable { message }) => json!({"unavailable": {"message": message}}),
-        Err(e) => json!({"error": format!("{e:?}")}),
-    }
-}
-
-fn answer(obs: Result<Observation, OutputError>) -> (Vec<u8>, Option<Usage>) {
-    match obs {
-        Ok(Observation::Answer { payload, usage }) => (payload, usage),
-        other => panic!("expected an answer, got {other:?}"),
-    }
-}
-
-fn failure(obs: Result<Observation, OutputError>) -> (String, Option<Usage>) {
-    match obs {
-        Ok(Observation::AgentFailure { message, usage }) => (message, usage),
-        other => panic!("expected an agent failure, got {other:?}"),
-    }
-}
-
-fn usage(
-    input: u64,
-    output: u64,
-    cache_read: u64,
-    cache_write: u64,
-    cost_usd: Option<f64>,
-) -> Option<Usage> {
-    Some(Usage {
-        source: UsageSource::ProviderEnvelope,
-        input_tokens: Some(input),
-        output_tokens: Some(output),
-        total_tokens: Some(input + output),
-        cache_read_tokens: Some(cache_read),
-        cache_write_tokens: Some(cache_write),
-        cost_usd,
-    })
-}
-
-fn lines(events: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for e in events {
-        out.extend_from_slice(e.to_string().as_bytes());
-        out.push(b'\n');
-    }
-    out
-}
-
-/// A minimal valid provider output.
-fn provider_output() -> Value {
-    json!({
-        "schemaVersion": "handoff.provider-output.v1",
-        "status": "completed",
-        "response": "Added the flag.",
-        "evidence": [{"kind": "file", "path": "src/main.rs", "summary": "new flag"}],
-        "findings": [],
-        "usage": {}
-    })
-}
-
-#[test]
-fn recorded_outputs_snapshot() {
-    let answer_file = serde_json::to_vec(&provider_output()).unwrap();
-    let cases: [(&str, RawOutput, &dyn Provider); 5] = [
-        ("claude-hello", stdout(fixture("claude-hello.out")), &Claude),
-        ("claude-write", stdout(fixture("claude-write.out")), &Claude),
-        ("codex-hello", stdout(fixture("codex-hello.out")), &Codex),
-        ("codex-write", stdout(fixture("codex-write.out")), &Codex),
-        (
-            "codex-write-with-answer-file",
-            RawOutput {
-                answer_file: Some(answer_file),
-                ..stdout(fixture("codex-write.out"))
-            },
-            &Codex,
-        ),
-    ];
-    for (name, raw, provider) in cases {
-        let obs = provider.parse(&raw);
-        insta::with_settings!({snapshot_suffix => name, omit_expression => true}, {
-            insta::assert_json_snapshot!("recorded", describe(&obs));
-        });
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Claude Code

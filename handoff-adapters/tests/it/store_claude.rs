@@ -5,13 +5,15 @@
 use std::collections::BTreeMap;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use handoff_adapters::Claude;
+use handoff_adapters::{Claude, Codex};
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, Provider, Role, SessionQuery, SessionRef, StoreEnv,
+    AgentId, CarryTarget, Message, Part, Role, SessionQuery, SessionRef, Sessions, StoreEnv,
     TRANSCRIPT_SCHEMA, Transcript, TranscriptSource, same_message,
 };
 use proptest::prelude::*;
 use serde_json::Value;
+
+use crate::support::session_fixture;
 
 pub const NEW_ID: &str = "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b";
 pub const CWD: &str = "/home/u/my_proj.v2";
@@ -76,12 +78,6 @@ pub fn target(id: &str, cwd: &str, dry_run: bool) -> CarryTarget {
         model: None,
         dry_run,
     }
-}
-
-pub fn fixture(name: &str) -> Utf8PathBuf {
-    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/sessions")
-        .join(name)
 }
 
 pub fn message(
@@ -507,7 +503,7 @@ fn a_copy_is_the_same_session_re_rooted_and_the_source_is_untouched() {
         .projects()
         .join(slug("$SCRATCH/repo"))
         .join(format!("{src_id}.jsonl"));
-    let original = std::fs::read(fixture("claude-two-turns.jsonl")).unwrap();
+    let original = std::fs::read(session_fixture("claude-two-turns.jsonl")).unwrap();
     write_file(&src_path, std::str::from_utf8(&original).unwrap());
     // A companion folder with a sub-agent transcript.
     let sub = src_path.with_extension("").join("subagents/agent-1.jsonl");
@@ -643,15 +639,18 @@ pub fn messages() -> impl Strategy<Value = Vec<Message>> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
 
+    /// Claude Code's and Codex's stores alike.
     #[test]
     fn carried_conversations_read_back_the_same(messages in messages()) {
-        let store = Store::new();
         let t = transcript(messages);
-        let carried = runtime()
-            .block_on(Claude.write_session(&store.env, &t, &target(NEW_ID, CWD, false)))
-            .unwrap();
-        let back = Claude.read_transcript(&carried.files[0]).unwrap();
-        prop_assert_eq!(comparable(&back.messages), comparable(&t.messages));
-        prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+        for sessions in [&Claude as &dyn Sessions, &Codex] {
+            let store = Store::new();
+            let carried = runtime()
+                .block_on(sessions.write_session(&store.env, &t, &target(NEW_ID, CWD, false)))
+                .unwrap();
+            let back = sessions.read_transcript(&carried.files[0]).unwrap();
+            prop_assert_eq!(comparable(&back.messages), comparable(&t.messages));
+            prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+        }
     }
 }

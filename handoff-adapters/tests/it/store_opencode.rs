@@ -10,8 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::OpenCode;
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, Provider, RawOutput, ReceiverRequest, ReceiverRole,
-    ResumeFrom, Role, RunDir, SessionQuery, StoreEnv, TRANSCRIPT_SCHEMA, Transcript,
+    AgentId, CarryTarget, Message, Part, RawOutput, Receiver, ReceiverRequest, ReceiverRole,
+    ResumeFrom, Role, RunDir, SessionQuery, Sessions, StoreEnv, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource,
 };
 use proptest::prelude::*;
@@ -21,12 +21,6 @@ use crate::support::*;
 
 const SESSION: &str = "ses_dcef62d12ffemvR0LLxFMSCWm7";
 
-fn fixture(name: &str) -> Utf8PathBuf {
-    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/sessions")
-        .join(name)
-}
-
 fn read_doc(doc: &Value) -> Result<Transcript, TranscriptError> {
     let dir = tempfile::tempdir().unwrap();
     let path = Utf8PathBuf::try_from(dir.path().join("export.json")).unwrap();
@@ -34,32 +28,10 @@ fn read_doc(doc: &Value) -> Result<Transcript, TranscriptError> {
     OpenCode.read_transcript(&path)
 }
 
-fn texts(t: &Transcript) -> Vec<(Role, String)> {
-    t.messages
-        .iter()
-        .flat_map(|m| {
-            m.parts.iter().map(move |p| {
-                let text = match p {
-                    Part::Text { text } => format!("text: {text}"),
-                    Part::ToolCall { name, input, .. } => format!("call {name}: {input}"),
-                    Part::ToolResult {
-                        output, is_error, ..
-                    } => format!(
-                        "result{}: {output}",
-                        if *is_error { " (error)" } else { "" }
-                    ),
-                    Part::Reasoning { text } => format!("reasoning: {text}"),
-                };
-                (m.role, text)
-            })
-        })
-        .collect()
-}
-
 #[test]
 fn a_real_export_reads_to_its_two_turns() {
     let t = OpenCode
-        .read_transcript(&fixture("opencode-export.json"))
+        .read_transcript(&session_fixture("opencode-export.json"))
         .unwrap();
     assert_eq!(t.source.session_id, SESSION);
     assert_eq!(
@@ -115,7 +87,7 @@ fn a_real_export_reads_to_its_two_turns() {
 
 #[test]
 fn a_cut_export_never_panics() {
-    let bytes = std::fs::read(fixture("opencode-export.json")).unwrap();
+    let bytes = std::fs::read(session_fixture("opencode-export.json")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = Utf8PathBuf::try_from(dir.path().join("cut.json")).unwrap();
     for end in 0..bytes.len() {
@@ -320,7 +292,7 @@ impl Store {
 
     /// Puts the recorded export in the stand-in's store as session `SESSION`, filed at `dir`.
     fn add_fixture(&self, dir: &Utf8Path) {
-        let text = std::fs::read_to_string(fixture("opencode-export.json"))
+        let text = std::fs::read_to_string(session_fixture("opencode-export.json"))
             .unwrap()
             .replace("$SCRATCH/repo", dir.as_str());
         std::fs::write(self.root.join(format!("bin/sessions/{SESSION}.json")), text).unwrap();

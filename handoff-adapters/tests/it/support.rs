@@ -3,12 +3,12 @@
 //! go through the public validation path.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, Instructions, Invocation, InvocationError, Provider, RawOutput, RunDir, RunInput,
-    Validated, Verb, build_prompt, provider_output_schema,
+    AgentId, Instructions, Invocation, InvocationError, Part, Provider, RawOutput, Receiver,
+    Registry, Role, RunDir, RunInput, Transcript, Validated, Verb,
 };
 
 /// The executables the plans name (never run).
@@ -94,6 +94,19 @@ pub fn provider(harness: &str) -> Arc<dyn Provider> {
     let registry = handoff_adapters::default_registry();
     let id = AgentId::parse(harness).expect("agent id");
     Arc::clone(registry.get(&id).expect("registered"))
+}
+
+/// The registry the receiver tests read, made once.
+static REGISTRY: LazyLock<Registry> = LazyLock::new(handoff_adapters::default_registry);
+
+/// The receiver side of `harness`'s adapter (`claude`, `codex` or `opencode`).
+pub fn receiver(harness: &str) -> &'static dyn Receiver {
+    let id = AgentId::parse(harness).expect("agent id");
+    REGISTRY
+        .get(&id)
+        .expect("registered")
+        .receiver()
+        .expect("a receiver")
 }
 
 /// The executable path a plan for `harness` uses.
@@ -182,17 +195,12 @@ impl Fixture {
         harness: &str,
         parent_env: BTreeMap<String, String>,
     ) -> RunDir {
-        let schema = provider_output_schema();
-        RunDir {
-            path: self.run_path.clone(),
-            executable: executable(harness).into(),
-            prompt: build_prompt(&validated.request, &schema, None),
-            output_schema: schema,
-            mcp: validated.mcp.clone(),
+        crate::harness::run_dir_for(
+            self,
+            validated,
+            Utf8Path::new(executable(harness)),
             parent_env,
-            agent_config: Default::default(),
-            nested: None,
-        }
+        )
     }
 
     /// Validates `input` against the default registry and plans it with `parent_env`.
@@ -267,4 +275,34 @@ pub fn fixture(name: &str) -> Vec<u8> {
         .join("tests/it/fixtures")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A recorded session from `tests/it/fixtures/sessions/`.
+pub fn session_fixture(name: &str) -> Utf8PathBuf {
+    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/fixtures/sessions")
+        .join(name)
+}
+
+/// A transcript's parts in order, each as its role and a line of text saying what it is.
+pub fn texts(t: &Transcript) -> Vec<(Role, String)> {
+    t.messages
+        .iter()
+        .flat_map(|m| {
+            m.parts.iter().map(move |p| {
+                let text = match p {
+                    Part::Text { text } => format!("text: {text}"),
+                    Part::ToolCall { name, input, .. } => format!("call {name}: {input}"),
+                    Part::ToolResult {
+                        output, is_error, ..
+                    } => format!(
+                        "result{}: {output}",
+                        if *is_error { " (error)" } else { "" }
+                    ),
+                    Part::Reasoning { text } => format!("reasoning: {text}"),
+                };
+                (m.role, text)
+            })
+        })
+        .collect()
 }

@@ -5,17 +5,13 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Claude;
-use handoff_core::{Part, Provider, Role, Transcript, TranscriptError};
+use handoff_core::{Part, Role, Sessions, Transcript, TranscriptError};
 use proptest::prelude::*;
 
-fn fixture(name: &str) -> Utf8PathBuf {
-    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/sessions")
-        .join(name)
-}
+use crate::support::session_fixture;
 
 fn read(name: &str) -> Result<Transcript, TranscriptError> {
-    Claude.read_transcript(&fixture(name))
+    Claude.read_transcript(&session_fixture(name))
 }
 
 fn read_bytes(bytes: &[u8]) -> Result<Transcript, TranscriptError> {
@@ -206,7 +202,7 @@ proptest! {
 
     #[test]
     fn a_real_session_cut_anywhere_never_panics(cut in 0usize..20_000) {
-        let bytes = std::fs::read(fixture("claude-two-turns.jsonl")).unwrap();
+        let bytes = std::fs::read(session_fixture("claude-two-turns.jsonl")).unwrap();
         let cut = cut.min(bytes.len());
         match read_bytes(&bytes[..cut]) {
             Ok(t) => prop_assert!(!t.messages.is_empty()),

@@ -4,17 +4,13 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Codex;
-use handoff_core::{Part, Provider, Role, Transcript, TranscriptError};
+use handoff_core::{Part, Role, Sessions, Transcript, TranscriptError};
 use proptest::prelude::*;
 
-fn fixture(name: &str) -> Utf8PathBuf {
-    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/sessions")
-        .join(name)
-}
+use crate::support::{session_fixture, texts};
 
 fn read(name: &str) -> Result<Transcript, TranscriptError> {
-    Codex.read_transcript(&fixture(name))
+    Codex.read_transcript(&session_fixture(name))
 }
 
 /// Reads `lines` written to a rollout file in a temporary directory.
@@ -27,23 +23,6 @@ fn read_lines(lines: &[&str]) -> Result<Transcript, TranscriptError> {
     .unwrap();
     std::fs::write(&path, lines.join("\n")).unwrap();
     Codex.read_transcript(&path)
-}
-
-fn texts(t: &Transcript) -> Vec<(Role, String)> {
-    t.messages
-        .iter()
-        .flat_map(|m| {
-            m.parts.iter().map(move |p| {
-                let text = match p {
-                    Part::Text { text } => format!("text: {text}"),
-                    Part::ToolCall { name, input, .. } => format!("call {name}: {input}"),
-                    Part::ToolResult { output, .. } => format!("result: {output}"),
-                    Part::Reasoning { text } => format!("reasoning: {text}"),
-                };
-                (m.role, text)
-            })
-        })
-        .collect()
 }
 
 const THREAD: &str = "01a2308e-9a92-7fa1-9b83-fc8f4a0751d4";
@@ -145,7 +124,7 @@ fn a_cut_off_last_line_is_a_warning() {
 
 #[test]
 fn a_cut_off_compressed_rollout_keeps_what_came_before() {
-    let bytes = std::fs::read(fixture("codex-rollout.jsonl.zst")).unwrap();
+    let bytes = std::fs::read(session_fixture("codex-rollout.jsonl.zst")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = Utf8PathBuf::try_from(dir.path().join("cut.jsonl.zst")).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -196,7 +175,7 @@ fn only_reasoning_summaries_are_kept_and_preambles_are_skipped() {
                 Assistant,
                 r#"call local_shell: {"command":["ls"],"type":"exec"}"#.to_owned()
             ),
-            (User, "result: denied".to_owned()),
+            (User, "result (error): denied".to_owned()),
             (Assistant, "call apply_patch: *** Begin Patch".to_owned()),
             (User, "result: Done!".to_owned()),
             (Assistant, "text: two files".to_owned()),

@@ -4,45 +4,19 @@
 
 use std::collections::BTreeMap;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use handoff_adapters::Cursor;
 use handoff_core::{
-    CarryTarget, Part, Provider, Role, SessionQuery, StoreEnv, Transcript, TranscriptError,
+    CarryTarget, Provider, Role, SessionQuery, Sessions, StoreEnv, TranscriptError,
 };
 use proptest::prelude::*;
 
-fn fixture(name: &str) -> Utf8PathBuf {
-    Utf8Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/it/fixtures/sessions")
-        .join(name)
-}
-
-fn texts(t: &Transcript) -> Vec<(Role, String)> {
-    t.messages
-        .iter()
-        .flat_map(|m| {
-            m.parts.iter().map(move |p| {
-                let text = match p {
-                    Part::Text { text } => format!("text: {text}"),
-                    Part::ToolCall { name, input, .. } => format!("call {name}: {input}"),
-                    Part::ToolResult {
-                        output, is_error, ..
-                    } => format!(
-                        "result{}: {output}",
-                        if *is_error { " (error)" } else { "" }
-                    ),
-                    Part::Reasoning { text } => format!("reasoning: {text}"),
-                };
-                (m.role, text)
-            })
-        })
-        .collect()
-}
+use crate::support::{session_fixture, texts};
 
 #[test]
 fn a_transcript_reads_to_its_two_turns() {
     let t = Cursor
-        .read_transcript(&fixture("cursor-transcript.jsonl"))
+        .read_transcript(&session_fixture("cursor-transcript.jsonl"))
         .unwrap();
     assert_eq!(t.source.session_id, "cursor-transcript");
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
@@ -86,7 +60,7 @@ fn a_transcript_reads_to_its_two_turns() {
 #[test]
 fn a_cut_off_last_line_is_a_warning() {
     let t = Cursor
-        .read_transcript(&fixture("cursor-truncated.jsonl"))
+        .read_transcript(&session_fixture("cursor-truncated.jsonl"))
         .unwrap();
     assert!(!t.messages.is_empty());
     assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
@@ -122,7 +96,7 @@ fn unknown_lines_and_blocks_are_warnings_and_garbage_is_an_error() {
 
 #[test]
 fn every_cut_of_the_transcript_reads_or_errs() {
-    let bytes = std::fs::read(fixture("cursor-transcript.jsonl")).unwrap();
+    let bytes = std::fs::read(session_fixture("cursor-transcript.jsonl")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = Utf8PathBuf::try_from(dir.path().join("cut.jsonl")).unwrap();
     for end in 0..bytes.len() {
@@ -149,7 +123,7 @@ fn home() -> (tempfile::TempDir, StoreEnv, Utf8PathBuf) {
     let write = |rel: &str, age: u64| {
         let p = root.join(".cursor/projects").join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::copy(fixture("cursor-transcript.jsonl"), &p).unwrap();
+        std::fs::copy(session_fixture("cursor-transcript.jsonl"), &p).unwrap();
         let when = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
         std::fs::File::options()
             .write(true)
@@ -226,9 +200,8 @@ fn cursor_sessions_are_read_only() {
         dry_run: true,
     };
     let t = Cursor
-        .read_transcript(&fixture("cursor-transcript.jsonl"))
+        .read_transcript(&session_fixture("cursor-transcript.jsonl"))
         .unwrap();
     assert!(block_on(Cursor.write_session(&env, &t, &target)).is_err());
-    assert!(Cursor.resume_support(Some("2026.01.01")).is_err());
-    assert!(!Cursor.native_fork());
+    assert!(Cursor.receiver().is_none());
 }

@@ -427,7 +427,7 @@ fn rejected_inputs_change_nothing() {
         ),
         (
             vec!["--to", "grok", "--from", "claude", "--note-file", &good],
-            "grok",
+            "grok cannot receive a continuation: the grok CLI keeps no sessions",
         ),
         (
             vec![

@@ -25,6 +25,8 @@ fn doctor_reports_agents_config_and_store() {
     };
     assert_eq!(agent("codex")["ok"], true, "{r:#}");
     assert_eq!(agent("grok")["installed"], false);
+    assert_eq!(agent("grok")["continuation"]["receive"], false);
+    assert_eq!(agent("claude")["continuation"]["receive"], true);
     let hosts: Vec<&str> = r["plugin"]
         .as_array()
         .unwrap()

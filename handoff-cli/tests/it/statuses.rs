@@ -2206,6 +2206,13 @@ fn capabilities_json() {
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
+        // Receivers: Claude Code, Codex and OpenCode; Cursor's sessions are read as a source.
+        let receives = matches!(id, "claude" | "codex" | "opencode");
+        assert_eq!(
+            p["continuation"],
+            serde_json::json!({"receive": receives, "sessions": receives || id == "cursor"}),
+            "{id}"
+        );
         let pf = &p["preflight"];
         // Every fake CLI is on PATH.
         assert_eq!(pf["installed"], true, "{id}: {pf}");

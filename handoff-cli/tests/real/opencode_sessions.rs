@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use camino::Utf8PathBuf;
 use handoff_adapters::OpenCode;
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, Provider, Role, SessionQuery, StoreEnv, TRANSCRIPT_SCHEMA,
+    AgentId, CarryTarget, Message, Part, Role, SessionQuery, Sessions, StoreEnv, TRANSCRIPT_SCHEMA,
     Transcript, TranscriptSource,
 };
 use handoff_testkit::model_server::Script;

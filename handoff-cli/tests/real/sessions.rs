@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 use camino::Utf8PathBuf;
 use handoff_adapters::{Claude, Codex};
 use handoff_core::{
-    AgentConfig, AgentId, CarryTarget, Message, Part, Provider, ReceiverRequest, ReceiverRole,
-    ResumeFrom, Resumption, RunDir, SessionQuery, SourceSnapshot, StoreEnv, TRANSCRIPT_SCHEMA,
-    Transcript, TranscriptSource, resumed_after,
+    AgentConfig, AgentId, CarryTarget, Message, Part, Receiver, ReceiverRequest, ReceiverRole,
+    ResumeFrom, Resumption, RunDir, SessionQuery, Sessions, SourceSnapshot, StoreEnv,
+    TRANSCRIPT_SCHEMA, Transcript, TranscriptSource, resumed_after,
 };
 use handoff_testkit::model_server::{ModelServer, Script};
 use serde_json::Value;

@@ -302,6 +302,10 @@ impl Engine {
                 selection: spec.selection_capabilities(),
                 grants: spec.grants,
                 isolation: spec.isolation_capabilities(),
+                continuation: ContinuationCapabilities {
+                    receive: p.receiver().is_some(),
+                    sessions: p.sessions().is_some(),
+                },
             });
         }
         Capabilities {

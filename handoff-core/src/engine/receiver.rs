@@ -80,7 +80,8 @@ impl PreparedReceiver {
     /// How to resume `session_id` interactively in the receiver's worktree.
     pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
         self.provider
-            .resume_command(session_id)
+            .receiver()
+            .map(|r| r.resume_command(session_id))
             .map(|argv| ResumeCommand::new(self.request.cwd.clone(), self.resume_env.clone(), argv))
     }
 }
@@ -245,7 +246,14 @@ impl Engine {
             agent_config: agent_config.clone(),
             nested: None,
         };
-        let mut invocation = provider
+        let Some(receiver) = provider.receiver() else {
+            return Err(format!(
+                "{} cannot receive a continuation: {}",
+                request.target,
+                provider.why_no_receiver()
+            ));
+        };
+        let mut invocation = receiver
             .receiver_invocation(&request, &plan)
             .map_err(|e| e.to_string())?;
         apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)?;
@@ -286,7 +294,7 @@ impl Engine {
             return Err(format!("{} preflight failed: {reason}", spec.id));
         }
         if request.resume.is_some() {
-            provider.resume_support(pf.version.as_deref())?;
+            receiver.resume_support(pf.version.as_deref())?;
         }
         for d in &invocation.dirs {
             std::fs::create_dir_all(d)
@@ -347,7 +355,16 @@ impl Engine {
             exit_code: report.exit_code,
             answer_file: None,
         };
-        let mut parsed = prepared.provider.parse_receiver(&raw);
+        let mut parsed = match prepared.provider.receiver() {
+            Some(receiver) => receiver.parse_receiver(&raw),
+            None => ReceiverReport {
+                failure: Some(format!(
+                    "{} cannot receive a continuation",
+                    prepared.provider.spec().id
+                )),
+                ..ReceiverReport::default()
+            },
+        };
         let mask = |s: String| redact(&s, &prepared.secrets).0;
         parsed.last_message = parsed.last_message.map(mask);
         parsed.failure = parsed.failure.map(mask);

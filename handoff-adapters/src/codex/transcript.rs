@@ -28,7 +28,7 @@ use handoff_core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::claude_store::{MARKER, read_marker, text_part as carried_part};
+use crate::store::{MARKER, read_marker, text_part as carried_part};
 
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];

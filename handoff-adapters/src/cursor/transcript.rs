@@ -1,12 +1,5 @@
 //! Cursor agent transcripts (read only).
 //!
-//! Newer Cursor agents write a plain transcript of each chat beside their SQLite chat store:
-//! `~/.cursor/projects/<encoded cwd>/agent-transcripts/<id>/<id>.jsonl` (some builds put
-//! `<id>.jsonl` directly in `agent-transcripts/`), with subagents' transcripts under a
-//! `subagents/` folder, which are not the chat. The encoded cwd is the absolute path without
-//! its leading `/`, every `/` a `-`; builds differ on other characters (some turn every
-//! character but letters, digits and `-` into `-`), so both forms are looked for.
-//!
 //! Each line is `{"role": "user"|"assistant", "message": {"content": [...]}}` with content
 //! blocks in the Anthropic style: `text`, `tool_use {id, name, input}`, `tool_result
 //! {tool_use_id, content, is_error}`; lines carry no ids, times or model. A user's text may be
@@ -18,15 +11,12 @@
 
 use std::collections::BTreeMap;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 use handoff_core::{
-    AgentId, MAX_TOOL_TEXT_BYTES, Message, Part, Role, SessionQuery, SessionRef, StoreEnv,
-    TRANSCRIPT_SCHEMA, Transcript, TranscriptError, TranscriptSource, bounded,
+    AgentId, MAX_TOOL_TEXT_BYTES, Message, Part, Role, TRANSCRIPT_SCHEMA, Transcript,
+    TranscriptError, TranscriptSource, bounded,
 };
 use serde_json::Value;
-
-/// Most transcript folders looked at when finding a chat by id or the newest one.
-const MAX_SCAN_ENTRIES: usize = 100_000;
 
 /// Reads the transcript at `path`. Never writes.
 pub(crate) fn read(path: &Utf8Path) -> Result<Transcript, TranscriptError> {
@@ -265,123 +255,4 @@ fn unwrap_query(t: &str) -> String {
 
 fn clip(s: &str) -> String {
     s.chars().take(40).collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Finding a transcript
-
-/// `~/.cursor/projects`.
-fn projects_root(store: &StoreEnv) -> Result<Utf8PathBuf, TranscriptError> {
-    store
-        .home()
-        .map(|h| h.join(".cursor/projects"))
-        .ok_or_else(|| {
-            TranscriptError::Unsupported(
-                "cannot find Cursor's transcripts: HOME is not set".to_owned(),
-            )
-        })
-}
-
-/// The folder names a project at `cwd` may have under `~/.cursor/projects`.
-pub(crate) fn encoded_cwds(cwd: &Utf8Path) -> Vec<String> {
-    let path = cwd.as_str().trim_start_matches('/');
-    let slashes = path.replace('/', "-");
-    let strict: String = path
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let mut out = vec![slashes];
-    if !out.contains(&strict) {
-        out.push(strict);
-    }
-    out
-}
-
-/// The transcripts in one `agent-transcripts` folder: `<id>/<id>.jsonl` and `<id>.jsonl`
-/// (never inside `subagents/`), with their modification times.
-fn transcripts_in(dir: &Utf8Path, budget: &mut usize) -> Vec<(std::time::SystemTime, Utf8PathBuf)> {
-    let mut out = Vec::new();
-    for entry in dir.read_dir_utf8().into_iter().flatten().flatten() {
-        if *budget == 0 {
-            break;
-        }
-        *budget -= 1;
-        let name = entry.file_name().to_owned();
-        if name == "subagents" {
-            continue;
-        }
-        let path = entry.path().to_owned();
-        let file = if path.is_dir() {
-            path.join(format!("{name}.jsonl"))
-        } else if name.ends_with(".jsonl") {
-            path
-        } else {
-            continue;
-        };
-        if let Ok(meta) = std::fs::metadata(&file)
-            && meta.is_file()
-        {
-            out.push((meta.modified().unwrap_or(std::time::UNIX_EPOCH), file));
-        }
-    }
-    out
-}
-
-/// Finds a transcript: by id in any project, or the newest one of the project at `cwd`.
-pub(crate) fn find(
-    store: &StoreEnv,
-    query: &SessionQuery,
-) -> Result<Option<SessionRef>, TranscriptError> {
-    let root = projects_root(store)?;
-    let mut budget = MAX_SCAN_ENTRIES;
-    match query {
-        SessionQuery::Latest { cwd } => {
-            let newest = encoded_cwds(cwd)
-                .into_iter()
-                .flat_map(|e| transcripts_in(&root.join(e).join("agent-transcripts"), &mut budget))
-                .max_by(|a, b| a.0.cmp(&b.0));
-            Ok(newest.map(|(_, path)| SessionRef {
-                provider: AgentId::CURSOR,
-                session_id: path.file_stem().unwrap_or_default().to_owned(),
-                path,
-                cwd: Some(cwd.clone()),
-            }))
-        }
-        SessionQuery::Id(id) => {
-            if id.is_empty()
-                || !id
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            {
-                return Ok(None);
-            }
-            for project in root.read_dir_utf8().into_iter().flatten().flatten() {
-                let dir = project.path().join("agent-transcripts");
-                for file in [
-                    dir.join(id).join(format!("{id}.jsonl")),
-                    dir.join(format!("{id}.jsonl")),
-                ] {
-                    if file.is_file() {
-                        return Ok(Some(SessionRef {
-                            provider: AgentId::CURSOR,
-                            session_id: id.clone(),
-                            path: file,
-                            cwd: None,
-                        }));
-                    }
-                }
-                budget = budget.saturating_sub(1);
-                if budget == 0 {
-                    break;
-                }
-            }
-            Ok(None)
-        }
-    }
 }

@@ -21,7 +21,7 @@ use handoff_core::{
 };
 use serde_json::Value;
 
-use super::claude_store::{MARKER, read_marker, text_part as carried_part};
+use crate::store::{MARKER, read_marker, text_part as carried_part};
 
 /// Most warnings kept; the rest are counted in one last warning.
 const MAX_WARNINGS: usize = 20;

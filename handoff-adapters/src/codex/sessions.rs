@@ -16,16 +16,18 @@
 
 use std::io::{BufRead, BufReader, Read};
 
+use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, CarriedSession, CarryTarget, Message, Role, SessionQuery, SessionRef, StoreEnv,
-    Transcript, TranscriptError,
+    AgentId, CarriedSession, CarryTarget, Message, Role, SessionQuery, SessionRef, Sessions,
+    StoreEnv, Transcript, TranscriptError, now_iso,
 };
 use serde_json::{Value, json};
 
-use super::claude_store::{
-    MARKER, carried_messages, derived_uuid, field_text, io_error, marker, part_text, plain_id,
-    refuse_existing, rewrite_line, write_new,
+use super::Codex;
+use crate::store::{
+    MARKER, blocking, carried_messages, derived_uuid, field_text, io_error, marker, part_text,
+    plain_id, refuse_existing, rewrite_line, write_new,
 };
 
 /// The Codex version written into a carried rollout's `session_meta`: the release the format
@@ -510,6 +512,45 @@ pub(crate) fn copy(
         files: vec![path],
         bytes: out.len() as u64,
     })
+}
+
+#[async_trait]
+impl Sessions for Codex {
+    fn read_transcript(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+        super::transcript::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        let (store, query) = (store.clone(), query.clone());
+        blocking(move || find(&store, &query)).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || write(&store, &transcript, &target, &now_iso())).await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        let (store, source, target) = (store.clone(), source.clone(), target.clone());
+        blocking(move || copy(&store, &source, &target, &now_iso())).await
+    }
 }
 
 #[cfg(test)]

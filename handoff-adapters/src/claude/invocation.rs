@@ -1,0 +1,241 @@
+//! A delegated Claude Code run: `--safe-mode`, the tool allowlist, the `--settings` that force
+//! the native bash sandbox on, the private MCP file and the `--json-schema` of the answer.
+
+use camino::Utf8Path;
+use handoff_core::{
+    AnswerSource, GrantsResolved, Invocation, InvocationError, NestedAccess, PrivateFile, Request,
+    RunDir, StdinSource, agent_env,
+};
+use serde_json::json;
+
+use super::{Claude, EMPTY_MCP, SPEC};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
+
+/// denied by name before the worktree, they are mounted while that is still possible.
+const PROTECTED_IN_CWD: &[&str] = &[
+    ".gitconfig",
+    ".gitmodules",
+    ".bashrc",
+    ".bash_profile",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
+    ".ripgreprc",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".claude/commands",
+    ".claude/agents",
+];
+
+/// Whether Claude Code's sandbox must allow every Unix socket to allow one: on Linux its
+/// seccomp filter blocks creating Unix sockets and cannot tell them apart by path
+/// (`allowUnixSockets` is macOS-only), so only `allowAllUnixSockets` lifts it.
+const UNIX_SOCKETS_ALL_OR_NONE: bool = cfg!(target_os = "linux");
+
+/// The `--settings` JSON: native sandbox on, no fallback to unsandboxed commands, the worktree
+/// the only readable (and, for writing runs, writable) place. A read-only worktree is denied
+/// after Claude's own protected names, so that its sandboxed Bash can start at all. A worker
+/// that may ask for nested advice must reach the supervisor's socket from its sandboxed Bash:
+/// that socket is allowed (on Linux, Unix sockets as a whole).
+pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_json::Value {
+    let mut deny_write: Vec<String> = Vec::new();
+    if !write {
+        let root = Utf8Path::new(cwd);
+        deny_write.extend(PROTECTED_IN_CWD.iter().map(|p| root.join(p).to_string()));
+        deny_write.push(cwd.to_owned());
+    }
+    let mut network = json!({"allowedDomains": []});
+    if let Some(n) = nested {
+        network["allowUnixSockets"] = json!([n.endpoint]);
+        if UNIX_SOCKETS_ALL_OR_NONE {
+            network["allowAllUnixSockets"] = json!(true);
+        }
+    }
+    json!({
+        "sandbox": {
+            "enabled": true,
+            "failIfUnavailable": true,
+            "allowUnsandboxedCommands": false,
+            "excludedCommands": [],
+            "filesystem": {
+                "allowRead": [cwd],
+                "allowWrite": if write { vec![cwd] } else { vec![] },
+                "denyRead": [],
+                "denyWrite": deny_write,
+            },
+            "network": network,
+        }
+    })
+}
+
+/// The policy receipt's account of what a nested-advice worker's sandbox opens.
+fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
+    json!({
+        "endpoint": nested.endpoint,
+        "handoffExe": nested.handoff_exe,
+        "unixSockets": if UNIX_SOCKETS_ALL_OR_NONE {
+            "all (sandbox.network.allowAllUnixSockets): Claude Code's Linux sandbox cannot filter Unix sockets by path; TCP stays blocked"
+        } else {
+            "the endpoint only (sandbox.network.allowUnixSockets)"
+        },
+        "filesystem": "unchanged: the endpoint and the handoff binary are readable already",
+        "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches sandboxed commands",
+    })
+}
+
+/// The tool list for a run (same for `--tools` and `--allowedTools`).
+pub fn tools(request: &Request, mcp_names: &[String]) -> Vec<String> {
+    tools_for(&request.grants.resolved, mcp_names)
+}
+
+/// The tool list for a set of grants.
+pub(super) fn tools_for(g: &GrantsResolved, mcp_names: &[String]) -> Vec<String> {
+    let mut t: Vec<String> = if g.write {
+        vec!["Edit", "Glob", "Grep", "Read", "Write"]
+    } else {
+        vec!["Glob", "Grep", "Read"]
+    }
+    .into_iter()
+    .map(String::from)
+    .collect();
+    if g.bash {
+        t.push("Bash".into());
+    }
+    if g.web_search {
+        t.push("WebSearch".into());
+        t.push("WebFetch".into());
+    }
+    t.extend(mcp_names.iter().map(|n| format!("mcp__{n}__*")));
+    t
+}
+
+fn mcp_file(
+    run: &RunDir,
+    secrets: &mut Vec<String>,
+) -> Result<Option<(PrivateFile, Vec<String>)>, InvocationError> {
+    if run.mcp.is_none() {
+        return Ok(None);
+    }
+    let (servers, names) = render_mcp(run, secrets, |server| match server {
+        ResolvedMcp::Stdio { command, args, env } => {
+            json!({"command": command, "args": args, "env": env})
+        }
+        ResolvedMcp::Remote {
+            transport,
+            url,
+            headers,
+        } => json!({"type": transport, "url": url, "headers": headers}),
+    })?;
+    // Secret values go into a 0600 file inside the private run directory (removed after the
+    // run), never into argv.
+    let file = PrivateFile {
+        path: run.file("claude-mcp.json"),
+        contents: serde_json::to_vec(&json!({"mcpServers": servers})).unwrap_or_default(),
+    };
+    Ok(Some((file, names)))
+}
+
+/// Claude's validator refuses unregistered draft URIs: drop `$schema` and `$id`.
+pub fn claude_schema(schema: &serde_json::Value) -> serde_json::Value {
+    let mut s = schema.clone();
+    if let Some(obj) = s.as_object_mut() {
+        obj.remove("$schema");
+        obj.remove("$id");
+    }
+    s
+}
+
+impl Claude {
+    pub(super) fn plan(
+        &self,
+        request: &Request,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let mut env = agent_env(spec, &run.parent_env);
+        // A run must not update the CLI under itself.
+        env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
+        let mut secrets = Vec::new();
+        let mcp = mcp_file(run, &mut secrets)?;
+        let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
+        let write = request.writes();
+        let tool_list = tools(request, &mcp_names).join(",");
+        // Without Bash the worker cannot run the nested command: nothing is opened.
+        let nested = run.nested.as_ref().filter(|_| request.grants.resolved.bash);
+        let sel = &request.selection.resolved;
+        let turns = sel
+            .max_turns
+            .unwrap_or(SPEC.max_turns.map_or(12, |d| d.handoff));
+        let mut args: Vec<String> = vec![
+            "--safe-mode".into(),
+            "--settings".into(),
+            settings(&request.cwd, write, nested).to_string(),
+            "--strict-mcp-config".into(),
+            "--mcp-config".into(),
+            mcp.as_ref()
+                .map(|(f, _)| f.path.to_string())
+                .unwrap_or_else(|| EMPTY_MCP.into()),
+            "--disable-slash-commands".into(),
+            "--no-session-persistence".into(),
+            "--no-chrome".into(),
+            "--permission-mode".into(),
+            "dontAsk".into(),
+            "--tools".into(),
+            tool_list.clone(),
+            "--allowedTools".into(),
+            tool_list.clone(),
+            "--max-turns".into(),
+            turns.to_string(),
+            "-p".into(),
+            "--output-format".into(),
+            "stream-json".into(),
+            "--verbose".into(),
+            "--json-schema".into(),
+            claude_schema(&run.output_schema).to_string(),
+        ];
+        if sel.model != PROVIDER_DEFAULT_STR {
+            args.extend(["--model".into(), sel.model.clone()]);
+        }
+        if sel.effort != PROVIDER_DEFAULT_STR {
+            args.extend(["--effort".into(), sel.effort.clone()]);
+        }
+        let mut policy = json!({
+            "enforcement": if write { "native-bash-sandbox-plus-file-tool-permissions" } else { "read-only-tool-allowlist" },
+            "approvals": "never (dontAsk)",
+            "safeMode": true,
+            "nativeFilesystemIsolation": false,
+            "nativeBashSandbox": request.grants.resolved.bash,
+            "sandboxFailIfUnavailable": true,
+            "fileToolConfinement": if write { "worktree writable, everything else by tool permission" } else { "read-only tools only" },
+            "toolAllowlist": tools(request, &mcp_names),
+            "maxTurns": turns,
+            "network": "sandboxed commands have no network; web tools only when granted",
+            "structuredResult": "native JSON Schema (StructuredOutput) in the stream-json result event",
+            "mcpServers": mcp_names,
+            "sessionPersistence": false,
+            "environment": "allowlist",
+        });
+        if let Some(nested) = nested {
+            policy["nestedAdvice"] = nested_receipt(nested);
+        } else if let Some(nested) = &run.nested {
+            policy["nestedAdvice"] = json!({
+                "endpoint": nested.endpoint,
+                "handoffExe": nested.handoff_exe,
+                "opened": "nothing: without a shell the worker cannot run the nested command",
+            });
+        }
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone().into(),
+            stdin: StdinSource::Prompt,
+            dirs: vec![],
+            files: mcp.map(|(f, _)| vec![f]).unwrap_or_default(),
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets,
+        })
+    }
+}

@@ -1,0 +1,94 @@
+//! A non-interactive Kiro chat: exactly the tools the grants allow are trusted, never all.
+
+use handoff_core::{
+    AnswerSource, Invocation, InvocationError, Request, RunDir, StdinSource, agent_env,
+};
+use serde_json::json;
+
+use super::{Kiro, SPEC};
+use crate::common::PROVIDER_DEFAULT_STR;
+
+/// The trusted tools of a run, in order: `fs_read`, then `fs_write` (writing runs), then
+/// `execute_bash` (bash granted).
+pub fn trusted_tools(request: &Request) -> Vec<&'static str> {
+    let g = &request.grants.resolved;
+    let mut t = vec!["fs_read"];
+    if g.write {
+        t.push("fs_write");
+    }
+    if g.bash {
+        t.push("execute_bash");
+    }
+    t
+}
+
+impl Kiro {
+    pub(super) fn plan(
+        &self,
+        request: &Request,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        // Validation refuses these before a plan is made; refusing here too keeps the plan
+        // fail-closed if a caller skips validation.
+        if run.mcp.as_ref().is_some_and(|m| !m.servers.is_empty()) {
+            return Err(InvocationError::Unsupported(
+                "Kiro private MCP isolation was not proved; --mcp-config is unsupported for kiro"
+                    .into(),
+            ));
+        }
+        if request.grants.resolved.web_search {
+            return Err(InvocationError::Unsupported(
+                "webSearch is unsupported for kiro".into(),
+            ));
+        }
+        let mut env = agent_env(spec, &run.parent_env);
+        // Plain output: fewer escape sequences to strip, no terminal-width wrapping.
+        env.insert("NO_COLOR".into(), "1".into());
+        env.insert("TERM".into(), "dumb".into());
+        let tools = trusted_tools(request);
+        let mut args: Vec<String> = vec![
+            "chat".into(),
+            "--no-interactive".into(),
+            "--wrap".into(),
+            "never".into(),
+            format!("--trust-tools={}", tools.join(",")),
+        ];
+        let sel = &request.selection.resolved;
+        if sel.model != PROVIDER_DEFAULT_STR {
+            args.extend(["--model".into(), sel.model.clone()]);
+        }
+        if sel.effort != PROVIDER_DEFAULT_STR {
+            args.extend(["--effort".into(), sel.effort.clone()]);
+        }
+        let write = request.writes();
+        let policy = json!({
+            "enforcement": "tool-permission-allowlist",
+            "filesystem": if write { "permission-only-workspace-write" } else { "permission-only-read-only-intent" },
+            "trustedTools": tools,
+            "trustAllTools": false,
+            "untrustedTools": "not run (no one can approve them in --no-interactive mode)",
+            "nativeFilesystemIsolation": false,
+            "nativeBashSandbox": false,
+            "mutationGuarantee": "final-state-detection-only",
+            "bash": if request.grants.resolved.bash { "trusted, unsandboxed" } else { "not trusted" },
+            "webSearch": "unsupported",
+            "mcpServers": [],
+            "structuredResult": "driver-extracted: the one JSON object ending the final `> ` answer block",
+            "environment": "allowlist",
+        });
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            // Kiro has no directory flag: it works in its process's directory.
+            cwd: request.cwd.clone().into(),
+            stdin: StdinSource::Prompt,
+            dirs: vec![],
+            files: vec![],
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets: vec![],
+        })
+    }
+}

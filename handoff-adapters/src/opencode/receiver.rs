@@ -1,0 +1,261 @@
+//! OpenCode as a continuation receiver: an `opencode run` whose session OpenCode keeps
+//! (`--session` for a carried one), read back from its `--format json` events.
+
+use handoff_core::{
+    AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
+    ReceiverRequest, RunDir, StdinSource, agent_env,
+};
+use serde_json::{Value, json};
+
+use super::export::is_session_id;
+use super::invocation::{inline_config, permission};
+use super::transcript::clip;
+use super::{OpenCode, READER, SPEC, WRITER};
+use crate::common::{json_lines, one_line, receiver_grants};
+
+/// Switches a receiver keeps from the delegated environment: no external or default plugins
+/// (a plugin can answer permission requests itself), no updates, downloads or sharing. Not
+/// `OPENCODE_DISABLE_PROJECT_CONFIG`: OpenCode 1.18 then also leaves the project's AGENTS.md
+/// out, which the task's new owner works by.
+const RECEIVER_SWITCHES: &[(&str, &str)] = &[
+    ("OPENCODE_PURE", "1"),
+    ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+    ("OPENCODE_DISABLE_EXTERNAL_SKILLS", "1"),
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_AUTO_SHARE", "false"),
+    ("OPENCODE_ENABLE_EXA", "false"),
+    ("NO_COLOR", "1"),
+    ("TERM", "dumb"),
+];
+
+impl OpenCode {
+    /// A continuation receiver: the delegated plan's permission policy (the role's agent with
+    /// an explicit table, everything else denied; no plugins), in the user's own HOME and XDG
+    /// directories rather than private ones, so that the session lands in the user's
+    /// `opencode.db` under the configuration their later `opencode --session` resolves too. The
+    /// inline configuration is OpenCode's last layer: the user's and the project's files cannot
+    /// change the entries of the role's table (they can only name tools it leaves to `*`).
+    fn receiver_plan(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        let spec = &*SPEC;
+        let g = receiver_grants(request.role);
+        let agent = if g.write { WRITER } else { READER };
+        let perm = permission(g.write, g.bash, g.web_search, &[]);
+        let provider = run
+            .agent_config
+            .provider
+            .as_ref()
+            .map(|t| serde_json::to_value(t).unwrap_or(Value::Null));
+        let config = inline_config(agent, &perm, json!({}), provider);
+        let mut env = agent_env(spec, &run.parent_env);
+        env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
+        env.insert("OPENCODE_PERMISSION".into(), perm.to_string());
+        for (k, v) in RECEIVER_SWITCHES {
+            env.insert((*k).into(), (*v).into());
+        }
+        let mut args: Vec<String> = vec![
+            "--pure".into(),
+            "run".into(),
+            "--agent".into(),
+            agent.into(),
+            "--dir".into(),
+            request.cwd.to_string(),
+            "--format".into(),
+            "json".into(),
+        ];
+        if let Some(model) = &request.model {
+            args.extend(["--model".into(), model.clone()]);
+        }
+        if let Some(effort) = &request.effort {
+            args.extend(["--variant".into(), effort.clone()]);
+        }
+        if let Some(from) = &request.resume {
+            if !is_session_id(&from.session_id) {
+                return Err(InvocationError::Unsupported(format!(
+                    "'{}' is not an OpenCode session id",
+                    from.session_id
+                )));
+            }
+            args.extend(["--session".into(), from.session_id.clone()]);
+            if from.fork {
+                args.push("--fork".into());
+            }
+        }
+        let mut policy = json!({
+            "role": request.role.as_str(),
+            "enforcement": "preflighted-tool-permission-policy",
+            "agent": agent,
+            "permission": perm,
+            "nativeFilesystemIsolation": false,
+            "configurationRoots": "the user's (HOME and XDG directories): the session lands in their opencode.db",
+            "projectConfiguration": "loaded (AGENTS.md, opencode.json): handoff's inline agent and permission table are the last layer",
+            "plugins": "disabled",
+            "structuredResult": "none: the receiver answers in its own words",
+            "mcpServers": [],
+            "sessionPersistence": true,
+            "sessionStore": "the user's ($XDG_DATA_HOME/opencode/opencode.db)",
+            "environment": "allowlist",
+        });
+        if let Some(from) = &request.resume {
+            policy["resume"] = json!({
+                "sessionId": from.session_id,
+                "fork": if from.fork {
+                    "OpenCode's own --fork: a copy under an id OpenCode chooses (reported from its events); the resumed session is left as it was"
+                } else {
+                    "none: the carried copy is resumed in place"
+                },
+                "cwd": "the session's own directory (OpenCode resumes a session only where it is filed)",
+            });
+        }
+        Ok(Invocation {
+            program: run.executable.clone(),
+            args,
+            env,
+            cwd: request.cwd.clone(),
+            stdin: StdinSource::Prompt,
+            files: Vec::new(),
+            dirs: Vec::new(),
+            answer: AnswerSource::Stdout,
+            policy,
+            secrets: Vec::new(),
+        })
+    }
+}
+
+/// Reads a receiver's `--format json` events: the session is the events' `sessionID`, the last
+/// message the last `text` part; an `error` event is a failure, and so is a run that never
+/// finished a step with `reason: "stop"`.
+pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
+    let mut report = ReceiverReport::default();
+    let mut stopped = false;
+    for value in json_lines(&raw.stdout).flatten() {
+        if report.session_id.is_none()
+            && let Some(id) = value.get("sessionID").and_then(Value::as_str)
+            && !id.is_empty()
+        {
+            report.session_id = Some(id.to_owned());
+        }
+        match value.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                if let Some(text) = value.pointer("/part/text").and_then(Value::as_str) {
+                    report.last_message = Some(text.to_owned());
+                }
+            }
+            Some("step_finish") => {
+                stopped = value.pointer("/part/reason").and_then(Value::as_str) == Some("stop");
+            }
+            Some("error") => {
+                let e = value.get("error");
+                let message = e
+                    .and_then(|e| {
+                        e.pointer("/data/message")
+                            .or_else(|| e.get("message"))
+                            .or_else(|| e.get("name"))
+                    })
+                    .and_then(Value::as_str)
+                    .unwrap_or("OpenCode reported an error");
+                report.failure = Some(one_line(message, 1024));
+            }
+            _ => {}
+        }
+    }
+    if report.failure.is_none() && !stopped {
+        report.failure = Some("OpenCode ended without finishing its turn".into());
+    }
+    report
+}
+
+impl Receiver for OpenCode {
+    fn receiver_invocation(
+        &self,
+        request: &ReceiverRequest,
+        run: &RunDir,
+    ) -> Result<Invocation, InvocationError> {
+        self.receiver_plan(request, run)
+    }
+
+    fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport {
+        parse_receiver(raw)
+    }
+
+    fn resume_command(&self, session_id: &str) -> Vec<String> {
+        vec![
+            SPEC.executable.to_owned(),
+            "--session".to_owned(),
+            session_id.to_owned(),
+        ]
+    }
+
+    fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
+        resume_support(version)
+    }
+
+    /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
+    /// fork's id is OpenCode's own, so the continuity check could not know which session to
+    /// read before the turn ends: handoff copies OpenCode sessions itself instead
+    /// ([`handoff_core::Sessions::copy_session`], fresh ids, same content), and the receiver resumes the copy.
+    fn native_fork(&self) -> bool {
+        false
+    }
+}
+
+/// The oldest OpenCode that can take a carried session: `import`, `run --session` and
+/// `run --fork` (1.2.24).
+pub(crate) const MIN_RESUME_VERSION: (u64, u64, u64) = (1, 2, 24);
+
+/// A version's first three numbers, from `--version`'s first line (`1.18.33`, `opencode
+/// 1.18.33`, `v1.2.24-beta`).
+pub(crate) fn version_triple(line: &str) -> Option<(u64, u64, u64)> {
+    let word = line.split_whitespace().find(|w| {
+        w.trim_start_matches('v')
+            .starts_with(|c: char| c.is_ascii_digit())
+    })?;
+    let mut nums = word
+        .trim_start_matches('v')
+        .split(|c: char| !c.is_ascii_digit())
+        .map(str::parse::<u64>);
+    Some((nums.next()?.ok()?, nums.next()?.ok()?, nums.next()?.ok()?))
+}
+
+/// Whether OpenCode `version` can take a carried session.
+pub(crate) fn resume_support(version: Option<&str>) -> Result<(), String> {
+    let (a, b, c) = MIN_RESUME_VERSION;
+    let need = format!("{a}.{b}.{c}");
+    let Some(line) = version.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Err(format!(
+            "OpenCode's version is unknown; carrying a conversation into it needs {need} or newer"
+        ));
+    };
+    match version_triple(line) {
+        Some(v) if v >= MIN_RESUME_VERSION => Ok(()),
+        Some((x, y, z)) => Err(format!(
+            "OpenCode {x}.{y}.{z} is too old to take a carried conversation (import, run --session, --fork): it needs {need} or newer"
+        )),
+        None => Err(format!(
+            "OpenCode's version '{}' can't be read; carrying a conversation into it needs {need} or newer",
+            clip(line)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert!(resume_support(Some("1.18.33")).is_ok());
+        assert!(resume_support(Some("opencode v1.2.24")).is_ok());
+        assert!(
+            resume_support(Some("1.2.23"))
+                .unwrap_err()
+                .contains("1.2.24")
+        );
+        assert!(resume_support(None).is_err());
+        assert!(resume_support(Some("dev")).is_err());
+    }
+}

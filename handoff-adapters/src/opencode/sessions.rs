@@ -1,0 +1,469 @@
+//! OpenCode sessions, through its `export` and `import` commands.
+//!
+//! OpenCode (≥ 1.2) keeps sessions in SQLite (`$XDG_DATA_HOME/opencode/opencode.db`); handoff
+//! never opens that database and reaches it only through the CLI:
+//!
+//! - `opencode export <id>` prints the session as one JSON document, `{info, messages:[{info,
+//!   parts}]}` (stdout; `Exporting session: <id>` goes to stderr). An unknown id exits 1 with
+//!   `Session not found: <id>`. It works from any directory.
+//! - `opencode session list --format json` lists `{id, title, updated, created, projectId,
+//!   directory}` of the sessions of the *project* of the current directory (a Git repository's
+//!   root commit, else `global`, which every non-Git directory shares), newest first.
+//! - `opencode import <file>` (the file's path resolved from the process's directory) keeps the
+//!   ids in the file and prints `Imported session: <id>`. The session is filed under the
+//!   project and directory the *import runs in*, whatever the file says. Importing an id that
+//!   exists already updates only that session's project and directory (it re-roots it); its
+//!   messages and parts are inserted only when their ids are new, so a message id that exists
+//!   in another session stays there. A message that fails OpenCode's schema (a user message
+//!   needs `agent` and `model`, an assistant one `mode`, `path`, `tokens` and the rest) stops
+//!   the import with exit 1 *after* the session row was written: handoff deletes that partial
+//!   session (`opencode session delete <id>`; the id is its own, fresh).
+//! - `opencode run --session <id>` resumes a session, imported ones included: the model is sent
+//!   every earlier turn, tool calls and their results too. It must run in the session's own
+//!   directory: from another directory (`--dir` or not) the turn is answered by the model but
+//!   the command never ends (seen with 1.18.33). Without `--model` the session's last user
+//!   message names the model, so a carried session records a real one.
+//! - `--session <id> --fork` copies the whole session into a new one (its own `ses_…` id, which
+//!   can't be chosen; title `<title> (fork #1)`), leaves the source untouched, and continues the
+//!   copy; the copy keeps the *source's* directory and project, so it is used only when the
+//!   receiver works in the source's own directory (`native_fork`). Elsewhere a copy is exported,
+//!   given fresh ids and imported in the receiver's directory ([`copy`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use camino::{Utf8Path, Utf8PathBuf};
+use handoff_core::{
+    AgentId, AnswerSource, CarriedSession, CarryTarget, Invocation, SessionQuery, SessionRef,
+    Sessions, StdinSource, StoreEnv, Transcript, TranscriptError, run_command,
+};
+use serde_json::Value;
+
+use super::OpenCode;
+use super::export::{IdGen, build_export, is_session_id, now_ms, recopy, split_model};
+use super::transcript::read;
+use crate::probe;
+
+/// How long one OpenCode command (export, import, list, delete, debug config) may take.
+pub(crate) const CLI_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What one OpenCode command printed.
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    /// The first line of its errors (colour codes removed), for a message.
+    fn why(&self) -> String {
+        let text = strip_ansi(&format!("{}\n{}", self.stderr, self.stdout));
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with("Exporting session"))
+            .map(|l| l.chars().take(300).collect())
+            .unwrap_or_else(|| format!("exit {:?}", self.code))
+    }
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The environment of an OpenCode command: the store's variables, with colour, updates and
+/// sharing off.
+fn cli_env(store: &StoreEnv) -> BTreeMap<String, String> {
+    let mut env = store.vars.clone();
+    for (k, v) in [
+        ("NO_COLOR", "1"),
+        ("TERM", "dumb"),
+        ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+        ("OPENCODE_AUTO_SHARE", "false"),
+    ] {
+        env.insert(k.into(), v.into());
+    }
+    env
+}
+
+fn executable(store: &StoreEnv) -> Result<Utf8PathBuf, TranscriptError> {
+    store.executable.clone().ok_or_else(|| {
+        TranscriptError::Unsupported(
+            "OpenCode's executable is not known: its sessions are reached through it".to_owned(),
+        )
+    })
+}
+
+fn scratch(store: &StoreEnv) -> Result<Utf8PathBuf, TranscriptError> {
+    store.scratch.clone().ok_or_else(|| {
+        TranscriptError::Unsupported(
+            "no scratch directory to export OpenCode's session into".to_owned(),
+        )
+    })
+}
+
+/// Runs `opencode --pure <args…>` in `cwd` with `env` as its whole environment, stdout to
+/// `stdout_file` when given, in its own process group, which is killed after [`CLI_TIMEOUT`].
+async fn run(
+    exe: &Utf8Path,
+    args: &[&str],
+    cwd: &Utf8Path,
+    env: &BTreeMap<String, String>,
+    stdout_file: Option<&Utf8Path>,
+) -> Result<Output, TranscriptError> {
+    let mut argv: Vec<String> = vec!["--pure".to_owned()];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    let command = Invocation {
+        program: exe.to_owned(),
+        args: argv,
+        env: env.clone(),
+        cwd: cwd.to_owned(),
+        stdin: StdinSource::Null,
+        dirs: Vec::new(),
+        files: Vec::new(),
+        answer: AnswerSource::Stdout,
+        policy: Value::Null,
+        secrets: Vec::new(),
+    };
+    let shown = format!("opencode {}", args.join(" "));
+    let io = |message: String| TranscriptError::Io {
+        path: exe.to_owned(),
+        message,
+    };
+    let report = run_command(&command, b"", CLI_TIMEOUT, stdout_file)
+        .await
+        .map_err(|e| io(format!("cannot run `{shown}`: {e}")))?;
+    probe::finished(&shown, CLI_TIMEOUT, &report).map_err(io)?;
+    Ok(Output {
+        code: report.exit_code,
+        stdout: String::from_utf8_lossy(&report.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&report.stderr).into_owned(),
+    })
+}
+
+/// A directory to run commands in that are not tied to one: the scratch directory.
+fn neutral_dir(store: &StoreEnv) -> Result<Utf8PathBuf, TranscriptError> {
+    scratch(store)
+}
+
+/// Exports session `id` into the scratch directory: `Ok(None)` when OpenCode has no such
+/// session.
+async fn export(store: &StoreEnv, id: &str) -> Result<Option<SessionRef>, TranscriptError> {
+    if !is_session_id(id) {
+        return Ok(None);
+    }
+    let exe = executable(store)?;
+    let dir = scratch(store)?;
+    let file = dir.join(format!("opencode-export-{id}.json"));
+    let out = run(&exe, &["export", id], &dir, &cli_env(store), Some(&file)).await?;
+    if out.code != Some(0) {
+        let _ = std::fs::remove_file(&file);
+        if strip_ansi(&out.stderr).contains("Session not found") {
+            return Ok(None);
+        }
+        return Err(TranscriptError::Io {
+            path: exe,
+            message: format!("`opencode export {id}` failed: {}", out.why()),
+        });
+    }
+    let transcript = read(&file)?;
+    Ok(Some(SessionRef {
+        provider: AgentId::OPENCODE,
+        session_id: transcript.source.session_id,
+        path: file,
+        cwd: transcript.source.cwd,
+    }))
+}
+
+/// Finds a session: by id (`opencode export`), or the newest one whose directory is `cwd`
+/// (`opencode session list` run in `cwd`, whose project it lists).
+pub(crate) async fn find(
+    store: &StoreEnv,
+    query: &SessionQuery,
+) -> Result<Option<SessionRef>, TranscriptError> {
+    match query {
+        SessionQuery::Id(id) => export(store, id).await,
+        SessionQuery::Latest { cwd } => {
+            if !cwd.is_dir() {
+                return Ok(None);
+            }
+            let exe = executable(store)?;
+            // The list grows with every session of the project: it goes to a file, unbounded.
+            let file = scratch(store)?.join(format!("opencode-sessions-{}.json", now_ms()));
+            let out = run(
+                &exe,
+                &["session", "list", "--format", "json"],
+                cwd,
+                &cli_env(store),
+                Some(&file),
+            )
+            .await;
+            let list = std::fs::read(&file);
+            let _ = std::fs::remove_file(&file);
+            let out = out?;
+            if out.code != Some(0) {
+                return Err(TranscriptError::Io {
+                    path: exe,
+                    message: format!("`opencode session list` failed: {}", out.why()),
+                });
+            }
+            let list = list.map_err(|e| TranscriptError::Io {
+                path: file.clone(),
+                message: e.to_string(),
+            })?;
+            let Some(id) = newest_in(&String::from_utf8_lossy(&list), cwd) else {
+                return Ok(None);
+            };
+            export(store, &id).await
+        }
+    }
+}
+
+/// The id of the most recently updated session listed in `list` (`session list --format
+/// json`) whose directory is `cwd`.
+pub(crate) fn newest_in(list: &str, cwd: &Utf8Path) -> Option<String> {
+    let start = list.find('[')?;
+    let sessions: Vec<Value> = serde_json::from_str(list[start..].trim()).ok()?;
+    let canon = |p: &Utf8Path| p.canonicalize_utf8().unwrap_or_else(|_| p.to_owned());
+    let want = canon(cwd);
+    sessions
+        .iter()
+        .filter(|s| {
+            s.get("directory")
+                .and_then(Value::as_str)
+                .is_some_and(|d| Utf8Path::new(d) == cwd || canon(Utf8Path::new(d)) == want)
+        })
+        .filter_map(|s| {
+            let id = s.get("id").and_then(Value::as_str)?;
+            let updated = s
+                .get("updated")
+                .or_else(|| s.get("created"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            is_session_id(id).then(|| (updated, id.to_owned()))
+        })
+        .max_by(|a, b| a.0.cmp(&b.0))
+        .map(|(_, id)| id)
+}
+
+/// The model a carried session's user messages name: the target's, else the one OpenCode
+/// resolves from the user's configuration in `cwd`.
+async fn carried_model(
+    store: &StoreEnv,
+    target: &CarryTarget,
+) -> Result<(String, String), TranscriptError> {
+    let named = match &target.model {
+        Some(m) => m.clone(),
+        None => {
+            let exe = executable(store)?;
+            let dir = if target.cwd.is_dir() {
+                target.cwd.clone()
+            } else {
+                neutral_dir(store)?
+            };
+            let out = run(&exe, &["debug", "config"], &dir, &cli_env(store), None).await?;
+            let model = out
+                .stdout
+                .find('{')
+                .and_then(|i| serde_json::from_str::<Value>(out.stdout[i..].trim()).ok())
+                .and_then(|c| c.get("model").and_then(Value::as_str).map(str::to_owned));
+            model.ok_or_else(|| {
+                TranscriptError::Unsupported(
+                    "OpenCode has no default model to record in the carried session: choose one \
+                     (provider/model) for the receiver"
+                        .to_owned(),
+                )
+            })?
+        }
+    };
+    split_model(&named).ok_or_else(|| {
+        TranscriptError::Unsupported(format!(
+            "OpenCode names models provider/model; '{named}' is not one"
+        ))
+    })
+}
+
+/// Writes `doc` into the scratch directory and, unless a dry run, imports it in `cwd`:
+/// the id OpenCode reports is the carried session's.
+async fn import(
+    store: &StoreEnv,
+    session_id: String,
+    doc: &Value,
+    target: &CarryTarget,
+) -> Result<CarriedSession, TranscriptError> {
+    let dir = scratch(store)?;
+    let file = dir.join(format!("opencode-import-{session_id}.json"));
+    let bytes = serde_json::to_vec_pretty(doc).map_err(|e| TranscriptError::Io {
+        path: file.clone(),
+        message: e.to_string(),
+    })?;
+    write_new(&file, &bytes)?;
+    let carried = CarriedSession {
+        session_id: session_id.clone(),
+        files: vec![file.clone()],
+        bytes: bytes.len() as u64,
+    };
+    if target.dry_run {
+        return Ok(carried);
+    }
+    if !target.cwd.is_dir() {
+        return Err(TranscriptError::Io {
+            path: target.cwd.clone(),
+            message: "the receiver's directory does not exist".to_owned(),
+        });
+    }
+    let exe = executable(store)?;
+    let env = cli_env(store);
+    let out = run(&exe, &["import", file.as_str()], &target.cwd, &env, None).await?;
+    let reported = out
+        .stdout
+        .lines()
+        .find_map(|l| {
+            strip_ansi(l)
+                .trim()
+                .strip_prefix("Imported session:")
+                .map(|s| s.trim().to_owned())
+        })
+        .filter(|id| is_session_id(id));
+    match (out.code, reported) {
+        (Some(0), Some(id)) => Ok(CarriedSession {
+            session_id: id,
+            ..carried
+        }),
+        _ => {
+            // The session row may be written before a message failed: remove that partial
+            // session (its id is the fresh one handoff made).
+            let _ = run(
+                &exe,
+                &["session", "delete", &session_id],
+                &target.cwd,
+                &env,
+                None,
+            )
+            .await;
+            Err(TranscriptError::Io {
+                path: exe,
+                message: format!("`opencode import` failed: {}", out.why()),
+            })
+        }
+    }
+}
+
+/// Creates `path` (never overwriting) holding `bytes`, 0600.
+fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), TranscriptError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| TranscriptError::Io {
+        path: path.to_owned(),
+        message: e.to_string(),
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+/// Writes `transcript` as a new OpenCode session filed at `target.cwd`.
+pub(crate) async fn write(
+    store: &StoreEnv,
+    transcript: &Transcript,
+    target: &CarryTarget,
+) -> Result<CarriedSession, TranscriptError> {
+    let (provider, model) = carried_model(store, target).await?;
+    let now = now_ms();
+    let mut ids = IdGen::new(now, &format!("{}:{now}", target.session_id));
+    let (session_id, doc) =
+        build_export(transcript, &target.cwd, (&provider, &model), &mut ids, now);
+    import(store, session_id, &doc, target).await
+}
+
+/// Copies OpenCode session `source` into a new session filed at `target.cwd`: exported, given
+/// fresh ids, re-rooted and imported. The source is only read.
+pub(crate) async fn copy(
+    store: &StoreEnv,
+    source: &SessionRef,
+    target: &CarryTarget,
+) -> Result<CarriedSession, TranscriptError> {
+    let exported = if source.path.is_file() && read(&source.path).is_ok() {
+        source.path.clone()
+    } else {
+        export(store, &source.session_id)
+            .await?
+            .ok_or_else(|| TranscriptError::Io {
+                path: source.path.clone(),
+                message: format!("OpenCode has no session {}", source.session_id),
+            })?
+            .path
+    };
+    let bytes = std::fs::read(&exported).map_err(|e| TranscriptError::Io {
+        path: exported.clone(),
+        message: e.to_string(),
+    })?;
+    let start = bytes.iter().position(|b| *b == b'{').unwrap_or(0);
+    let doc: Value =
+        serde_json::from_slice(&bytes[start..]).map_err(|e| TranscriptError::Malformed {
+            path: exported.clone(),
+            message: e.to_string(),
+        })?;
+    let now = now_ms();
+    let mut ids = IdGen::new(now, &format!("{}:{now}", target.session_id));
+    let (session_id, doc) =
+        recopy(&doc, &target.cwd, &mut ids).ok_or_else(|| TranscriptError::Malformed {
+            path: exported.clone(),
+            message: "not an OpenCode export".to_owned(),
+        })?;
+    import(store, session_id, &doc, target).await
+}
+
+#[async_trait]
+impl Sessions for OpenCode {
+    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
+        super::transcript::read(path)
+    }
+
+    async fn find_session(
+        &self,
+        store: &StoreEnv,
+        query: &SessionQuery,
+    ) -> Result<Option<SessionRef>, TranscriptError> {
+        find(store, query).await
+    }
+
+    async fn write_session(
+        &self,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        write(store, transcript, target).await
+    }
+
+    async fn copy_session(
+        &self,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &CarryTarget,
+    ) -> Result<CarriedSession, TranscriptError> {
+        copy(store, source, target).await
+    }
+}
