@@ -14,6 +14,7 @@ mod cursor;
 mod grok;
 mod kiro;
 mod opencode;
+pub mod plugins;
 mod probe;
 mod store;
 

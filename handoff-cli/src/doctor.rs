@@ -13,7 +13,7 @@ use clap::Args;
 use handoff_core::{Engine, TaskStore};
 use serde_json::{Value, json};
 
-use crate::plugin_status::{PluginStatus, plugin_status};
+use handoff_adapters::plugins::{PluginStatus, plugin_status};
 
 /// Arguments of `handoff doctor`.
 #[derive(Debug, Args)]

@@ -16,7 +16,6 @@ mod log;
 mod mcp;
 mod nested;
 mod note;
-mod plugin_status;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{

@@ -249,9 +249,9 @@ mod tests {
             .unwrap();
         let gone = (0..50).any(|_| {
             std::thread::sleep(Duration::from_millis(20));
-            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err()
-                || std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"))
+            // Gone, or a zombie waiting for its reaper.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
         });
         assert!(gone, "the host's child {pid} outlived the time limit");
     }
