@@ -108,7 +108,7 @@ pub use task::{
     HandoffOutcome, HandoffRow, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route, StoreError,
     Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_timestamp,
 };
-pub use timestamp::now_iso;
+pub use timestamp::{iso_from_unix_ms, now_iso};
 pub use transcript::{
     MAX_TOOL_TEXT_BYTES, Message, Part, Recap, Role, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource, bounded, recap,

@@ -17,6 +17,13 @@ pub fn now_iso() -> String {
     iso(OffsetDateTime::now_utc())
 }
 
+/// `ms` milliseconds since the Unix epoch as ISO-8601 UTC with milliseconds; `None` outside the
+/// years 0000 to 9999.
+pub fn iso_from_unix_ms(ms: i64) -> Option<String> {
+    let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
+    (0..=9999).contains(&t.year()).then(|| iso(t))
+}
+
 /// `t` as ISO-8601 UTC with milliseconds.
 pub(crate) fn iso(t: OffsetDateTime) -> String {
     t.to_offset(UtcOffset::UTC)
@@ -79,5 +86,37 @@ mod tests {
         ] {
             assert!(!is_iso(bad), "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod unix_ms_tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_since_the_epoch_read_as_iso() {
+        assert_eq!(
+            iso_from_unix_ms(0).as_deref(),
+            Some("1970-01-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            iso_from_unix_ms(1_740_787_200_123).as_deref(),
+            Some("2025-03-01T00:00:00.123Z")
+        );
+        assert_eq!(
+            iso_from_unix_ms(-1).as_deref(),
+            Some("1969-12-31T23:59:59.999Z")
+        );
+        assert_eq!(
+            iso_from_unix_ms(-62_167_219_200_000).as_deref(),
+            Some("0000-01-01T00:00:00.000Z")
+        );
+        assert_eq!(
+            iso_from_unix_ms(253_402_300_799_999).as_deref(),
+            Some("9999-12-31T23:59:59.999Z")
+        );
+        assert_eq!(iso_from_unix_ms(253_402_300_800_000), None);
+        assert_eq!(iso_from_unix_ms(-62_167_219_200_001), None);
+        assert_eq!(iso_from_unix_ms(i64::MAX), None);
     }
 }

@@ -309,26 +309,5 @@ pub(super) fn clip(s: &str) -> String {
 
 /// `ms` since the epoch as ISO-8601 UTC with milliseconds; `None` out of range.
 pub(crate) fn iso_from_ms(ms: i64) -> Option<String> {
-    // Years 0000 to 9999 only.
-    if !(-62_167_219_200_000..=253_402_300_799_999).contains(&ms) {
-        return None;
-    }
-    let days = ms.div_euclid(86_400_000);
-    let in_day = ms.rem_euclid(86_400_000);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, rest) = (in_day / 3_600_000, in_day % 3_600_000);
-    let (m, rest) = (rest / 60_000, rest % 60_000);
-    let (s, milli) = (rest / 1000, rest % 1000);
-    Some(format!(
-        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z"
-    ))
+    handoff_core::iso_from_unix_ms(ms)
 }
