@@ -47,10 +47,7 @@ pub async fn main(args: AttributeArgs) -> u8 {
         cwd: args.cwd,
         verify: args.verify,
     };
-    let store = match crate::open_store() {
-        Ok(s) => s,
-        Err(e) => return fail(&e, exit::USAGE),
-    };
+    let store = crate::task_store();
     let attribution = match attribute(&request, &store) {
         Ok(a) => a,
         Err(AttributeError::Rejected(r)) => return fail(&r.reason, exit::USAGE),
@@ -77,7 +74,7 @@ pub async fn main(args: AttributeArgs) -> u8 {
         }
     };
     let checks = attribution
-        .verify(&store, &env, crate::cancel_on_signals(), &mut show)
+        .verify(&env, crate::cancel_on_signals(), &mut show)
         .await;
     if json {
         print(&format!("{}\n", attribution.json(Some(&checks))));

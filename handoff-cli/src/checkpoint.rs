@@ -45,10 +45,7 @@ pub struct CheckpointArgs {
 
 /// Runs `handoff checkpoint`; returns the exit code.
 pub fn main(args: CheckpointArgs) -> u8 {
-    let store = match crate::open_store() {
-        Ok(s) => s,
-        Err(e) => return fail(&e, exit::USAGE),
-    };
+    let store = crate::task_store();
     let request = CheckpointRequest {
         cwd: args.cwd,
         paths: args.paths,

@@ -1,11 +1,11 @@
 //! `handoff continue`: the arguments, and the one JSON line of `handoff_continue::continue_task`.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use handoff_continue::{ContinueContext, ContinueRequest, Fallback, NoteInput};
-use handoff_core::{ContinueResult, Engine, MAX_NOTE_BYTES, ReceiverRole};
+use handoff_core::{ContinueResult, Engine, ReceiverRole};
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -137,22 +137,14 @@ pub struct ContinueArgs {
 }
 
 impl ContinueArgs {
-    /// The library request; reads the note from stdin for `--note-file -`.
-    fn request(self) -> Result<ContinueRequest, String> {
+    /// The library request (`--note-file -` is standard input, read where the note is checked).
+    fn request(self) -> ContinueRequest {
         let note = if self.note_file == "-" {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .take(MAX_NOTE_BYTES as u64 + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| format!("note -: cannot read stdin: {e}"))?;
-            NoteInput::Bytes {
-                label: "-".into(),
-                bytes,
-            }
+            NoteInput::Stdin
         } else {
             NoteInput::File(self.note_file)
         };
-        Ok(ContinueRequest {
+        ContinueRequest {
             to: self.to,
             model: self.model,
             effort: self.effort,
@@ -176,7 +168,7 @@ impl ContinueArgs {
             ready_timeout: Duration::from_secs(self.ready_timeout),
             probe: self.probe,
             timeout: Duration::from_secs(self.timeout),
-        })
+        }
     }
 }
 
@@ -220,7 +212,7 @@ async fn run(
         .map_err(|e| e.to_string())?
         .parent()
         .map_or_else(|| ".".into(), camino::Utf8Path::to_owned);
-    let request = args.request()?;
+    let request = args.request();
     let ctx = ContinueContext {
         engine: &engine,
         store: &store,

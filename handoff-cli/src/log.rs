@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use clap::Args;
-use handoff_core::{TaskStore, exit};
+use handoff_core::exit;
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -42,11 +42,12 @@ pub fn main(args: LogArgs) -> u8 {
 }
 
 fn log(args: &LogArgs) -> Result<String, String> {
-    let store = crate::open_store()?;
-    let task =
-        handoff_continue::timeline::find_task(&store, args.task.as_deref(), args.cwd.as_deref())
-            .map_err(|r| r.reason)?;
-    let timeline = store.timeline(&task.id).map_err(|e| e.to_string())?;
+    let (task, timeline) = handoff_continue::timeline::load(
+        &crate::task_store(),
+        args.task.as_deref(),
+        args.cwd.as_deref(),
+    )
+    .map_err(|r| r.reason)?;
     Ok(if args.json {
         format!(
             "{}\n",

@@ -227,9 +227,7 @@ fn engine_with(
     let mut options = EngineOptions::from_process();
     options.progress = progress;
     // Root runs are recorded in the worktree's task; the store opens only when one is.
-    options.task_store = Some(handoff_core::SharedTaskStore::lazy(|| {
-        open_store().map(|s| Arc::new(s) as Arc<dyn handoff_core::TaskStore>)
-    }));
+    options.task_store = Some(task_store());
     options.handoff_exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.canonicalize().ok())
@@ -340,6 +338,13 @@ fn salvage(args: &[String]) -> Option<RunInput> {
 pub(crate) fn open_store() -> Result<handoff_store::SqliteStore, String> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     handoff_store::SqliteStore::open_default(&env).map_err(|e| e.to_string())
+}
+
+/// The default task store, opened when first needed (a refused request leaves none behind).
+pub(crate) fn task_store() -> handoff_core::SharedTaskStore {
+    handoff_core::SharedTaskStore::lazy(|| {
+        open_store().map(|s| Arc::new(s) as Arc<dyn handoff_core::TaskStore>)
+    })
 }
 
 /// A receiver that turns `true` on the first SIGINT or SIGTERM. From then on those signals no

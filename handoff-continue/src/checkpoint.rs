@@ -10,8 +10,8 @@
 
 use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, AgentRef, Checkpoint, NOTE_SCHEMA, NewTask, Record, Registry, TaskAgent, TaskId,
-    TaskStore, check_cwd, check_model,
+    AgentId, AgentRef, Checkpoint, NOTE_SCHEMA, NewTask, Record, Registry, SharedTaskStore,
+    TaskAgent, TaskId, check_cwd, check_model,
 };
 use handoff_git::{Git, PrivateIndex, split_z, tail};
 
@@ -76,11 +76,12 @@ impl CheckpointReport {
 /// Receives `git status --short` before a checkpoint is committed.
 pub type StatusSink<'a> = &'a mut dyn FnMut(&[u8]);
 
-/// Commits the selected files and records the checkpoint in `store`. `show_status` receives
-/// `git status --short` of the worktree before anything is committed.
+/// Commits the selected files and records the checkpoint in `store` (opened once the request
+/// and the selection are checked, so a refused request leaves no store behind). `show_status`
+/// receives `git status --short` of the worktree before anything is committed.
 pub fn checkpoint(
     request: &CheckpointRequest,
-    store: &dyn TaskStore,
+    store: &SharedTaskStore,
     registry: &Registry,
     show_status: Option<StatusSink<'_>>,
 ) -> Result<CheckpointReport, CheckpointError> {
@@ -143,7 +144,8 @@ pub fn checkpoint(
         return Err(Rejection::new("paths", "nothing to commit: no tracked file changed").into());
     }
 
-    // The task, before anything is committed.
+    // The store and the task, before anything is committed.
+    let store = store.open().rejected("task store")?;
     let task = store.task_for_worktree(&root).rejected("task store")?;
     let author_provider = match (&agent, &task) {
         (Some(a), _) => a.clone(),

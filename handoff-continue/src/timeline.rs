@@ -1,17 +1,18 @@
 //! A task's timeline: finding the task, and its entries as lines for a person.
 
 use handoff_core::{
-    AgentRef, HandoffRow, Task, TaskId, TaskStore, TimelineEntry, TimelineEvent, check_cwd,
+    AgentRef, HandoffRow, SharedTaskStore, Task, TaskId, TimelineEntry, TimelineEvent, check_cwd,
 };
 
 use crate::error::{OrReject, Rejection};
 
-/// The task `task` names (`task-<uuid>`), else the task of the worktree of `cwd`.
-pub fn find_task(
-    store: &dyn TaskStore,
+/// The task `task` names (`task-<uuid>`), else the task of the worktree of `cwd`, and its
+/// timeline, from `store` (opened once the request is checked).
+pub fn load(
+    store: &SharedTaskStore,
     task: Option<&str>,
     cwd: Option<&str>,
-) -> Result<Task, Rejection> {
+) -> Result<(Task, Vec<TimelineEntry>), Rejection> {
     let id =
         match task {
             Some(t) => Some(TaskId::parse(t).ok_or_else(|| {
@@ -30,14 +31,17 @@ pub fn find_task(
         }
         _ => None,
     };
-    match (id, worktree) {
-        (Some(id), _) => store.task(&id).rejected("--task"),
+    let store = store.open().rejected("task store")?;
+    let task = match (id, worktree) {
+        (Some(id), _) => store.task(&id).rejected("--task")?,
         (None, Some(worktree)) => store
             .task_for_worktree(&worktree)
             .rejected("task store")?
-            .ok_or_else(|| Rejection::new("--cwd", "no task recorded for this worktree yet")),
-        (None, None) => Err(Rejection::new("--task", "pass --cwd or --task")),
-    }
+            .ok_or_else(|| Rejection::new("--cwd", "no task recorded for this worktree yet"))?,
+        (None, None) => return Err(Rejection::new("--task", "pass --cwd or --task")),
+    };
+    let timeline = store.timeline(&task.id).rejected("task store")?;
+    Ok((task, timeline))
 }
 
 /// The task and its timeline for a person: a heading line, then one line per entry.

@@ -413,3 +413,68 @@ fn the_callers_git_variables_cannot_change_the_fingerprint() {
     assert_eq!(plain.json["digest"], steered.json["digest"], "{steered:?}");
     assert_eq!(steered.json["root"].as_str(), Some(cwd.as_str()));
 }
+
+/// A refused request changes nothing, the task store included: `checkpoint`, `attribute` and
+/// `log` open it only once their arguments are checked.
+#[test]
+fn refusals_leave_no_task_store_behind() {
+    let sb = sandbox();
+    sb.repo.write("a.txt", "a\n");
+    let state = sb.root.join("fresh-state");
+    let cwd = sb.cwd();
+    for args in [
+        vec![
+            "checkpoint",
+            "--json",
+            "--cwd",
+            "relative",
+            "--agent",
+            "claude",
+            "a.txt",
+        ],
+        vec![
+            "checkpoint",
+            "--json",
+            "--cwd",
+            cwd.as_str(),
+            "--agent",
+            "nope",
+            "a.txt",
+        ],
+        vec![
+            "checkpoint",
+            "--json",
+            "--cwd",
+            cwd.as_str(),
+            "--agent",
+            "claude",
+            "missing.txt",
+        ],
+        vec![
+            "checkpoint",
+            "--json",
+            "--cwd",
+            cwd.as_str(),
+            "--agent",
+            "claude",
+            "../outside",
+        ],
+        vec!["attribute", "--task", "not-a-task"],
+        vec!["attribute", "--cwd", "relative"],
+        vec!["log", "--task", "not-a-task"],
+        vec!["log", "--cwd", "relative"],
+    ] {
+        let run = handoff_in(&sb, &state, &args);
+        assert_eq!(run.code, 5, "{args:?}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {run:?}");
+        assert!(!state.exists(), "{args:?} made {}", state.display());
+    }
+    // The first accepted request makes it.
+    let run = handoff_in(
+        &sb,
+        &state,
+        &["checkpoint", "--cwd", &cwd, "--agent", "claude", "a.txt"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(state.join("handoff").is_dir());
+}

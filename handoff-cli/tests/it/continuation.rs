@@ -884,3 +884,60 @@ fn another_account_of_the_same_provider_is_a_new_thread() {
     assert_eq!(run.json["outcome"], "dry-run");
     assert_eq!(worktree_state(sb.repo.path()), before);
 }
+
+/// With `--note-file -`, a request refused for another input is refused at once: standard
+/// input is read only where the note is checked, after the flags.
+#[test]
+fn a_refusal_does_not_wait_for_the_note_on_stdin() {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let sb = sandbox();
+    let cwd = sb.cwd();
+    let mut child = sb
+        .command()
+        .args([
+            "continue",
+            "--cwd",
+            &cwd,
+            "--to",
+            "nope",
+            "--from",
+            "claude",
+            "--note-file",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Standard input stays open (the writer is kept) while handoff decides.
+    let _writer = child.stdin.take();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "handoff waited for stdin");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(status.code(), Some(5));
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["outcome"], "rejected");
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap()
+            .contains("\"nope\" is not a known agent"),
+        "{result:#}"
+    );
+}

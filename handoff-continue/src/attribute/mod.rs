@@ -71,8 +71,8 @@ use std::time::{Duration, Instant};
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentRef, AnswerSource, CheckRun, Ending, HandoffOutcome, HandoffRow, Invocation, Markdown,
-    MarkdownKind, Record, Route, Section, StdinSource, Task, TaskId, TaskStore, TimelineEntry,
-    TimelineEvent, check_cwd, parse_note, read_note, supervise,
+    MarkdownKind, Record, Route, Section, SharedTaskStore, StdinSource, Task, TaskId, TaskStore,
+    TimelineEntry, TimelineEvent, check_cwd, parse_note, read_note, supervise,
 };
 use handoff_git::Git;
 use serde_json::{Value, json};
@@ -129,6 +129,7 @@ impl From<Rejection> for AttributeError {
 
 /// A task's changes attributed to the providers that held it.
 pub struct Attribution {
+    store: std::sync::Arc<dyn TaskStore>,
     task: Task,
     base: Base,
     segments: Vec<Segment>,
@@ -137,11 +138,11 @@ pub struct Attribution {
     checks: Option<(Vec<String>, String)>,
 }
 
-/// Attributes the task `request` names. With `verify`, everything the checks need is checked
-/// too, before anything runs.
+/// Attributes the task `request` names, read from `store` (opened once the request is checked).
+/// With `verify`, everything the checks need is checked too, before anything runs.
 pub fn attribute(
     request: &AttributeRequest,
-    store: &dyn TaskStore,
+    store: &SharedTaskStore,
 ) -> Result<Attribution, AttributeError> {
     let id =
         match &request.task {
@@ -164,6 +165,7 @@ pub fn attribute(
             )
         }
     };
+    let store = store.open().rejected("task store")?;
     let task = match (&id, &cwd_worktree) {
         (Some(id), _) => store.task(id).rejected("--task")?,
         (None, Some(worktree)) => store
@@ -197,7 +199,7 @@ pub fn attribute(
         .rejected("worktree")?;
     let git = Git::new(state.repository.clone());
     let timeline = store.timeline(&task.id).rejected("task store")?;
-    let lineage = lineage(store, &task).rejected("task store")?;
+    let lineage = lineage(store.as_ref(), &task).rejected("task store")?;
     let plan = plan(&task, &lineage, &timeline, &git).rejected("timeline")?;
 
     // Everything verification needs is checked before anything runs.
@@ -230,6 +232,7 @@ pub fn attribute(
     }
     let base = plan.base;
     Ok(Attribution {
+        store,
         task,
         base,
         segments,
@@ -268,7 +271,6 @@ impl Attribution {
     /// as it ends. Nothing runs unless the attribution was made with `verify`.
     pub async fn verify(
         &self,
-        store: &dyn TaskStore,
         env: &BTreeMap<String, String>,
         cancel: watch::Receiver<bool>,
         on_check: &mut dyn FnMut(&CheckResult),
@@ -277,7 +279,7 @@ impl Attribution {
             return Checks::default();
         };
         run_checks(
-            store,
+            self.store.as_ref(),
             &self.task,
             &self.git,
             (commands, head),

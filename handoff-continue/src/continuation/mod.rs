@@ -64,7 +64,10 @@ pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum NoteInput {
     /// A file (read with the note's size limit; refused when not UTF-8).
     File(String),
-    /// Bytes already read (e.g. from standard input), named `label` in messages.
+    /// This process's standard input, read (with the note's size limit) where the note is
+    /// checked: after the request's other inputs, so a refusal never waits on it. Named `-`.
+    Stdin,
+    /// Bytes already read, named `label` in messages.
     Bytes {
         /// How messages name it (`-` for standard input).
         label: String,
@@ -78,6 +81,7 @@ impl NoteInput {
     pub fn label(&self) -> &str {
         match self {
             NoteInput::File(path) => path,
+            NoteInput::Stdin => "-",
             NoteInput::Bytes { label, .. } => label,
         }
     }
@@ -264,6 +268,7 @@ impl Scratch {
         let dir = tempfile::Builder::new()
             .prefix("handoff-carry-")
             .tempdir()
+            .map_err(|e| format!("cannot create a private directory: {e}"))
             .rejected("scratch")?;
         let path = Utf8Path::from_path(dir.path())
             .map(Utf8Path::to_owned)

@@ -1,9 +1,12 @@
 //! Phase 1: everything that can be checked without changing anything.
 
+use std::io::Read;
+
 use camino::Utf8PathBuf;
 use handoff_core::{
-    ContinueMessage, ContinueResult, ContinueTarget, GitRemote, Note, Route, Task, TaskAgent,
-    check_cwd, check_model, check_note, decode_note, parse_note, read_note, valid_account_name,
+    ContinueMessage, ContinueResult, ContinueTarget, GitRemote, MAX_NOTE_BYTES, Note, Route, Task,
+    TaskAgent, check_cwd, check_model, check_note, decode_note, parse_note, read_note,
+    valid_account_name,
 };
 use handoff_git::{Git, split_z};
 
@@ -90,6 +93,18 @@ pub(super) fn validate(
     // The note.
     let label = req.note.label();
     let text = match &req.note {
+        NoteInput::Stdin => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .take(MAX_NOTE_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("note -: cannot read stdin: {e}"))
+                .rejected("note")?;
+            decode_note(&bytes)
+                .map(str::to_owned)
+                .map_err(|e| format!("note -: {e}"))
+                .rejected("note")?
+        }
         NoteInput::Bytes { bytes, .. } => decode_note(bytes)
             .map(str::to_owned)
             .map_err(|e| format!("note {label}: {e}"))
