@@ -52,6 +52,39 @@ fn normalized(result: &Value, sb: &Sandbox) -> String {
     })
 }
 
+/// The default engine in the sandbox's environment, recording runs in `store`.
+fn engine_for(sb: &Sandbox, store: Option<handoff_core::SharedTaskStore>) -> handoff_core::Engine {
+    let mut options = handoff_core::EngineOptions::from_process();
+    options.env = env_of(sb);
+    options.preflight_cache = None;
+    options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
+    options.task_store = store;
+    handoff_core::Engine::new(
+        handoff_adapters::default_registry(),
+        std::sync::Arc::new(handoff_git::GitWorkspace::new()),
+        options,
+    )
+}
+
+/// `run --caller-harness claude --harness codex --mode <mode>` in the sandbox's repository.
+fn run_input(sb: &Sandbox, mode: &str) -> handoff_core::RunInput {
+    let mut input = handoff_core::RunInput::new(handoff_core::Verb::Run);
+    input.caller_harness = Some("claude".into());
+    input.harness = Some("codex".into());
+    input.mode = Some(mode.into());
+    input.cwd = Some(sb.cwd());
+    input.instructions = Some(handoff_core::Instructions::Stdin(
+        b"Change something.".to_vec(),
+    ));
+    input
+}
+
+fn run_on(engine: &handoff_core::Engine, sb: &Sandbox, mode: &str) -> handoff_core::RunOutcome {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (_keep, cancel) = tokio::sync::watch::channel(false);
+    runtime.block_on(engine.run(run_input(sb, mode), cancel))
+}
+
 fn prepared() -> Sandbox {
     let sb = sandbox();
     sb.repo.write(
@@ -113,34 +146,18 @@ fn the_library_continues_a_task_exactly_as_the_cli_does() {
 fn an_embedders_runs_reach_the_timeline() {
     use std::sync::Arc;
 
-    use handoff_core::{Instructions, RunInput, SharedTaskStore, TaskStore, TimelineEvent, Verb};
+    use handoff_core::{SharedTaskStore, TaskStore, TimelineEvent};
 
     let sb = sandbox();
     let env = env_of(&sb);
     let store = Arc::new(handoff_store::SqliteStore::open_default(&env).unwrap());
-    let engine = {
-        let mut options = handoff_core::EngineOptions::from_process();
-        options.env = env.clone();
-        options.preflight_cache = None;
-        options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
-        options.task_store = Some(SharedTaskStore::new(
+    let engine = engine_for(
+        &sb,
+        Some(SharedTaskStore::new(
             Arc::clone(&store) as Arc<dyn TaskStore>
-        ));
-        handoff_core::Engine::new(
-            handoff_adapters::default_registry(),
-            Arc::new(handoff_git::GitWorkspace::new()),
-            options,
-        )
-    };
-    let mut input = RunInput::new(Verb::Run);
-    input.caller_harness = Some("claude".into());
-    input.harness = Some("codex".into());
-    input.mode = Some("build".into());
-    input.cwd = Some(sb.cwd());
-    input.instructions = Some(Instructions::Stdin(b"Change something.".to_vec()));
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (_keep, cancel) = tokio::sync::watch::channel(false);
-    let outcome = runtime.block_on(engine.run(input, cancel));
+        )),
+    );
+    let outcome = run_on(&engine, &sb, "build");
     assert_eq!(outcome.exit_code, 0, "{}", outcome.line);
     assert_eq!(outcome.record_warning, None);
 
@@ -169,31 +186,13 @@ fn an_embedders_runs_reach_the_timeline() {
 /// An embedder learns which input validation refused, beside the result the CLI prints for it.
 #[test]
 fn an_embedder_learns_which_input_was_refused() {
-    use std::sync::Arc;
-
-    use handoff_core::{InputRejection, Instructions, RunInput, Verb};
+    use handoff_core::InputRejection;
 
     let sb = sandbox();
-    let engine = {
-        let mut options = handoff_core::EngineOptions::from_process();
-        options.env = env_of(&sb);
-        options.preflight_cache = None;
-        options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
-        handoff_core::Engine::new(
-            handoff_adapters::default_registry(),
-            Arc::new(handoff_git::GitWorkspace::new()),
-            options,
-        )
-    };
-    let mut input = RunInput::new(Verb::Run);
-    input.caller_harness = Some("claude".into());
-    input.harness = Some("codex".into());
-    input.mode = Some("fix".into());
-    input.cwd = Some(sb.cwd());
-    input.instructions = Some(Instructions::Stdin(b"Change something.".to_vec()));
+    let engine = engine_for(&sb, None);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (_keep, cancel) = tokio::sync::watch::channel(false);
-    let outcome = runtime.block_on(engine.run(input.clone(), cancel));
+    let input = run_input(&sb, "fix");
+    let outcome = run_on(&engine, &sb, "fix");
     assert_eq!(outcome.exit_code, 5, "{}", outcome.line);
     assert_eq!(outcome.rejected_field, Some("--mode"));
     let message = "--mode must be one of build, phase, review, verify; got \"fix\"";
