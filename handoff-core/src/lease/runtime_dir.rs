@@ -8,17 +8,60 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use super::{LeaseError, io_error};
 
-/// The per-user runtime directory: `/run/user/<uid>/handoff` when `/run/user/<uid>` is a
-/// directory owned by the user, else `/tmp/handoff-<uid>`. Created 0700 when missing; refused
-/// when it is a symlink, not owned by the user, or open to group or others. Nothing here reads
-/// the environment (`XDG_RUNTIME_DIR`, `TMPDIR`): a worker must not be able to move it.
+/// The per-user runtime directory, the first of these that is (or can be made) a private
+/// directory of the user's:
+///
+/// 1. `/run/user/<uid>/handoff`, when `/run/user/<uid>` is a directory owned by the user;
+/// 2. `/tmp/handoff-<uid>`;
+/// 3. `<home>/.local/state/handoff/runtime`, with the home directory from the password
+///    database — so that another local user who takes `/tmp/handoff-<uid>` first (a
+///    directory of theirs, a symlink) cannot keep handoff from running.
+///
+/// Each is created 0700 when missing and refused when it is a symlink, not owned by the user,
+/// or open to group or others. Nothing here reads the environment (`XDG_RUNTIME_DIR`,
+/// `TMPDIR`, `HOME`): a worker must not be able to move it.
 pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
-    let uid = nix::unistd::getuid().as_raw();
-    let run_user = Utf8PathBuf::from(format!("/run/user/{uid}"));
-    let dir = match fs::symlink_metadata(&run_user) {
-        Ok(meta) if meta.is_dir() && meta.uid() == uid => run_user.join("handoff"),
-        _ => Utf8PathBuf::from(format!("/tmp/handoff-{uid}")),
+    let uid = nix::unistd::getuid();
+    let home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok());
+    runtime_dir_among(
+        uid.as_raw(),
+        Utf8Path::new("/run/user"),
+        Utf8Path::new("/tmp"),
+        home.as_deref(),
+    )
+}
+
+/// [`default_runtime_dir`] with its three places rooted at `run_user`, `tmp` and `home`.
+fn runtime_dir_among(
+    uid: u32,
+    run_user: &Utf8Path,
+    tmp: &Utf8Path,
+    home: Option<&Utf8Path>,
+) -> Result<Utf8PathBuf, LeaseError> {
+    let mine = run_user.join(uid.to_string());
+    if fs::symlink_metadata(&mine).is_ok_and(|meta| meta.is_dir() && meta.uid() == uid) {
+        let dir = mine.join("handoff");
+        ensure_private_dir(&dir)?;
+        return Ok(dir);
+    }
+    let shared = tmp.join(format!("handoff-{uid}"));
+    let refused = match ensure_private_dir(&shared) {
+        Ok(()) => return Ok(shared),
+        Err(e) => e,
     };
+    let Some(home) = home.filter(|h| h.is_absolute() && h.is_dir()) else {
+        return Err(refused);
+    };
+    let state = home.join(".local/state/handoff");
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(io_error("cannot create", &state))?;
+    let dir = state.join("runtime");
     ensure_private_dir(&dir)?;
     Ok(dir)
 }
@@ -56,4 +99,87 @@ pub(super) fn ensure_private_dir(path: &Utf8Path) -> Result<(), LeaseError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    struct Places {
+        _tmp: tempfile::TempDir,
+        run_user: Utf8PathBuf,
+        tmp: Utf8PathBuf,
+        home: Utf8PathBuf,
+    }
+
+    fn places() -> Places {
+        let t = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(t.path().to_path_buf()).unwrap();
+        for d in ["run-user", "tmp", "home"] {
+            fs::create_dir(root.join(d)).unwrap();
+        }
+        Places {
+            run_user: root.join("run-user"),
+            tmp: root.join("tmp"),
+            home: root.join("home"),
+            _tmp: t,
+        }
+    }
+
+    fn uid() -> u32 {
+        nix::unistd::getuid().as_raw()
+    }
+
+    #[test]
+    fn the_users_run_directory_comes_first() {
+        let p = places();
+        fs::create_dir(p.run_user.join(uid().to_string())).unwrap();
+        let dir = runtime_dir_among(uid(), &p.run_user, &p.tmp, Some(&p.home)).unwrap();
+        assert_eq!(dir, p.run_user.join(format!("{}/handoff", uid())));
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn without_one_the_shared_temporary_directory_is_used() {
+        let p = places();
+        let dir = runtime_dir_among(uid(), &p.run_user, &p.tmp, Some(&p.home)).unwrap();
+        assert_eq!(dir, p.tmp.join(format!("handoff-{}", uid())));
+    }
+
+    /// Another user can create `/tmp/handoff-<uid>` first: a symlink to a place of theirs, or
+    /// a directory open to them. handoff then runs from the home directory instead of failing.
+    #[test]
+    fn a_taken_temporary_directory_falls_back_to_the_home_directory() {
+        let p = places();
+        let squatted = p.tmp.join(format!("handoff-{}", uid()));
+        let theirs = p.tmp.join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::symlink(&theirs, &squatted).unwrap();
+        let dir = runtime_dir_among(uid(), &p.run_user, &p.tmp, Some(&p.home)).unwrap();
+        assert_eq!(dir, p.home.join(".local/state/handoff/runtime"));
+        assert_eq!(fs::read_dir(&theirs).unwrap().count(), 0);
+
+        fs::remove_file(&squatted).unwrap();
+        fs::create_dir(&squatted).unwrap();
+        fs::set_permissions(&squatted, fs::Permissions::from_mode(0o777)).unwrap();
+        let dir = runtime_dir_among(uid(), &p.run_user, &p.tmp, Some(&p.home)).unwrap();
+        assert_eq!(dir, p.home.join(".local/state/handoff/runtime"));
+        let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn without_a_home_directory_the_refusal_stands() {
+        let p = places();
+        let squatted = p.tmp.join(format!("handoff-{}", uid()));
+        std::os::unix::fs::symlink(&p.home, &squatted).unwrap();
+        let refused = runtime_dir_among(uid(), &p.run_user, &p.tmp, None).unwrap_err();
+        assert!(
+            matches!(refused, LeaseError::UnsafeDir { ref reason, .. } if reason.contains("symlink")),
+            "{refused:?}"
+        );
+    }
 }
