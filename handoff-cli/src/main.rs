@@ -264,6 +264,7 @@ fn verb_of(command: &Command) -> Option<Verb> {
 }
 
 fn read_stdin() -> Result<Vec<u8>, String> {
+    LIFELINE.store(false, std::sync::atomic::Ordering::SeqCst);
     let mut buf = Vec::new();
     std::io::stdin()
         .lock()
@@ -347,10 +348,33 @@ pub(crate) fn task_store() -> handoff_core::SharedTaskStore {
     })
 }
 
-/// A receiver that turns `true` on the first SIGINT or SIGTERM. From then on those signals no
-/// longer kill the process: whoever holds the receiver stops its work and exits.
+/// The variable that arms the lifeline: `HANDOFF_LIFELINE=stdin` says standard input is a pipe
+/// from the process that started this one (the MCP server for its jobs), never written to:
+/// when it reaches its end, that process is gone and the work is cancelled as by SIGTERM.
+const LIFELINE_ENV: &str = "HANDOFF_LIFELINE";
+
+/// Whether standard input is still the lifeline (reading instructions or a note from it
+/// disarms it).
+static LIFELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A receiver that turns `true` on the first SIGINT or SIGTERM, or when the lifeline ends. From
+/// then on those signals no longer kill the process: whoever holds the receiver stops its work
+/// and exits.
 pub(crate) fn cancel_on_signals() -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
+    let tx = Arc::new(tx);
+    if LIFELINE.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        let tx = Arc::clone(&tx);
+        // A plain thread, not a runtime task: a read that never ends must not hold up exit.
+        let _ = std::thread::Builder::new()
+            .name("lifeline".into())
+            .spawn(move || {
+                let mut buf = [0u8; 512];
+                let mut stdin = std::io::stdin();
+                while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+                let _ = tx.send(true);
+            });
+    }
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
         let (Ok(mut int), Ok(mut term)) = (
@@ -554,6 +578,14 @@ fn main() -> ExitCode {
             };
         }
     };
+    if std::env::var(LIFELINE_ENV).is_ok_and(|v| v == "stdin") {
+        // `--note-file -` reads standard input itself: no lifeline then.
+        let note_on_stdin = args
+            .windows(2)
+            .any(|w| w[0] == "--note-file" && w[1] == "-")
+            || args.iter().any(|a| a == "--note-file=-");
+        LIFELINE.store(!note_on_stdin, std::sync::atomic::Ordering::SeqCst);
+    }
     let code = runtime.block_on(async {
         match (verb_of(&cli.command), cli.command) {
             (_, Command::Capabilities(c)) => capabilities(c.json).await,

@@ -203,8 +203,9 @@ impl Jobs {
         self.all.lock().map(|a| a.clone()).unwrap_or_default()
     }
 
-    /// Starts `handoff <verb> <args…>` with stdin closed, stdout and stderr captured, in a
-    /// process group of its own (so only this server decides when it stops).
+    /// Starts `handoff <verb> <args…>` with stdout and stderr captured, in a process group of
+    /// its own (so only this server decides when it stops), and its stdin a lifeline that ends
+    /// when this server does.
     pub fn start(&self, launch: Launch) -> Result<Arc<Job>, String> {
         if self.closing.load(Ordering::SeqCst) {
             return Err("the handoff MCP server is shutting down".into());
@@ -231,7 +232,8 @@ impl Jobs {
         command
             .arg(launch.verb)
             .args(&args)
-            .stdin(Stdio::null())
+            .env("HANDOFF_LIFELINE", "stdin")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -253,12 +255,16 @@ impl Jobs {
             cancel_requested: AtomicBool::new(false),
             done: rx,
         });
+        // The job's standard input, never written, held until it exits: when this server dies,
+        // however it dies, the job reads its end and stops (`HANDOFF_LIFELINE=stdin`).
+        let lifeline = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         tokio::spawn(async move {
             let out = tokio::spawn(read_head(stdout, STDOUT_LIMIT));
             let err = tokio::spawn(read_tail(stderr, STDERR_TAIL));
             let status = child.wait().await;
+            drop(lifeline);
             let elapsed = started.elapsed();
             let stdout = tokio::time::timeout(DRAIN_GRACE, out).await;
             let stderr = tokio::time::timeout(DRAIN_GRACE, err).await;

@@ -480,3 +480,26 @@ async fn closing_stdin_stops_the_server_and_its_jobs() {
         "the private directory is removed"
     );
 }
+
+/// However the server ends — here SIGKILL, which it cannot handle — its jobs stop: each job's
+/// standard input is a lifeline from the server, and its end cancels the job, which stops its
+/// agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_server_stops_its_jobs() {
+    let sb = Sandbox::new();
+    let ready = sb.root.join("agent.pid");
+    sb.agents.set(MODE, "hang");
+    sb.agents.set(READY_FILE, &ready);
+    let mut mcp = Mcp::start(&sb).await;
+    let server = i32::try_from(mcp.child.id().unwrap()).unwrap();
+    let started = mcp
+        .call("handoff_start", json!({ "run": run_args(&sb, "build") }))
+        .await;
+    let handoff_pid = i32::try_from(structured(&started)["pid"].as_u64().unwrap()).unwrap();
+    let agent = pid_in(&ready).await;
+
+    kill(Pid::from_raw(server), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let _ = mcp.child.wait().await;
+    assert_gone(handoff_pid, "the job's handoff process").await;
+    assert_gone(agent, "the agent").await;
+}
