@@ -825,3 +825,34 @@ fn overhead_median_of_10() {
         ms[0], ms[9]
     );
 }
+
+/// A handoff process killed before it could clean up leaves its run directory (it can hold an
+/// agent's MCP configuration); the next root run removes it, and only directories of dead
+/// processes.
+#[test]
+fn directories_left_by_a_killed_run_are_removed_by_the_next() {
+    let sb = Sandbox::new();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    dead.wait().unwrap();
+    let stale = sb.tmp.join(format!("handoff-run-{pid}-left"));
+    std::fs::create_dir_all(stale.join("mcp")).unwrap();
+    std::fs::write(stale.join("mcp/config.json"), "{}").unwrap();
+    let live = sb
+        .tmp
+        .join(format!("handoff-run-{}-live", std::process::id()));
+    std::fs::create_dir(&live).unwrap();
+
+    let run = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!stale.exists(), "the dead run's directory is still there");
+    assert!(live.exists(), "a live process's directory was removed");
+    // This run's own directory is gone too, as always.
+    let left: Vec<_> = std::fs::read_dir(&sb.tmp)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("handoff-run-") && !n.ends_with("-live"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

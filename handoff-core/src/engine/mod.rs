@@ -19,6 +19,9 @@ mod observe;
 mod plan;
 mod receiver;
 mod record;
+mod stale;
+
+pub(crate) use self::stale::prefix_of as stale_prefix;
 mod verdict;
 mod worker_advice;
 
@@ -250,7 +253,7 @@ impl Engine {
     pub(super) fn scratch_dir(&self) -> std::io::Result<tempfile::TempDir> {
         let base = self.tmp_base();
         let dir = tempfile::Builder::new()
-            .prefix("handoff-run-")
+            .prefix(&stale::prefix_of("handoff-run-"))
             .tempdir_in(base.as_std_path())?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
         Ok(dir)
@@ -339,6 +342,8 @@ impl Engine {
 
     /// Runs one delegation to completion. Never panics; every outcome is a result.
     pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
+        // What handoff processes killed before they could clean up left behind goes first.
+        stale::sweep(&self.tmp_base());
         let mut draft = Draft::new(&input, &self.registry);
         let reserved = match input.result.as_deref().map(ResultFile::reserve) {
             Some(Err(message)) => {

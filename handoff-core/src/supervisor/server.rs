@@ -141,9 +141,11 @@ impl Supervisor {
         let socket_dir = private_dir(&socket_parent, "sup-").map_err(|e| {
             format!("cannot create the supervisor directory in {socket_parent}: {e}")
         })?;
-        let snapshot_dir = private_dir(&snapshot_parent, "handoff-snapshots-").map_err(|e| {
-            format!("cannot create the snapshot directory in {snapshot_parent}: {e}")
-        })?;
+        let snapshot_dir = private_dir(
+            &snapshot_parent,
+            &crate::engine::stale_prefix("handoff-snapshots-"),
+        )
+        .map_err(|e| format!("cannot create the snapshot directory in {snapshot_parent}: {e}"))?;
         let endpoint = utf8(&socket_dir).map_err(|e| e.to_string())?.join("s");
         if endpoint.as_str().len() > 107 {
             return Err(format!(
