@@ -62,7 +62,7 @@ pub use input::{
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
-    agents_working_in, check_ancestry, default_runtime_dir,
+    agents_working_in, check_ancestry, default_runtime_dir, private_work_dir,
 };
 pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,

@@ -565,8 +565,14 @@ fn a_writing_parent_does_not_make_its_adviser_guilty() {
         .filter(|p| !p.contains(&line))
         .collect();
     assert_eq!(advisers.len(), 2);
+    // The snapshot is in the private work directory, out of the temporary directories a
+    // sandboxed build worker may write (its own TMPDIR here), so the worker can't rewrite what
+    // its adviser reads.
+    let work = handoff_core::private_work_dir().unwrap();
     for prompt in advisers {
         assert!(prompt.contains("/handoff-snapshots-"), "{prompt}");
+        assert!(prompt.contains(work.as_str()), "{prompt}");
+        assert!(!prompt.contains(&*sb.tmp.to_string_lossy()), "{prompt}");
     }
 }
 

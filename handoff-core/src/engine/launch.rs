@@ -76,7 +76,7 @@ impl Engine {
                 started: draft.started,
                 handoff_exe: exe,
                 socket_parent,
-                snapshot_parent: self.tmp_base(),
+                snapshot_parent: self.snapshot_base(),
                 cancel: cancel.clone(),
             })
             .map_err(Ended::NotRun)?;

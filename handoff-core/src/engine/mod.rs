@@ -233,6 +233,12 @@ impl Engine {
         }
     }
 
+    /// Where advisers' snapshots go: the private work directory, which no sandboxed agent may
+    /// write; `$TMPDIR` only when there is none (no home directory).
+    pub(super) fn snapshot_base(&self) -> Utf8PathBuf {
+        crate::lease::private_work_dir().unwrap_or_else(|_| self.tmp_base())
+    }
+
     pub(super) fn tmp_base(&self) -> Utf8PathBuf {
         self.options
             .tmp_dir
@@ -344,6 +350,9 @@ impl Engine {
     pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
         // What handoff processes killed before they could clean up left behind goes first.
         stale::sweep(&self.tmp_base());
+        if let Ok(work) = crate::lease::private_work_dir() {
+            stale::sweep(&work);
+        }
         let mut draft = Draft::new(&input, &self.registry);
         let reserved = match input.result.as_deref().map(ResultFile::reserve) {
             Some(Err(message)) => {

@@ -53,8 +53,8 @@ use tokio::sync::watch;
 pub use self::agents::{WorkingAgent, agents_working_in};
 pub use self::ancestry::{adopt_orphans, check_ancestry};
 use self::process::own_start_time;
-pub use self::runtime_dir::default_runtime_dir;
 use self::runtime_dir::ensure_private_dir;
+pub use self::runtime_dir::{default_runtime_dir, private_work_dir};
 use crate::timestamp::now_iso;
 
 const ROOTS: &str = "roots";

@@ -34,6 +34,32 @@ pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
     )
 }
 
+/// A private (0700) directory for what agents must not be able to change — advisers'
+/// snapshots of the asking worktree: `<home>/.local/state/handoff/work`, with the home
+/// directory from the password database. Not under `$TMPDIR` or `/tmp`, which a sandboxed build
+/// agent may write (Codex's `workspace-write` can), nor under `/run/user` (memory).
+pub fn private_work_dir() -> Result<Utf8PathBuf, LeaseError> {
+    let uid = nix::unistd::getuid();
+    let home = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok())
+        .filter(|h| h.is_absolute() && h.is_dir())
+        .ok_or_else(|| LeaseError::UnsafeDir {
+            path: Utf8PathBuf::from("~"),
+            reason: "the password database names no home directory".to_owned(),
+        })?;
+    let state = home.join(".local/state/handoff");
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(io_error("cannot create", &state))?;
+    let dir = state.join("work");
+    ensure_private_dir(&dir)?;
+    Ok(dir)
+}
+
 /// [`default_runtime_dir`] with its three places rooted at `run_user`, `tmp` and `home`.
 fn runtime_dir_among(
     uid: u32,
