@@ -348,9 +348,11 @@ pub(crate) fn task_store() -> handoff_core::SharedTaskStore {
     })
 }
 
-/// The variable that arms the lifeline: `HANDOFF_LIFELINE=stdin` says standard input is a pipe
-/// from the process that started this one (the MCP server for its jobs), never written to:
-/// when it reaches its end, that process is gone and the work is cancelled as by SIGTERM.
+/// The variable that arms the lifeline: `HANDOFF_LIFELINE=stdin:<pid>` says standard input is a
+/// pipe from process `<pid>`, this one's parent (the MCP server for its jobs), never written
+/// to: when it reaches its end, that process is gone and the work is cancelled as by SIGTERM.
+/// A process whose parent is not `<pid>` (anything the job starts that inherits the variable)
+/// ignores it.
 const LIFELINE_ENV: &str = "HANDOFF_LIFELINE";
 
 /// Whether standard input is still the lifeline (reading instructions or a note from it
@@ -578,7 +580,9 @@ fn main() -> ExitCode {
             };
         }
     };
-    if std::env::var(LIFELINE_ENV).is_ok_and(|v| v == "stdin") {
+    let parent = nix::unistd::getppid().as_raw().to_string();
+    if std::env::var(LIFELINE_ENV).is_ok_and(|v| v.strip_prefix("stdin:") == Some(parent.as_str()))
+    {
         // `--note-file -` reads standard input itself: no lifeline then.
         let note_on_stdin = args
             .windows(2)

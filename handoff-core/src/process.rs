@@ -1,7 +1,8 @@
 //! The process supervisor: one agent process in its own process group, stdin fed, stdout and
 //! stderr drained concurrently and bounded, killed as a group on timeout, cancel or overflow.
 //! Adapters run their short commands (probes, calls into a CLI's session store) through it too
-//! ([`run_command`]), so every process handoff starts dies with its group.
+//! ([`run_command`]), so every process handoff starts is killed with its group (a process that
+//! leaves the group, e.g. with `setsid`, is not).
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -137,17 +138,17 @@ pub async fn supervise_with_tap(
 }
 
 /// [`supervise`] for a short command of handoff's own (a probe of an agent CLI, a call into a
-/// CLI's session store) that nothing cancels: stdout goes to `stdout_file` (created or
-/// truncated, and not bounded) when one is given. `Err` when the file can't be created or the
-/// process can't start.
+/// CLI's session store) that nothing cancels: stdout goes to the file `(path, limit)` (created
+/// or truncated) when one is given, at most `limit` bytes of it — more ends the command with
+/// [`Ending::OutputLimit`]. `Err` when the file can't be created or the process can't start.
 pub async fn run_command(
     invocation: &Invocation,
     stdin: &[u8],
     timeout: Duration,
-    stdout_file: Option<&Utf8Path>,
+    stdout_file: Option<(&Utf8Path, u64)>,
 ) -> std::io::Result<ProcessReport> {
     let stdout = match stdout_file {
-        Some(path) => Stdout::File(std::fs::File::create(path)?),
+        Some((path, limit)) => Stdout::File(tokio::fs::File::create(path).await?, limit),
         None => Stdout::Captured(None),
     };
     let (_never, cancel) = watch::channel(false);
@@ -158,8 +159,38 @@ pub async fn run_command(
 enum Stdout {
     /// A pipe drained into the report (bounded), each line also sent to the tap.
     Captured(Option<mpsc::UnboundedSender<Vec<u8>>>),
-    /// A file.
-    File(std::fs::File),
+    /// A file, written up to the limit.
+    File(tokio::fs::File, u64),
+}
+
+/// Copies `reader` into `file` until its end or `limit` bytes (then `overflow` is sent).
+async fn drain_to_file<R: AsyncRead + Unpin>(
+    mut reader: R,
+    mut file: tokio::fs::File,
+    limit: u64,
+    overflow: watch::Sender<bool>,
+) -> Vec<u8> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut written: u64 = 0;
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = usize::try_from(limit - written).unwrap_or(usize::MAX);
+                if n > room {
+                    let _ = file.write_all(&chunk[..room]).await;
+                    let _ = overflow.send(true);
+                    break;
+                }
+                if file.write_all(&chunk[..n]).await.is_err() {
+                    break;
+                }
+                written += n as u64;
+            }
+        }
+    }
+    let _ = file.flush().await;
+    Vec::new()
 }
 
 async fn run(
@@ -169,10 +200,6 @@ async fn run(
     mut cancel: watch::Receiver<bool>,
     stdout: Stdout,
 ) -> std::io::Result<ProcessReport> {
-    let (stdout, tap) = match stdout {
-        Stdout::Captured(tap) => (Stdio::piped(), tap),
-        Stdout::File(file) => (Stdio::from(file), None),
-    };
     let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
     cmd.args(&invocation.args)
         .env_clear()
@@ -182,7 +209,7 @@ async fn run(
             StdinSource::Prompt => Stdio::piped(),
             StdinSource::Null => Stdio::null(),
         })
-        .stdout(stdout)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
@@ -199,10 +226,12 @@ async fn run(
         });
     }
     let (overflow_tx, mut overflow_rx) = watch::channel(false);
-    let out_task = child
-        .stdout
-        .take()
-        .map(|r| tokio::spawn(drain(r, OUTPUT_LIMIT, overflow_tx.clone(), tap)));
+    let out_task = child.stdout.take().map(|r| match stdout {
+        Stdout::Captured(tap) => tokio::spawn(drain(r, OUTPUT_LIMIT, overflow_tx.clone(), tap)),
+        Stdout::File(file, limit) => {
+            tokio::spawn(drain_to_file(r, file, limit, overflow_tx.clone()))
+        }
+    });
     let (err_overflow_tx, mut err_overflow_rx) = watch::channel(false);
     let err_task = child
         .stderr
@@ -390,14 +419,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_command_writes_stdout_to_a_file_without_a_bound() {
+    async fn a_command_writes_stdout_to_a_file_up_to_its_limit() {
         let dir = tempfile::tempdir().unwrap();
         let file = Utf8Path::from_path(dir.path()).unwrap().join("out");
+        // Past the in-memory limit, within the file's.
         let r = run_command(
             &sh("cat >/dev/null; head -c 3000000 /dev/zero; echo err >&2"),
             b"in",
             Duration::from_secs(30),
-            Some(&file),
+            Some((&file, 4_000_000)),
         )
         .await
         .unwrap();
@@ -406,6 +436,18 @@ mod tests {
         assert!(r.stdout.is_empty());
         assert_eq!(r.stderr, b"err\n");
         assert_eq!(std::fs::metadata(&file).unwrap().len(), 3_000_000);
+
+        // A command that writes without end is stopped at the limit.
+        let r = run_command(
+            &sh("cat /dev/zero"),
+            b"",
+            Duration::from_secs(30),
+            Some((&file, 1_000_000)),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.ending, Ending::OutputLimit { stream: "stdout" });
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), 1_000_000);
     }
 
     #[tokio::test]

@@ -7,8 +7,9 @@
 //!   variable set by whoever started handoff (an agent's shell, a hook) cannot point git at
 //!   another repository, index, object store or configuration (`GIT_DIR`, `GIT_INDEX_FILE`,
 //!   `GIT_OBJECT_DIRECTORY`, `GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_<n>`…). Kept are only the
-//!   variables in [`KEPT_ENV`]: where the user's own configuration lives, who commits, and how
-//!   git reaches a remote. Reads never take optional locks (`GIT_OPTIONAL_LOCKS=0`), so looking
+//!   variables in [`KEPT_ENV`]: who commits, and how git reaches a remote. The configuration is
+//!   the repository's, the user's (`~/.gitconfig`) and the system's, as for gix (which reads no
+//!   `GIT_*` variable either), so the evidence and the commands see the same settings. Reads never take optional locks (`GIT_OPTIONAL_LOCKS=0`), so looking
 //!   never refreshes the user's index behind their back.
 //! * **Forced settings.** [`FORCED_CONFIG`] is passed as `-c` before every command.
 //! * **Standard input** is closed unless a caller asks for a pipe.
@@ -20,12 +21,9 @@ use std::process::{Command, Output, Stdio};
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-/// `GIT_*` variables of the caller that git still sees: the location of the user's global and
-/// system configuration, the commit identity, and the transport to remotes. Every other
-/// `GIT_*` variable is removed.
+/// `GIT_*` variables of the caller that git still sees: the commit identity and the transport to
+/// remotes. Every other `GIT_*` variable is removed.
 pub const KEPT_ENV: &[&str] = &[
-    "GIT_CONFIG_GLOBAL",
-    "GIT_CONFIG_NOSYSTEM",
     "GIT_AUTHOR_NAME",
     "GIT_AUTHOR_EMAIL",
     "GIT_AUTHOR_DATE",
@@ -51,6 +49,11 @@ pub const FORCED_CONFIG: &[(&str, &str)] = &[
     ("core.quotePath", "false"),
     // A detached checkout (a new-thread worktree at a checkpoint) is expected, not advice.
     ("advice.detachedHead", "false"),
+    // What changed is read from the files, never from a program or cache the repository's
+    // configuration names: an agent can write `.git/config`, and an fsmonitor it planted would
+    // both run outside any sandbox and say what git gets to see.
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
 ];
 
 /// How many lines of a failed command's output its error keeps.
@@ -336,10 +339,10 @@ mod tests {
                 )
             })
             .collect();
-        for removed in &caller[..9] {
+        for removed in &caller[..10] {
             assert_eq!(env.get(*removed), Some(&None), "{removed}");
         }
-        for kept in ["GIT_CONFIG_GLOBAL", "GIT_AUTHOR_NAME", "PATH", "HOME"] {
+        for kept in ["GIT_AUTHOR_NAME", "PATH", "HOME"] {
             assert!(!env.contains_key(kept), "{kept} touched");
         }
         assert_eq!(env.get("GIT_OPTIONAL_LOCKS"), Some(&Some("0".to_owned())));

@@ -35,18 +35,21 @@ use std::time::Duration;
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, AnswerSource, CarriedSession, CarryTarget, Invocation, SessionQuery, SessionRef,
-    Sessions, StdinSource, StoreEnv, Transcript, TranscriptError, run_command,
+    AgentId, AnswerSource, CarriedSession, CarryTarget, Ending, Invocation, SessionQuery,
+    SessionRef, Sessions, StdinSource, StoreEnv, Transcript, TranscriptError, run_command,
 };
 use serde_json::Value;
 
 use super::OpenCode;
 use super::export::{IdGen, build_export, is_session_id, now_ms, recopy, split_model};
-use super::transcript::read;
+use super::transcript::{MAX_EXPORT_BYTES, read};
 use crate::probe;
 
 /// How long one OpenCode command (export, import, list, delete, debug config) may take.
 pub(crate) const CLI_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest session list read, in bytes (a project's sessions, one JSON object each).
+const MAX_LIST_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What one OpenCode command printed.
 struct Output {
@@ -125,7 +128,7 @@ async fn run(
     args: &[&str],
     cwd: &Utf8Path,
     env: &BTreeMap<String, String>,
-    stdout_file: Option<&Utf8Path>,
+    stdout_file: Option<(&Utf8Path, u64)>,
 ) -> Result<Output, TranscriptError> {
     let mut argv: Vec<String> = vec!["--pure".to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
@@ -149,6 +152,11 @@ async fn run(
     let report = run_command(&command, b"", CLI_TIMEOUT, stdout_file)
         .await
         .map_err(|e| io(format!("cannot run `{shown}`: {e}")))?;
+    if let (Ending::OutputLimit { stream: "stdout" }, Some((_, limit))) =
+        (&report.ending, stdout_file)
+    {
+        return Err(io(format!("`{shown}` wrote more than {limit} bytes")));
+    }
     probe::finished(&shown, CLI_TIMEOUT, &report).map_err(io)?;
     Ok(Output {
         code: report.exit_code,
@@ -171,7 +179,17 @@ async fn export(store: &StoreEnv, id: &str) -> Result<Option<SessionRef>, Transc
     let exe = executable(store)?;
     let dir = scratch(store)?;
     let file = dir.join(format!("opencode-export-{id}.json"));
-    let out = run(&exe, &["export", id], &dir, &cli_env(store), Some(&file)).await?;
+    let out = run(
+        &exe,
+        &["export", id],
+        &dir,
+        &cli_env(store),
+        Some((&file, MAX_EXPORT_BYTES)),
+    )
+    .await
+    .inspect_err(|_| {
+        let _ = std::fs::remove_file(&file);
+    })?;
     if out.code != Some(0) {
         let _ = std::fs::remove_file(&file);
         if strip_ansi(&out.stderr).contains("Session not found") {
@@ -204,14 +222,14 @@ pub(crate) async fn find(
                 return Ok(None);
             }
             let exe = executable(store)?;
-            // The list grows with every session of the project: it goes to a file, unbounded.
+            // The list grows with every session of the project: it goes to a file.
             let file = scratch(store)?.join(format!("opencode-sessions-{}.json", now_ms()));
             let out = run(
                 &exe,
                 &["session", "list", "--format", "json"],
                 cwd,
                 &cli_env(store),
-                Some(&file),
+                Some((&file, MAX_LIST_BYTES)),
             )
             .await;
             let list = std::fs::read(&file);

@@ -20,7 +20,7 @@ use handoff_core::{
 use serde_json::Value;
 
 /// Largest export read, in bytes.
-const MAX_EXPORT_BYTES: u64 = 512 * 1024 * 1024;
+pub(super) const MAX_EXPORT_BYTES: u64 = 512 * 1024 * 1024;
 
 /// Reads the export at `path`. Never writes.
 pub(crate) fn read(path: &Utf8Path) -> Result<Transcript, TranscriptError> {

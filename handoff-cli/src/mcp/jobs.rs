@@ -232,7 +232,7 @@ impl Jobs {
         command
             .arg(launch.verb)
             .args(&args)
-            .env("HANDOFF_LIFELINE", "stdin")
+            .env("HANDOFF_LIFELINE", format!("stdin:{}", std::process::id()))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -256,7 +256,7 @@ impl Jobs {
             done: rx,
         });
         // The job's standard input, never written, held until it exits: when this server dies,
-        // however it dies, the job reads its end and stops (`HANDOFF_LIFELINE=stdin`).
+        // however it dies, the job reads its end and stops (`HANDOFF_LIFELINE=stdin:<pid>`).
         let lifeline = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();

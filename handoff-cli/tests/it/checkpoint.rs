@@ -478,3 +478,31 @@ fn refusals_leave_no_task_store_behind() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(state.join("handoff").is_dir());
 }
+
+/// An agent can write `.git/config`: an fsmonitor it names there must neither run (outside any
+/// sandbox) nor decide what a checkpoint sees as changed.
+#[test]
+fn a_planted_fsmonitor_neither_runs_nor_hides_a_change() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let sb = sandbox();
+    let marker = sb.root.join("fsmonitor-ran");
+    let hook = sb.root.join("fsmonitor.sh");
+    // Claims that nothing changed, and leaves a trace.
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nprintf 'token\\0'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sb.repo
+        .git(&["config", "core.fsmonitor", &hook.to_string_lossy()]);
+    sb.repo.write("README.md", "# changed behind git's back\n");
+    let run = checkpoint(&sb, &["--tracked", "--agent", "claude", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(strings(&run.json["committed"]), ["README.md"]);
+    assert!(!marker.exists(), "the planted fsmonitor ran");
+}

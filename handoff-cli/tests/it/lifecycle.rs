@@ -827,21 +827,33 @@ fn overhead_median_of_10() {
 }
 
 /// A handoff process killed before it could clean up leaves its run directory (it can hold an
-/// agent's MCP configuration); the next root run removes it, and only directories of dead
-/// processes.
+/// agent's MCP configuration); the next root run removes it — only directories no live process
+/// holds locked.
 #[test]
 fn directories_left_by_a_killed_run_are_removed_by_the_next() {
+    use nix::fcntl::{Flock, FlockArg};
+
     let sb = Sandbox::new();
-    let mut dead = std::process::Command::new("true").spawn().unwrap();
-    let pid = dead.id();
-    dead.wait().unwrap();
-    let stale = sb.tmp.join(format!("handoff-run-{pid}-left"));
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let stale = sb.tmp.join("handoff-run-left");
     std::fs::create_dir_all(stale.join("mcp")).unwrap();
     std::fs::write(stale.join("mcp/config.json"), "{}").unwrap();
-    let live = sb
-        .tmp
-        .join(format!("handoff-run-{}-live", std::process::id()));
+    std::fs::File::open(&stale)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    // Held by a live process (this test), as a running handoff holds its own.
+    let live = sb.tmp.join("handoff-run-live");
     std::fs::create_dir(&live).unwrap();
+    std::fs::File::open(&live)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let _held = Flock::lock(
+        std::fs::File::open(&live).unwrap(),
+        FlockArg::LockExclusiveNonblock,
+    )
+    .unwrap();
 
     let run = sb.delegate("claude", "codex", "review", &[]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -852,7 +864,7 @@ fn directories_left_by_a_killed_run_are_removed_by_the_next() {
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("handoff-run-") && !n.ends_with("-live"))
+        .filter(|n| n.starts_with("handoff-run-") && n != "handoff-run-live")
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }

@@ -21,7 +21,7 @@ mod receiver;
 mod record;
 mod stale;
 
-pub(crate) use self::stale::prefix_of as stale_prefix;
+pub(crate) use self::stale::LockedDir;
 mod verdict;
 mod worker_advice;
 
@@ -256,13 +256,8 @@ impl Engine {
         }
     }
 
-    pub(super) fn scratch_dir(&self) -> std::io::Result<tempfile::TempDir> {
-        let base = self.tmp_base();
-        let dir = tempfile::Builder::new()
-            .prefix(&stale::prefix_of("handoff-run-"))
-            .tempdir_in(base.as_std_path())?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        Ok(dir)
+    pub(super) fn scratch_dir(&self) -> std::io::Result<LockedDir> {
+        LockedDir::new(self.tmp_base().as_std_path(), "handoff-run-")
     }
 
     /// Reports every registered provider's capabilities and preflight.

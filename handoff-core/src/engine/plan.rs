@@ -26,7 +26,7 @@ pub(super) struct Plan {
     /// The target's adapter.
     pub provider: Arc<dyn Provider>,
     /// The run's private directory; removed when dropped.
-    pub run_dir: tempfile::TempDir,
+    pub run_dir: super::LockedDir,
     /// Its path.
     pub run_path: Utf8PathBuf,
     /// The CLI, when it is on PATH.

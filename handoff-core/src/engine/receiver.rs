@@ -25,7 +25,7 @@ use crate::redact::{credential_name, credential_values, redact, redact_known, tr
 /// everything that can refuse has run. Dropping it removes its private directory.
 pub struct PreparedReceiver {
     // Kept for its Drop: the private directory lives as long as the receiver.
-    _run_dir: tempfile::TempDir,
+    _run_dir: super::LockedDir,
     invocation: crate::provider::Invocation,
     provider: Arc<dyn Provider>,
     prompt: String,

@@ -21,17 +21,36 @@ use super::{LeaseError, io_error};
 /// or open to group or others. Nothing here reads the environment (`XDG_RUNTIME_DIR`,
 /// `TMPDIR`, `HOME`): a worker must not be able to move it.
 pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
-    let uid = nix::unistd::getuid();
-    let home = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok());
     runtime_dir_among(
-        uid.as_raw(),
+        nix::unistd::getuid().as_raw(),
         Utf8Path::new("/run/user"),
         Utf8Path::new("/tmp"),
-        home.as_deref(),
+        passwd_home().as_deref(),
     )
+}
+
+/// The user's home directory as the password database says (never `$HOME`, which a worker
+/// sets), when it is an existing absolute directory.
+fn passwd_home() -> Option<Utf8PathBuf> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok())
+        .filter(|h| h.is_absolute() && h.is_dir())
+}
+
+/// `<home>/.local/state/handoff/<name>`: the parents made 0700 where missing, the directory
+/// itself checked private.
+fn private_state_dir(home: &Utf8Path, name: &str) -> Result<Utf8PathBuf, LeaseError> {
+    let state = home.join(".local/state/handoff");
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state)
+        .map_err(io_error("cannot create", &state))?;
+    let dir = state.join(name);
+    ensure_private_dir(&dir)?;
+    Ok(dir)
 }
 
 /// A private (0700) directory for what agents must not be able to change — advisers'
@@ -39,25 +58,11 @@ pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
 /// directory from the password database. Not under `$TMPDIR` or `/tmp`, which a sandboxed build
 /// agent may write (Codex's `workspace-write` can), nor under `/run/user` (memory).
 pub fn private_work_dir() -> Result<Utf8PathBuf, LeaseError> {
-    let uid = nix::unistd::getuid();
-    let home = nix::unistd::User::from_uid(uid)
-        .ok()
-        .flatten()
-        .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok())
-        .filter(|h| h.is_absolute() && h.is_dir())
-        .ok_or_else(|| LeaseError::UnsafeDir {
-            path: Utf8PathBuf::from("~"),
-            reason: "the password database names no home directory".to_owned(),
-        })?;
-    let state = home.join(".local/state/handoff");
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&state)
-        .map_err(io_error("cannot create", &state))?;
-    let dir = state.join("work");
-    ensure_private_dir(&dir)?;
-    Ok(dir)
+    let home = passwd_home().ok_or_else(|| LeaseError::UnsafeDir {
+        path: Utf8PathBuf::from("~"),
+        reason: "the password database names no home directory".to_owned(),
+    })?;
+    private_state_dir(&home, "work")
 }
 
 /// [`default_runtime_dir`] with its three places rooted at `run_user`, `tmp` and `home`.
@@ -81,15 +86,7 @@ fn runtime_dir_among(
     let Some(home) = home.filter(|h| h.is_absolute() && h.is_dir()) else {
         return Err(refused);
     };
-    let state = home.join(".local/state/handoff");
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&state)
-        .map_err(io_error("cannot create", &state))?;
-    let dir = state.join("runtime");
-    ensure_private_dir(&dir)?;
-    Ok(dir)
+    private_state_dir(home, "runtime")
 }
 
 /// Creates `path` (not its parents) with mode 0700 when missing, then checks that it is a

@@ -71,7 +71,7 @@ pub(crate) struct Supervisor {
     stop_tx: watch::Sender<bool>,
     forward: JoinHandle<()>,
     _socket_dir: tempfile::TempDir,
-    _snapshot_dir: tempfile::TempDir,
+    _snapshot_dir: crate::engine::LockedDir,
     root_context: SupervisorContext,
 }
 
@@ -141,11 +141,11 @@ impl Supervisor {
         let socket_dir = private_dir(&socket_parent, "sup-").map_err(|e| {
             format!("cannot create the supervisor directory in {socket_parent}: {e}")
         })?;
-        let snapshot_dir = private_dir(
-            &snapshot_parent,
-            &crate::engine::stale_prefix("handoff-snapshots-"),
-        )
-        .map_err(|e| format!("cannot create the snapshot directory in {snapshot_parent}: {e}"))?;
+        let snapshot_dir =
+            crate::engine::LockedDir::new(snapshot_parent.as_std_path(), "handoff-snapshots-")
+                .map_err(|e| {
+                    format!("cannot create the snapshot directory in {snapshot_parent}: {e}")
+                })?;
         let endpoint = utf8(&socket_dir).map_err(|e| e.to_string())?.join("s");
         if endpoint.as_str().len() > 107 {
             return Err(format!(
@@ -223,7 +223,9 @@ impl Supervisor {
             handlers: Mutex::new(Vec::new()),
             endpoint,
             handoff_exe,
-            snapshots: utf8(&snapshot_dir).map_err(|e| e.to_string())?,
+            snapshots: Utf8Path::from_path(snapshot_dir.path())
+                .map(Utf8Path::to_owned)
+                .ok_or_else(|| "the snapshot directory path is not UTF-8".to_owned())?,
             deadline_unix_ms,
             limits,
             stop: stop_rx,
