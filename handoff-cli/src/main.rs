@@ -544,6 +544,8 @@ async fn capabilities(json: bool) -> u8 {
 }
 
 fn main() -> ExitCode {
+    // `handoff __reap …`: this process is the reaper of an agent (never returns then).
+    handoff_core::reaper::main_if_reaper();
     let args: Vec<String> = std::env::args().collect();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -27,6 +27,7 @@ mod process;
 mod progress;
 mod prompt;
 mod provider;
+pub mod reaper;
 mod redact;
 mod request;
 mod result;
@@ -83,7 +84,8 @@ pub use output::{
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
 pub use process::{
-    Ending, OUTPUT_LIMIT, ProcessReport, run_command, supervise, supervise_with_tap,
+    Containment, Ending, OUTPUT_LIMIT, ProcessReport, ReaperSpec, run_command, supervise,
+    supervise_with_tap,
 };
 pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, ProgressUpdate};
 pub use prompt::build_prompt;

@@ -1,9 +1,13 @@
 //! The process supervisor: one agent process in its own process group, stdin fed, stdout and
 //! stderr drained concurrently and bounded, killed as a group on timeout, cancel or overflow.
 //! Adapters run their short commands (probes, calls into a CLI's session store) through it too
-//! ([`run_command`]), so every process handoff starts is killed with its group (a process that
-//! leaves the group, e.g. with `setsid`, is not).
+//! ([`run_command`]), so every process handoff starts is killed with its group.
+//!
+//! An agent runs under a reaper when one is given ([`ReaperSpec`], see [`crate::reaper`]):
+//! then a process that leaves the group (`setsid`, a double fork) dies with the run too, the
+//! run ends only once the agent's whole tree is gone, and the tree dies when handoff does.
 
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -14,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use crate::provider::{Invocation, StdinSource};
+use crate::reaper::{Args as ReaperArgs, Report as ReaperReport};
 
 /// Largest stdout or stderr kept from an agent; more is a contract failure.
 pub const OUTPUT_LIMIT: usize = 1024 * 1024;
@@ -21,6 +26,35 @@ pub const OUTPUT_LIMIT: usize = 1024 * 1024;
 const GRACE: Duration = Duration::from_millis(1500);
 /// How long pipe readers may outlive the process (an escaped grandchild may hold them).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long a reaper gets, after SIGTERM, to stop its tree (its own grace period, then
+/// SIGKILL to every descendant) before handoff kills the group itself.
+const REAPER_GRACE: Duration = Duration::from_millis(4500);
+
+/// The reaper an agent runs under: a binary that answers to [`crate::reaper::REAPER_ARG`]
+/// (the handoff binary), and descriptors it holds until the agent's tree is gone (the
+/// worktree lease's lock).
+#[derive(Debug)]
+pub struct ReaperSpec {
+    /// The binary.
+    pub exe: camino::Utf8PathBuf,
+    /// Descriptors handed to the reaper to hold.
+    pub hold: Vec<OwnedFd>,
+}
+
+/// How an agent's processes were contained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    /// Only its process group was killed: a process that left the group may have survived.
+    ProcessGroup,
+    /// A reaper ran it and every descendant is gone.
+    Reaper {
+        /// Descendants still running when the agent ended (killed by the reaper).
+        leftover: u32,
+    },
+    /// The reaper ended without reporting (something killed it): processes of the agent's
+    /// tree may have survived.
+    ReaperLost,
+}
 
 /// How the process ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,8 +90,10 @@ pub struct ProcessReport {
     pub exit_code: Option<i32>,
     /// Name of the signal that ended it, if any.
     pub signal: Option<String>,
-    /// The process id (and process group id), when it started.
+    /// The process id (and process group id), when it started: the reaper's, under one.
     pub pid: Option<u32>,
+    /// How its processes were contained.
+    pub containment: Containment,
 }
 
 async fn drain<R: AsyncRead + Unpin>(
@@ -110,19 +146,34 @@ pub async fn supervise(
     timeout: Duration,
     cancel: watch::Receiver<bool>,
 ) -> ProcessReport {
-    supervise_with_tap(invocation, prompt, timeout, cancel, None).await
+    supervise_with_tap(invocation, prompt, timeout, cancel, None, None).await
 }
 
 /// [`supervise`], also sending each complete line of stdout to `tap` as it arrives (the last,
-/// unterminated one when stdout closes).
+/// unterminated one when stdout closes), and running the agent under `reaper` when given.
 pub async fn supervise_with_tap(
     invocation: &Invocation,
     prompt: &[u8],
     timeout: Duration,
     cancel: watch::Receiver<bool>,
     tap: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    reaper: Option<ReaperSpec>,
 ) -> ProcessReport {
-    match run(invocation, prompt, timeout, cancel, Stdout::Captured(tap)).await {
+    let containment = if reaper.is_some() {
+        Containment::ReaperLost
+    } else {
+        Containment::ProcessGroup
+    };
+    match run(
+        invocation,
+        prompt,
+        timeout,
+        cancel,
+        Stdout::Captured(tap),
+        reaper,
+    )
+    .await
+    {
         Ok(report) => report,
         Err(e) => ProcessReport {
             ending: Ending::SpawnFailed {
@@ -133,6 +184,7 @@ pub async fn supervise_with_tap(
             exit_code: None,
             signal: None,
             pid: None,
+            containment,
         },
     }
 }
@@ -152,7 +204,7 @@ pub async fn run_command(
         None => Stdout::Captured(None),
     };
     let (_never, cancel) = watch::channel(false);
-    run(invocation, stdin, timeout, cancel, stdout).await
+    run(invocation, stdin, timeout, cancel, stdout, None).await
 }
 
 /// Where the child's stdout goes.
@@ -199,24 +251,54 @@ async fn run(
     timeout: Duration,
     mut cancel: watch::Receiver<bool>,
     stdout: Stdout,
+    reaper: Option<ReaperSpec>,
 ) -> std::io::Result<ProcessReport> {
-    let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
-    cmd.args(&invocation.args)
-        .env_clear()
+    let prompted = matches!(invocation.stdin, StdinSource::Prompt);
+    let (mut cmd, channel) = match &reaper {
+        None => {
+            let mut cmd = tokio::process::Command::new(invocation.program.as_std_path());
+            cmd.args(&invocation.args).stdin(if prompted {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            });
+            (cmd, None)
+        }
+        Some(spec) => {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+            let args = ReaperArgs {
+                parent: std::process::id(),
+                stdin: prompted.then_some(prompt.len()),
+                program: invocation.program.as_os_str().to_owned(),
+                args: invocation.args.iter().map(Into::into).collect(),
+            };
+            let mut cmd = tokio::process::Command::new(spec.exe.as_std_path());
+            cmd.args(args.to_argv())
+                .stdin(Stdio::from(OwnedFd::from(theirs)));
+            (cmd, Some(ours))
+        }
+    };
+    cmd.env_clear()
         .envs(&invocation.env)
         .current_dir(invocation.cwd.as_std_path())
-        .stdin(match invocation.stdin {
-            StdinSource::Prompt => Stdio::piped(),
-            StdinSource::Null => Stdio::null(),
-        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
 
     let mut child = cmd.spawn()?;
+    drop(cmd);
     let pid = child.id();
 
+    let report_task = match (channel, &reaper) {
+        (Some(channel), Some(spec)) => Some(talk_to_reaper(
+            channel,
+            &spec.hold,
+            prompted.then(|| prompt.to_vec()),
+        )?),
+        _ => None,
+    };
+    drop(reaper);
     if let Some(mut stdin) = child.stdin.take() {
         let prompt = prompt.to_vec();
         tokio::spawn(async move {
@@ -273,10 +355,17 @@ async fn run(
     let status = match status {
         Some(s) => Some(s),
         None => {
+            // A reaper passes SIGTERM on to the whole tree and SIGKILLs it after its own grace
+            // period; it gets that long before the group is killed from here.
             if let Some(pid) = pid {
                 signal_group(pid, Signal::SIGTERM);
             }
-            match tokio::time::timeout(GRACE, child.wait()).await {
+            let grace = if report_task.is_some() {
+                REAPER_GRACE
+            } else {
+                GRACE
+            };
+            match tokio::time::timeout(grace, child.wait()).await {
                 Ok(s) => s.ok(),
                 Err(_) => {
                     if let Some(pid) = pid {
@@ -301,15 +390,44 @@ async fn run(
             None => Vec::new(),
         }
     };
+    let reaper_report = match report_task {
+        Some(task) => Some(
+            collect(Some(task))
+                .await
+                .split(|b| *b == b'\n')
+                .next()
+                .and_then(|line| serde_json::from_slice::<ReaperReport>(line).ok()),
+        ),
+        None => None,
+    };
     let stdout = collect(out_task).await;
     let stderr = collect(err_task).await;
 
     use std::os::unix::process::ExitStatusExt;
-    let exit_code = status.and_then(|s| s.code());
-    let signal = status
+    let mut exit_code = status.and_then(|s| s.code());
+    let mut signal = status
         .and_then(|s| s.signal())
         .and_then(|n| Signal::try_from(n).ok())
         .map(|s| s.as_str().to_owned());
+    let containment = match reaper_report {
+        None => Containment::ProcessGroup,
+        Some(None) => Containment::ReaperLost,
+        Some(Some(report)) => {
+            // The reaper's own status mirrors the agent's; the report says it exactly.
+            exit_code = report.exit_code;
+            signal = report.signal;
+            if let Some(message) = report.spawn_error
+                && ending == Ending::Exited
+            {
+                ending = Ending::SpawnFailed {
+                    message: format!("cannot start {}: {message}", invocation.program),
+                };
+            }
+            Containment::Reaper {
+                leftover: report.leftover,
+            }
+        }
+    };
     Ok(ProcessReport {
         ending,
         stdout,
@@ -317,7 +435,45 @@ async fn run(
         exit_code,
         signal,
         pid,
+        containment,
     })
+}
+
+/// Hands the reaper what it holds and the prompt, then keeps the channel open (its lifeline)
+/// and reads the reaper's report until the reaper exits.
+fn talk_to_reaper(
+    channel: std::os::unix::net::UnixStream,
+    hold: &[OwnedFd],
+    prompt: Option<Vec<u8>>,
+) -> std::io::Result<tokio::task::JoinHandle<Vec<u8>>> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let fds: Vec<RawFd> = hold.iter().map(AsRawFd::as_raw_fd).collect();
+    let rights = [ControlMessage::ScmRights(&fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    // The socket is new and empty: one byte never blocks.
+    sendmsg::<()>(
+        channel.as_raw_fd(),
+        &[std::io::IoSlice::new(b"h")],
+        cmsgs,
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    channel.set_nonblocking(true)?;
+    let mut channel = tokio::net::UnixStream::from_std(channel)?;
+    Ok(tokio::spawn(async move {
+        if let Some(prompt) = prompt
+            && channel.write_all(&prompt).await.is_err()
+        {
+            return Vec::new();
+        }
+        let mut report = Vec::new();
+        let _ = (&mut channel)
+            .take(64 * 1024)
+            .read_to_end(&mut report)
+            .await;
+        report
+    }))
 }
 
 fn res_ok(rx: &watch::Receiver<bool>) -> bool {

@@ -65,11 +65,63 @@ pub struct HandoffResult {
     pub policy: serde_json::Value,
     /// The DAG this run belongs to, when one was created.
     pub dag: Option<Dag>,
+    /// How the agent's processes were contained, once it started.
+    #[serde(default)]
+    pub processes: Option<Processes>,
     /// For a nested adviser: the read-only snapshot it ran on (the asked `cwd` maps into it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<crate::workspace::Snapshot>,
     /// Human diagnostics, redacted and bounded.
     pub diagnostics: Diagnostics,
+}
+
+/// How an agent's processes were contained.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Processes {
+    /// `reaper`: a reaper (a child subreaper) ran the agent and the run waited for its whole
+    /// process tree to be gone; `process-group`: only the agent's process group was killed.
+    pub containment: ContainmentKind,
+    /// Whether the agent's whole tree was gone before the after-fingerprint: `true` under a
+    /// reaper that reported, `false` when the reaper itself was killed, null when unknown
+    /// (process group only: a process that left the group may still run).
+    pub tree_gone: Option<bool>,
+    /// How many descendants were still running when the agent ended (the reaper killed
+    /// them); null without a reaper's report.
+    pub leftover: Option<u32>,
+}
+
+/// The mechanism that contained an agent's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ContainmentKind {
+    /// A reaper of handoff's own (`PR_SET_CHILD_SUBREAPER`).
+    Reaper,
+    /// The process group only.
+    ProcessGroup,
+}
+
+impl From<&crate::process::Containment> for Processes {
+    fn from(c: &crate::process::Containment) -> Processes {
+        use crate::process::Containment as C;
+        match c {
+            C::ProcessGroup => Processes {
+                containment: ContainmentKind::ProcessGroup,
+                tree_gone: None,
+                leftover: None,
+            },
+            C::Reaper { leftover } => Processes {
+                containment: ContainmentKind::Reaper,
+                tree_gone: Some(true),
+                leftover: Some(*leftover),
+            },
+            C::ReaperLost => Processes {
+                containment: ContainmentKind::Reaper,
+                tree_gone: Some(false),
+                leftover: None,
+            },
+        }
+    }
 }
 
 /// The target of a result.

@@ -39,6 +39,10 @@
 //! prompt's `Mode: <mode>` line (`advice` for an `Operation: advice` prompt). An advice run never
 //! writes a file, whatever the mode and grants.
 //!
+//! Escapes, before any of the above: `HANDOFF_FAKE_ESCAPEE_PID_FILE` starts `sleep 1000` in a
+//! new session whose parent exits at once (`(setsid sleep 1000 &)`) and writes its pid there;
+//! `HANDOFF_FAKE_KILL_PARENT=1` sends SIGKILL to the fake's parent process.
+//!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
 //! OpenCode `--pure`, Cursor `--force` / `--readonly-paths`); `HANDOFF_FAKE_VERSION` replaces the
@@ -165,7 +169,8 @@ pub use ssh::SshHost;
 pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
-        ENV_FILE_NAME, EXIT, GRANDCHILD_PID_FILE, HELP, MODE, PROBE_ANSWER, READY_FILE,
-        RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR, VERSION, WAIT_FILE,
+        ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, HELP, KILL_PARENT, MODE,
+        PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR, VERSION,
+        WAIT_FILE,
     };
 }

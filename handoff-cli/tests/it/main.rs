@@ -11,6 +11,7 @@ mod attribute;
 mod carry;
 mod checkpoint;
 mod config;
+mod containment;
 mod continuation;
 mod docs;
 mod doctor;

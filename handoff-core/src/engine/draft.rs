@@ -88,6 +88,7 @@ impl Draft {
                 usage: Usage::not_observed(),
                 policy: serde_json::json!({"enforcement": "not-established"}),
                 dag: None,
+                processes: None,
                 snapshot: None,
                 diagnostics: Diagnostics::default(),
             },

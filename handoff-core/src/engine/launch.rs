@@ -142,7 +142,19 @@ impl Engine {
             request.lineage.parent_run_id.is_none(),
             label,
         );
-        let report = supervise_with_tap(&invocation, prompt.as_bytes(), timeout, cancel, tap).await;
+        // The reaper holds the worktree lease until the agent's tree is gone, even if handoff
+        // is killed first.
+        let hold = draft.lease.as_ref().and_then(|l| l.hold().ok());
+        let report = supervise_with_tap(
+            &invocation,
+            prompt.as_bytes(),
+            timeout,
+            cancel,
+            tap,
+            self.reaper(hold),
+        )
+        .await;
+        draft.result.processes = Some(crate::result::Processes::from(&report.containment));
         draft.result.exit.provider = report.exit_code;
         draft.result.exit.signal = report.signal.clone();
         let answer_file = match &invocation.answer {

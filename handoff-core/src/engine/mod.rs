@@ -48,6 +48,7 @@ use crate::mcp::McpDescriptor;
 use crate::names::{Mode, Operation};
 use crate::paths::ResultFile;
 use crate::preflight::{PreflightCache, locate};
+use crate::process::ReaperSpec;
 use crate::provider::{NestedAccess, ProbeEnv, Provider, Registry};
 use crate::request::{BudgetLimits, Request};
 use crate::result::*;
@@ -68,8 +69,13 @@ pub struct EngineOptions {
     pub config: Config,
     /// The file the configuration came from, if any (named in policy receipts).
     pub config_path: Option<Utf8PathBuf>,
-    /// Absolute path of the `handoff` binary a worker runs to ask for nested advice. Needed
-    /// by `run-with-advice` and root `advice`; `None` refuses them.
+    /// Absolute path of the `handoff` binary: a worker runs it to ask for nested advice, and
+    /// every agent runs under it as its reaper (`handoff __reap`, see [`crate::reaper`]), so
+    /// that the agent's whole process tree dies with the run. Needed by `run-with-advice` and
+    /// root `advice`; `None` refuses them, and leaves other runs contained by their process
+    /// group only (the result's `processes.containment` says so). A program embedding the
+    /// library may name its own binary here if it calls [`crate::reaper::main_if_reaper`]
+    /// first thing in `main`.
     pub handoff_exe: Option<Utf8PathBuf>,
     /// The per-user runtime directory (root leases, supervisor sockets); `None`: the default
     /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
@@ -254,6 +260,19 @@ impl Engine {
             env,
             scratch: scratch.to_owned(),
         }
+    }
+
+    /// The reaper agents run under: the handoff binary, where one is known and the platform
+    /// has subreapers; `None` leaves only the process group.
+    pub(super) fn reaper(&self, hold: Option<std::os::fd::OwnedFd>) -> Option<ReaperSpec> {
+        if !crate::reaper::AVAILABLE {
+            return None;
+        }
+        let exe = self.options.handoff_exe.clone()?;
+        Some(ReaperSpec {
+            exe,
+            hold: hold.into_iter().collect(),
+        })
     }
 
     pub(super) fn scratch_dir(&self) -> std::io::Result<LockedDir> {

@@ -84,6 +84,18 @@ pub(super) fn observe(
         Ending::SpawnFailed { message } => return Ended::NotRun(message),
         Ending::Exited => {}
     }
+    if draft
+        .result
+        .processes
+        .as_ref()
+        .is_some_and(|p| p.tree_gone == Some(false))
+    {
+        return Ended::NotIsolated(
+            "the agent's reaper was killed before the run ended: processes the agent started \
+             may outlive the run"
+                .to_owned(),
+        );
+    }
     if let Some(reason) = provider.runtime_check(&raw) {
         return Ended::NotIsolated(reason);
     }

@@ -99,6 +99,8 @@ pub struct ReceiverRun {
     pub stderr_tail: String,
     /// Its process id, when it started.
     pub pid: Option<u32>,
+    /// How its processes were contained.
+    pub containment: crate::process::Containment,
 }
 
 impl ReceiverRun {
@@ -347,6 +349,7 @@ impl Engine {
             timeout,
             cancel,
             tap,
+            self.reaper(None),
         )
         .await;
         let raw = RawOutput {
@@ -376,6 +379,7 @@ impl Engine {
             report: parsed,
             stderr_tail: tail,
             pid: report.pid,
+            containment: report.containment,
         }
     }
 }

@@ -14,7 +14,8 @@
 //! 6. a signal arrived before launch → `cancelled` 9;
 //! 7. after launch: timeout → `timed_out` 8; signal → `cancelled` 9; more than 1 MiB of output →
 //!    `failed` 7; could not start → `not_run` 3;
-//! 8. the adapter's runtime check finds isolation was not enforced → `blocked` 10;
+//! 8. the agent killed its reaper, or the adapter's runtime check finds isolation was not
+//!    enforced → `blocked` 10;
 //! 9. the CLI refused to start for an environmental reason → `not_run` 3; the agent reported its
 //!    own failure → `failed` 2; its answer breaks the contract → `failed` 7; non-zero exit (even
 //!    with an answer) or answer status `failed` → `failed` 2; answer status `blocked` →

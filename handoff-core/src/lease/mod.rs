@@ -241,6 +241,14 @@ pub struct RootLease {
 }
 
 impl RootLease {
+    /// A second descriptor for the worktree lock (the same open file, so the same `flock`):
+    /// whoever holds it keeps the worktree leased after this process is gone — the reaper of
+    /// the run's agent, until the agent's tree is gone.
+    pub fn hold(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.worktree_lock.as_fd().try_clone_to_owned()
+    }
+
     /// Takes the root lease on `worktree_root` in the runtime directory `dir`: checks the
     /// ancestry ([`check_ancestry`]), locks the worktree, then registers the process as a live
     /// root. With [`Wait::Until`], a busy worktree is retried every 50 ms until it is released

@@ -276,6 +276,7 @@ pub(crate) fn perform_receiver(
 
 /// `hang`, `grandchild`, `exit` and `stderr-secret`: what happens before any answer.
 fn side_effects(settings: &Settings, behaviour: Behaviour, exe: &str) -> Result<(), ExitCode> {
+    escape(settings)?;
     match behaviour {
         Behaviour::Hang => {
             write_pid_file(settings.get(settings::READY_FILE), std::process::id());
@@ -389,6 +390,33 @@ fn write_pid_file(path: Option<String>, pid: u32) {
             ));
         }
     }
+}
+
+/// The escapes asked for: a `setsid` orphan, SIGKILL of the parent.
+fn escape(settings: &Settings) -> Result<(), ExitCode> {
+    if let Some(file) = settings.get(settings::ESCAPEE_PID_FILE) {
+        // The subshell exits at once: the sleep is orphaned, in its own session and group.
+        let status = std::process::Command::new("/bin/sh")
+            .args([
+                "-c",
+                "(setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > \"$1\")",
+                "sh",
+                file.as_str(),
+            ])
+            .stdin(Stdio::null())
+            .status();
+        if !status.is_ok_and(|s| s.success()) {
+            util::err_line("fake-agent: cannot start the setsid escapee");
+            return Err(ExitCode::from(1));
+        }
+    }
+    if settings.get(settings::KILL_PARENT).as_deref() == Some("1") {
+        let parent = std::os::unix::process::parent_id();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &parent.to_string()])
+            .status();
+    }
+    Ok(())
 }
 
 /// `sleep 1000` in our process group, left running on purpose.

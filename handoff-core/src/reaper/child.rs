@@ -1,0 +1,361 @@
+//! The reaper process: it starts the agent, adopts whatever the agent's tree orphans, and does
+//! not exit before every descendant is gone.
+//!
+//! Its events come to one loop on a single-threaded runtime: `SIGCHLD` (reap),
+//! `SIGTERM`/`SIGINT`/`SIGHUP` (handoff stops the run: terminate the tree, then kill it), the
+//! end of the channel to handoff (handoff is gone: kill the tree now), `SIGUSR1` (the
+//! parent-death signal, a backup: acted on only when `getppid()` no longer names handoff,
+//! since it also fires when the *thread* that started the reaper exits) and a tick while the
+//! tree is being stopped. Signals are caught, never blocked, so the agent starts with an empty
+//! signal mask and default handlers.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Pid, getppid};
+use tokio::io::AsyncReadExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::tree::{self, Proc};
+use super::{Args, Report};
+
+/// Between SIGTERM and SIGKILL for what is left when the run stops or the agent ends.
+const GRACE: Duration = Duration::from_millis(1500);
+/// How often the tree is scanned and signalled again while it is being stopped.
+const TICK: Duration = Duration::from_millis(50);
+/// Most descriptors handoff hands over to hold (the worktree lease's lock).
+const MAX_HELD: usize = 4;
+
+/// Where the reaper is in stopping the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// The agent runs; nothing is being stopped.
+    Running,
+    /// SIGTERM went to every descendant; SIGKILL follows at `until`.
+    Terminating { until: Instant },
+    /// Every descendant found is sent SIGKILL, again on each tick, until none is left.
+    Killing,
+}
+
+/// Runs the reaper; returns its exit code (the agent's code, or 128 + the signal that ended
+/// it; 125 when the reaper could not start the agent, 126/127 when its program could not be
+/// run).
+pub(super) fn run(args: &Args) -> i32 {
+    let channel = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => UnixStream::from(fd),
+        Err(e) => return refuse(None, &format!("no channel to handoff on stdin: {e}")),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return refuse(Some(&channel), &format!("cannot start: {e}")),
+    };
+    runtime.block_on(reap_agent(args, channel))
+}
+
+/// The signals the reaper listens to, installed before anything can send them.
+struct Listening {
+    child: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    parent_death: tokio::signal::unix::Signal,
+}
+
+fn listen() -> std::io::Result<Listening> {
+    Ok(Listening {
+        child: signal(SignalKind::child())?,
+        term: signal(SignalKind::terminate())?,
+        int: signal(SignalKind::interrupt())?,
+        hup: signal(SignalKind::hangup())?,
+        parent_death: signal(SignalKind::user_defined1())?,
+    })
+}
+
+async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
+    let mut listening = match listen() {
+        Ok(l) => l,
+        Err(e) => return refuse(Some(&channel), &format!("cannot catch signals: {e}")),
+    };
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        return refuse(Some(&channel), &format!("cannot become a subreaper: {e}"));
+    }
+    // Other processes of the user may neither trace the reaper nor open its descriptors.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGUSR1);
+    if !parent_is(args.parent) {
+        return refuse(Some(&channel), "handoff ended before the agent started");
+    }
+    // The descriptors to hold (the worktree lease) arrive with the first byte; they stay
+    // open, close-on-exec, until the reaper exits.
+    let _held = match receive_held(&channel) {
+        Ok(fds) => fds,
+        Err(e) => return refuse(Some(&channel), &format!("no word from handoff: {e}")),
+    };
+    let prompt = match args.stdin {
+        Some(n) => {
+            let mut buf = vec![0u8; n];
+            let mut reader = &channel;
+            if let Err(e) = reader.read_exact(&mut buf) {
+                return refuse(Some(&channel), &format!("cannot read the prompt: {e}"));
+            }
+            Some(buf)
+        }
+        None => None,
+    };
+
+    let mut command = Command::new(&args.program);
+    command
+        .args(&args.args)
+        .stdin(if prompt.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    let mut child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let report = Report {
+                spawn_error: Some(format!("{e}")),
+                ..Report::default()
+            };
+            send(&channel, &report);
+            return if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+        }
+    };
+    if let (Some(prompt), Some(mut stdin)) = (prompt, child.stdin.take()) {
+        std::thread::spawn(move || {
+            // An agent that exits without reading its prompt closes the pipe: not an error.
+            let _ = stdin.write_all(&prompt);
+        });
+    }
+    let agent = child.id();
+    drop(child);
+    let lifeline = channel
+        .try_clone()
+        .and_then(|c| {
+            c.set_nonblocking(true)?;
+            tokio::net::UnixStream::from_std(c)
+        })
+        .ok();
+
+    let report = watch(args.parent, agent, &mut listening, lifeline).await;
+    send(&channel, &report);
+    match (report.exit_code, report.signal_number) {
+        (Some(code), _) => code,
+        (None, Some(n)) => 128 + n,
+        (None, None) => 125,
+    }
+}
+
+/// Reads the channel until it ends (handoff is gone).
+async fn closed(lifeline: &mut Option<tokio::net::UnixStream>) {
+    match lifeline {
+        Some(stream) => {
+            let mut buf = [0u8; 64];
+            while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// The loop: reaps, and stops the tree when the agent ends, handoff asks or handoff is gone,
+/// until no child is left.
+async fn watch(
+    parent: u32,
+    agent: u32,
+    on: &mut Listening,
+    mut lifeline: Option<tokio::net::UnixStream>,
+) -> Report {
+    let me = std::process::id();
+    let mut report = Report::default();
+    let mut agent_done = false;
+    let mut stop = Stop::Running;
+    let mut handoff_alive = true;
+    loop {
+        let none_left = reap(agent, &mut report, &mut agent_done);
+        if agent_done && none_left {
+            return report;
+        }
+        if agent_done && stop == Stop::Running {
+            // The agent ended: whatever it left behind (a `setsid` daemon, a background job)
+            // goes too.
+            let rest = tree::descendants(&tree::scan(), me);
+            report.leftover = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+            stop = terminate(&rest);
+            continue;
+        }
+        let ticking = stop != Stop::Running;
+        let mut lost = false;
+        let mut stop_asked = false;
+        tokio::select! {
+            _ = on.child.recv() => {}
+            _ = on.term.recv() => stop_asked = true,
+            _ = on.int.recv() => stop_asked = true,
+            _ = on.hup.recv() => stop_asked = true,
+            _ = on.parent_death.recv() => lost = !parent_is(parent),
+            () = closed(&mut lifeline), if handoff_alive => {
+                handoff_alive = false;
+                lost = true;
+            }
+            () = tokio::time::sleep(TICK), if ticking => {}
+        }
+        if lost {
+            report.lost_handoff = true;
+            stop = Stop::Killing;
+        } else if stop_asked && stop == Stop::Running {
+            stop = terminate(&tree::descendants(&tree::scan(), me));
+            continue;
+        }
+        match stop {
+            Stop::Terminating { until } if Instant::now() >= until => {
+                stop = Stop::Killing;
+                signal_all(&tree::descendants(&tree::scan(), me), Signal::SIGKILL);
+            }
+            Stop::Killing => {
+                signal_all(&tree::descendants(&tree::scan(), me), Signal::SIGKILL);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sends SIGTERM to `procs`; SIGKILL follows after [`GRACE`].
+fn terminate(procs: &[Proc]) -> Stop {
+    signal_all(procs, Signal::SIGTERM);
+    Stop::Terminating {
+        until: Instant::now() + GRACE,
+    }
+}
+
+/// Reaps every ended child; records the agent's status. `true` when no child is left.
+fn reap(agent: u32, report: &mut Report, agent_done: &mut bool) -> bool {
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) => {
+                if pid.as_raw() as u32 == agent {
+                    report.exit_code = Some(code);
+                    *agent_done = true;
+                }
+            }
+            Ok(WaitStatus::Signaled(pid, signal, _)) => {
+                if pid.as_raw() as u32 == agent {
+                    report.signal = Some(signal.as_str().to_owned());
+                    report.signal_number = Some(signal as i32);
+                    *agent_done = true;
+                }
+            }
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => {}
+            Err(Errno::EINTR) => {}
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Signals each process, through a pidfd where the kernel has them, so that a process that
+/// ended after the scan and whose id was reused is never hit.
+fn signal_all(procs: &[Proc], signal: Signal) {
+    for p in procs {
+        signal_one(p, signal);
+    }
+}
+
+fn signal_one(p: &Proc, signal: Signal) {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
+        let Some(pid) = rustix::process::Pid::from_raw(p.pid as i32) else {
+            return;
+        };
+        if let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) {
+            // The descriptor names one process; it is the scanned one if its start time
+            // still matches now that the descriptor pins it.
+            let same = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+                .ok()
+                .and_then(|t| tree::parse_stat(p.pid, &t))
+                .is_some_and(|now| now.start_time == p.start_time);
+            if same && let Some(sig) = rustix_signal(signal) {
+                let _ = pidfd_send_signal(fd.as_fd(), sig);
+            }
+            return;
+        }
+    }
+    let _ = kill(Pid::from_raw(p.pid as i32), signal);
+}
+
+#[cfg(target_os = "linux")]
+fn rustix_signal(signal: Signal) -> Option<rustix::process::Signal> {
+    match signal {
+        Signal::SIGTERM => Some(rustix::process::Signal::TERM),
+        Signal::SIGKILL => Some(rustix::process::Signal::KILL),
+        _ => None,
+    }
+}
+
+fn parent_is(parent: u32) -> bool {
+    getppid().as_raw() as u32 == parent
+}
+
+/// Reads the first byte from handoff and the descriptors sent with it (close-on-exec).
+fn receive_held(channel: &UnixStream) -> std::io::Result<Vec<RawFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_HELD]);
+    let msg = loop {
+        match recvmsg::<()>(
+            channel.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(Errno::EINTR) => {}
+            other => break other.map_err(std::io::Error::from)?,
+        }
+    };
+    if msg.bytes == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    let mut fds = Vec::new();
+    for cmsg in msg.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(received) = cmsg {
+            fds.extend(received);
+        }
+    }
+    Ok(fds)
+}
+
+fn send(channel: &UnixStream, report: &Report) {
+    if let Ok(mut line) = serde_json::to_vec(report) {
+        line.push(b'\n');
+        let mut writer = channel;
+        let _ = writer.write_all(&line);
+    }
+}
+
+/// Ends the reaper before any agent started, saying why on the channel (when there is one).
+fn refuse(channel: Option<&UnixStream>, why: &str) -> i32 {
+    let report = Report {
+        spawn_error: Some(format!("reaper: {why}")),
+        ..Report::default()
+    };
+    if let Some(channel) = channel {
+        send(channel, &report);
+    }
+    125
+}
