@@ -26,10 +26,8 @@ pub mod continue_task {
             .get("HOME")
             .filter(|h| h.starts_with('/'))
             .map(|h| Utf8PathBuf::from(h).join(".cache/handoff/preflight"));
-        options.tmp_dir = env
-            .get("TMPDIR")
-            .filter(|t| t.starts_with('/'))
-            .map(Utf8PathBuf::from);
+        // Private directories take their default place, the private work directory, as the
+        // binary's do: not `$TMPDIR`, which a sandboxed agent may write.
         options.config = loaded.config;
         options.config_path = loaded.path;
         Ok(Engine::new(

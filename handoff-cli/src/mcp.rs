@@ -14,14 +14,13 @@
 //! period, so no process outlives the server.
 //!
 //! Instructions or a note given inline are written to a new 0600 file in a private 0700
-//! directory under `$TMPDIR` (never in the repository), passed by path, and removed when the
-//! job ends.
+//! directory in handoff's private work directory (never in the repository, nor under `$TMPDIR`
+//! or `/tmp`, where a sandboxed agent may write), passed by path, and removed when the job
+//! ends.
 
 mod jobs;
 
 use std::fmt::Display;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -693,39 +692,6 @@ fn structured(text: String, value: Value, is_error: bool) -> CallToolResult {
 // Serving
 // -------------------------------------------------------------------------------------------
 
-/// A private (0700) directory for inline instructions and notes, removed when the server ends.
-struct PrivateDir(tempfile::TempDir);
-
-impl PrivateDir {
-    fn create() -> Result<PrivateDir, String> {
-        let base = std::env::temp_dir()
-            .canonicalize()
-            .map_err(|e| format!("cannot use the temporary directory: {e}"))?;
-        tempfile::Builder::new()
-            .prefix("handoff-mcp-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir_in(&base)
-            .map(PrivateDir)
-            .map_err(|e| format!("cannot create a directory in {}: {e}", base.display()))
-    }
-
-    /// Writes `text` to a new 0600 file in the directory.
-    fn write(&self, name: &str, text: &str) -> Result<PathBuf, String> {
-        use std::io::Write;
-        let path = self.0.path().join(name);
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(path)
-    }
-}
-
 /// Runs `handoff mcp` until stdin closes or a signal arrives; returns the exit code.
 pub async fn main() -> u8 {
     use std::io::Write;
@@ -736,7 +702,9 @@ pub async fn main() -> u8 {
             return 1;
         }
     };
-    let dir = match PrivateDir::create() {
+    // In the private work directory, out of reach of the agents the jobs start; held (and so
+    // never swept) while the server runs, removed when it ends.
+    let dir = match handoff_core::PrivateDir::create(None, handoff_core::PrivateDirKind::Mcp) {
         Ok(d) => d,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "handoff: {e}");

@@ -23,6 +23,7 @@ mod note;
 mod output;
 mod paths;
 mod preflight;
+mod private_dir;
 mod process;
 mod progress;
 mod prompt;
@@ -63,7 +64,7 @@ pub use input::{
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
-    agents_working_in, check_ancestry, default_runtime_dir, private_work_dir,
+    agents_working_in, check_ancestry, default_runtime_dir, private_dir_base, private_work_dir,
 };
 pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,
@@ -83,6 +84,7 @@ pub use output::{
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
+pub use private_dir::{PrivateDir, PrivateDirKind};
 pub use process::{
     Containment, Ending, OUTPUT_LIMIT, ProcessReport, ReaperSpec, run_command, supervise,
     supervise_with_tap,

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::sync::watch;
 
-use super::PrivateDir;
+use handoff_core::PrivateDir;
 
 /// How much of a child's stdout is kept (a result line is far smaller).
 const STDOUT_LIMIT: usize = 64 << 20;
@@ -216,15 +216,15 @@ impl Jobs {
         let mut files = Vec::new();
         for (flag, text) in &launch.inline {
             let name = format!("{id}-{}.txt", flag.trim_start_matches('-'));
-            match self.dir.write(&name, text) {
+            match self.dir.write_file(&name, text.as_bytes()) {
                 Ok(path) => {
                     args.push((*flag).to_owned());
-                    args.push(path.to_string_lossy().into_owned());
-                    files.push(path);
+                    args.push(path.to_string());
+                    files.push(path.into_std_path_buf());
                 }
                 Err(e) => {
                     remove(&files);
-                    return Err(e);
+                    return Err(format!("cannot write {}/{name}: {e}", self.dir.path()));
                 }
             }
         }

@@ -7,6 +7,7 @@
 //! - The preflight cache is reused while its key is unchanged and invalidated when the
 //!   executable or (for Claude) the sandbox helpers change.
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,7 +19,7 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::support::{HANDOFF, Run, Sandbox};
+use crate::support::{HANDOFF, Run, Sandbox, private_dirs_in, recorded_run_dirs, work_dir};
 
 /// How long a process may take to disappear after handoff reported it killed.
 const GONE_WITHIN: Duration = Duration::from_secs(3);
@@ -124,14 +125,13 @@ fn read_pid(path: &Path) -> i32 {
         .unwrap_or_else(|e| panic!("pid file {} holds {text:?}: {e}", path.display()))
 }
 
-/// The `handoff-run-*` directories in `tmp`.
-fn run_dirs(tmp: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(tmp)
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("handoff-run-"))
-        .map(|e| e.path())
-        .collect()
+/// The run directories a running agent was handed on its command line.
+fn run_dirs_of(pid: i32) -> BTreeSet<PathBuf> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    private_dirs_in(
+        &String::from_utf8_lossy(&cmdline).replace('\0', " "),
+        "handoff-run-",
+    )
 }
 
 /// Every entry (files and directories) under `dir`, recursively.
@@ -366,7 +366,9 @@ fn cancel_with(signal: Signal) {
     let gc = handoff.wait_for_pid(&grandchild);
     // While the agent runs, its private run directory exists (so the check below means
     // something).
-    assert_eq!(run_dirs(&sb.tmp).len(), 1, "expected one run directory");
+    let dirs = run_dirs_of(agent);
+    assert_eq!(dirs.len(), 1, "expected one run directory: {dirs:?}");
+    assert!(dirs.iter().all(|d| d.is_dir()), "{dirs:?}");
     assert!(
         !is_gone(agent) && !is_gone(gc),
         "agent and grandchild must be running"
@@ -385,6 +387,7 @@ fn cancel_with(signal: Signal) {
 
     assert_gone(agent, "agent");
     assert_gone(gc, "agent's grandchild");
+    assert!(dirs.iter().all(|d| !d.exists()), "left behind: {dirs:?}");
     let left = walk(&sb.tmp);
     assert!(left.is_empty(), "TMPDIR not empty after the run: {left:?}");
 }
@@ -456,8 +459,10 @@ impl Secrets {
         }
     }
 
-    fn assert_nothing_left(&self, tmp: &Path) {
-        let left = run_dirs(tmp);
+    /// The run's directories (`handed`) are gone, and no file left in `tmp` holds a secret.
+    fn assert_nothing_left(&self, handed: &BTreeSet<PathBuf>, tmp: &Path) {
+        assert!(!handed.is_empty(), "no run directory was handed out");
+        let left: Vec<_> = handed.iter().filter(|d| d.exists()).collect();
         assert!(left.is_empty(), "run directory left behind: {left:?}");
         for f in walk(tmp).into_iter().filter(|p| p.is_file()) {
             let bytes = std::fs::read(&f).unwrap_or_default();
@@ -514,6 +519,7 @@ fn secrets_not_in_running_argv(target: &str) {
     cmd.args(&args);
     let mut handoff = Spawned::launch(cmd, Some(ready.clone()));
     let agent = handoff.wait_for_pid(&ready);
+    let handed = run_dirs_of(agent);
 
     let cmdline = std::fs::read(format!("/proc/{agent}/cmdline")).unwrap();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
@@ -553,7 +559,7 @@ fn secrets_not_in_running_argv(target: &str) {
     assert_eq!(file, run.stdout);
     secrets.assert_absent("stdout", &run.stdout);
     secrets.assert_absent("handoff's stderr", &run.stderr);
-    secrets.assert_nothing_left(&sb.tmp);
+    secrets.assert_nothing_left(&handed, &sb.tmp);
     assert_gone(agent, "agent");
 }
 
@@ -600,7 +606,7 @@ fn secrets_never_leak(target: &str) {
         &std::fs::read_to_string(&result).unwrap(),
     );
     secrets.assert_absent("handoff's stderr", &run.stderr);
-    secrets.assert_nothing_left(&sb.tmp);
+    secrets.assert_nothing_left(&recorded_run_dirs(&sb), &sb.tmp);
 
     let calls = sb.agents.invocations();
     assert!(!calls.is_empty(), "nothing recorded");
@@ -826,45 +832,126 @@ fn overhead_median_of_10() {
     );
 }
 
-/// A handoff process killed before it could clean up leaves its run directory (it can hold an
-/// agent's MCP configuration); the next root run removes it — only directories no live process
-/// holds locked.
+/// A handoff process killed before it could clean up leaves its private directories (a run
+/// directory can hold an agent's MCP configuration, a carry scratch a transcript); the next
+/// root run removes them — only directories no live process holds locked. They are in the
+/// real private work directory (see `support::work_dir`), under names no run makes.
 #[test]
 fn directories_left_by_a_killed_run_are_removed_by_the_next() {
     use nix::fcntl::{Flock, FlockArg};
 
     let sb = Sandbox::new();
-    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
-    let stale = sb.tmp.join("handoff-run-left");
-    std::fs::create_dir_all(stale.join("mcp")).unwrap();
-    std::fs::write(stale.join("mcp/config.json"), "{}").unwrap();
-    std::fs::File::open(&stale)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
+    let work = work_dir();
+    let tag = random_alnum(12);
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    let mut stale = Vec::new();
+    for prefix in [
+        "handoff-run-",
+        "handoff-snapshots-",
+        "handoff-carry-",
+        "handoff-mcp-",
+    ] {
+        let dir = work.join(format!("{prefix}it-{tag}-left"));
+        std::fs::create_dir_all(dir.join("mcp")).unwrap();
+        std::fs::write(dir.join("mcp/config.json"), "{}").unwrap();
+        std::fs::File::open(&dir)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        stale.push(dir);
+    }
     // Held by a live process (this test), as a running handoff holds its own.
-    let live = sb.tmp.join("handoff-run-live");
+    let live = work.join(format!("handoff-run-it-{tag}-live"));
     std::fs::create_dir(&live).unwrap();
     std::fs::File::open(&live)
         .unwrap()
         .set_modified(old)
         .unwrap();
-    let _held = Flock::lock(
+    let held = Flock::lock(
         std::fs::File::open(&live).unwrap(),
         FlockArg::LockExclusiveNonblock,
     )
     .unwrap();
 
+    sb.record();
     let run = sb.delegate("claude", "codex", "review", &[]);
+    let live_kept = live.exists();
+    drop(held);
+    let _ = std::fs::remove_dir(&live);
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(!stale.exists(), "the dead run's directory is still there");
-    assert!(live.exists(), "a live process's directory was removed");
+    let left: Vec<_> = stale.iter().filter(|d| d.exists()).collect();
+    assert!(
+        left.is_empty(),
+        "dead runs' directories are still there: {left:?}"
+    );
+    assert!(live_kept, "a live process's directory was removed");
     // This run's own directory is gone too, as always.
-    let left: Vec<_> = std::fs::read_dir(&sb.tmp)
-        .unwrap()
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("handoff-run-") && n != "handoff-run-live")
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    let handed = recorded_run_dirs(&sb);
+    assert_eq!(handed.len(), 1, "{handed:?}");
+    assert!(handed.iter().all(|d| !d.exists()), "{handed:?}");
+}
+
+/// A Codex `workspace-write` worker may write `$TMPDIR` and `/tmp`. Its run directory (the
+/// output schema it is held to, the file its answer is read from, MCP configuration) is not
+/// there: it is a private (0700) directory in handoff's private work directory, which the
+/// worker's sandbox does not open — so the worker cannot rewrite its own settings or answer
+/// file, nor an adviser's.
+#[test]
+fn a_run_directory_is_out_of_reach_of_what_its_agent_may_write() {
+    let sb = Sandbox::new();
+    let (ready, _) = hang_switches(&sb, "hang");
+    let (args, _result) = run_args(&sb, "codex", "build", &[]);
+    let mut cmd = sb.command();
+    cmd.args(&args);
+    let mut handoff = Spawned::launch(cmd, Some(ready.clone()));
+    let agent = handoff.wait_for_pid(&ready);
+
+    // What the running agent was given: its argv and environment.
+    let proc_list = |file: &str| -> Vec<String> {
+        let bytes = std::fs::read(format!("/proc/{agent}/{file}")).unwrap();
+        String::from_utf8_lossy(&bytes)
+            .split('\0')
+            .map(str::to_owned)
+            .collect()
+    };
+    let argv = proc_list("cmdline");
+    let flag = |name: &str| {
+        let i = argv.iter().position(|a| a == name).unwrap();
+        PathBuf::from(&argv[i + 1])
+    };
+    let handed = [flag("--output-last-message"), flag("--output-schema")];
+    // The temporary directories the agent was told about, and those any process may write.
+    let agent_tmp = proc_list("environ")
+        .iter()
+        .find_map(|e| e.strip_prefix("TMPDIR=").map(PathBuf::from))
+        .unwrap();
+    assert_eq!(agent_tmp, sb.tmp);
+    let writable = [agent_tmp, PathBuf::from("/tmp"), std::env::temp_dir()];
+    let work = work_dir();
+    let dirs = run_dirs_of(agent);
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let dir = dirs.first().unwrap();
+    for path in &handed {
+        assert_eq!(path.parent(), Some(dir.as_path()), "{path:?}");
+    }
+    assert_eq!(dir.parent(), Some(work.as_path()), "{dir:?}");
+    for place in &writable {
+        assert!(!dir.starts_with(place), "{dir:?} is under {place:?}");
+    }
+    assert!(!work.starts_with("/tmp"), "{work:?}");
+    let meta = std::fs::symlink_metadata(dir).unwrap();
+    assert!(meta.is_dir());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{dir:?}");
+    let meta = std::fs::symlink_metadata(&work).unwrap();
+    assert!(meta.is_dir());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{work:?}");
+    // Nothing of the run's is in the agent's temporary directory.
+    let in_tmp = walk(&sb.tmp);
+    assert!(in_tmp.is_empty(), "{in_tmp:?}");
+
+    handoff.signal(Signal::SIGTERM);
+    let run = handoff.wait(RUN_LIMIT);
+    assert_eq!(run.code, 9, "{run:?}");
+    assert_gone(agent, "agent");
+    assert!(!dir.exists(), "{dir:?} left behind");
 }

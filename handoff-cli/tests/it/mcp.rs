@@ -1,7 +1,7 @@
 //! `handoff mcp`: the MCP server, driven by rmcp's client over the real binary's stdio, with the
 //! fake agents standing in for the CLIs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, work_dir};
 
 /// Every tool the server offers.
 const TOOLS: [&str; 8] = [
@@ -51,6 +51,8 @@ struct Mcp {
     client: RunningService<RoleClient, Recorder>,
     child: tokio::process::Child,
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    /// The server's private directory for inline instructions.
+    dir: PathBuf,
 }
 
 impl Mcp {
@@ -68,10 +70,14 @@ impl Mcp {
         let recorder = Recorder::default();
         let progress = recorder.progress.clone();
         let client = recorder.serve((stdout, stdin)).await.unwrap();
+        // The server made its directory before it answered, and holds it open (locked) for
+        // its life.
+        let dir = open_private_dir(child.id().unwrap());
         Mcp {
             client,
             child,
             progress,
+            dir,
         }
     }
 
@@ -158,21 +164,30 @@ async fn assert_gone(pid: i32, what: &str) {
     }
 }
 
-/// The server's private directories for inline instructions under the sandbox's TMPDIR, with
-/// what they hold.
-fn private_dirs(sb: &Sandbox) -> Vec<(std::path::PathBuf, Vec<String>)> {
-    std::fs::read_dir(&sb.tmp)
+/// The server's private directory for inline instructions: the `handoff-mcp-…` directory
+/// process `pid` holds open. It is in the private work directory, which is shared with every
+/// other handoff of this user (see `support::work_dir`), so it is found by what the server
+/// holds, not by listing.
+fn open_private_dir(pid: u32) -> PathBuf {
+    let open: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("handoff-mcp-"))
-        .map(|e| {
-            let files = std::fs::read_dir(e.path())
-                .unwrap()
-                .filter_map(Result::ok)
-                .map(|f| f.file_name().to_string_lossy().into_owned())
-                .collect();
-            (e.path(), files)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("handoff-mcp-"))
         })
+        .collect();
+    assert_eq!(open.len(), 1, "{open:?}");
+    open.into_iter().next().unwrap()
+}
+
+/// What a private directory holds.
+fn files_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|f| f.file_name().to_string_lossy().into_owned())
         .collect()
 }
 
@@ -277,21 +292,24 @@ async fn advice_on_the_fake_codex_returns_the_result_json() {
             .is_some_and(|m| m.contains("running, ") && m.ends_with(" s"))),
         "{progress:?}"
     );
-    // The instructions went through a private file that is gone once the call ended.
-    let dirs = private_dirs(&sb);
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    assert!(dirs[0].1.is_empty(), "{dirs:?}");
-    let mode = std::fs::metadata(&dirs[0].0).unwrap();
+    // The instructions went through a private file that is gone once the call ended, in a
+    // private directory in the private work directory, not in TMPDIR (where a sandboxed agent
+    // may write).
+    let dir = mcp.dir.clone();
+    assert!(files_in(&dir).is_empty(), "{dir:?}");
+    let mode = std::fs::metadata(&dir).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
         0o700
     );
+    assert_eq!(dir.parent(), Some(work_dir().as_path()), "{dir:?}");
+    assert!(
+        !dir.starts_with(&sb.tmp) && !dir.starts_with("/tmp"),
+        "{dir:?}"
+    );
 
     assert!(mcp.close().await.success());
-    assert!(
-        private_dirs(&sb).is_empty(),
-        "the private directory is removed"
-    );
+    assert!(!dir.exists(), "the private directory is removed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -465,6 +483,7 @@ async fn closing_stdin_stops_the_server_and_its_jobs() {
     let agent = pid_in(&ready).await;
 
     let began = Instant::now();
+    let dir = mcp.dir.clone();
     let status = mcp.close().await;
     assert!(status.success(), "{status:?}");
     assert!(
@@ -475,10 +494,7 @@ async fn closing_stdin_stops_the_server_and_its_jobs() {
     assert_gone(server, "the server").await;
     assert_gone(handoff_pid, "the job's handoff process").await;
     assert_gone(agent, "the agent").await;
-    assert!(
-        private_dirs(&sb).is_empty(),
-        "the private directory is removed"
-    );
+    assert!(!dir.exists(), "the private directory is removed");
 }
 
 /// However the server ends — here SIGKILL, which it cannot handle — its jobs stop: each job's
@@ -502,4 +518,8 @@ async fn killing_the_server_stops_its_jobs() {
     let _ = mcp.child.wait().await;
     assert_gone(handoff_pid, "the job's handoff process").await;
     assert_gone(agent, "the agent").await;
+    // A killed server cannot remove its directory; a later root run sweeps it once it is no
+    // longer new. The test doesn't leave it in the shared work directory meanwhile.
+    assert!(mcp.dir.is_dir(), "{:?}", mcp.dir);
+    std::fs::remove_dir_all(&mcp.dir).unwrap();
 }

@@ -156,17 +156,21 @@ fn assert_worktree_clean(sb: &Sandbox) {
     assert!(status.is_empty(), "the worktree changed:\n{status}");
 }
 
-/// No per-run scratch directory survives a run.
+/// No per-run scratch directory survives a run: neither one its agent (or a probe) was handed
+/// in the private work directory nor any in TMPDIR.
 fn assert_no_scratch_left(sb: &Sandbox) {
-    let left: Vec<String> = std::fs::read_dir(&sb.tmp)
+    let handed = crate::support::recorded_run_dirs(sb);
+    let left: Vec<_> = handed.iter().filter(|d| d.exists()).collect();
+    assert!(left.is_empty(), "run directories left behind: {left:?}");
+    let in_tmp: Vec<String> = std::fs::read_dir(&sb.tmp)
         .unwrap()
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("handoff-run-"))
+        .filter(|n| n.starts_with("handoff-"))
         .collect();
     assert!(
-        left.is_empty(),
-        "scratch directories left in TMPDIR: {left:?}"
+        in_tmp.is_empty(),
+        "private directories in TMPDIR: {in_tmp:?}"
     );
 }
 
@@ -2187,6 +2191,8 @@ fn version_and_help() {
 #[test]
 fn capabilities_json() {
     let sb = Sandbox::new();
+    // Probes are recorded: the scratch directories they ran in are checked below.
+    sb.record();
     let run = sb.run(&["capabilities", "--json"]);
     assert_eq!(run.code, 0, "{}", ctx(&run));
     assert_eq!(run.stdout.lines().count(), 1, "{}", ctx(&run));

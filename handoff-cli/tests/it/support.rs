@@ -1,6 +1,7 @@
 //! A private sandbox per test: a scratch repository, fake agents on PATH, private directories
 //! for instructions and results, and an isolated HOME (so the preflight cache is per test).
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -9,6 +10,46 @@ use handoff_testkit::{FakeAgents, ScratchRepo};
 use serde_json::Value;
 
 pub const HANDOFF: &str = env!("CARGO_BIN_EXE_handoff");
+
+/// handoff's private work directory, where the binary makes the private directories of a run
+/// (agents' run directories, advisers' snapshots, carry scratch, the MCP server's). It is the
+/// real user's `~/.local/state/handoff/work`: the home directory comes from the password
+/// database, which no environment variable moves (a worker sets those). So tests find their
+/// own directories by the paths handoff handed out, never by listing the directory, and leave
+/// nothing behind in it (every run removes its own).
+pub fn work_dir() -> PathBuf {
+    handoff_core::private_work_dir()
+        .unwrap()
+        .into_std_path_buf()
+}
+
+/// The private directories of `prefix` (`handoff-run-`, …) in the work directory that `text`
+/// (an argv, an environment, a prompt) names.
+pub fn private_dirs_in(text: &str, prefix: &str) -> BTreeSet<PathBuf> {
+    let start = format!("{}/{prefix}", work_dir().display());
+    text.match_indices(&start)
+        .map(|(i, _)| {
+            let rest = &text[i + start.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+                .unwrap_or(rest.len());
+            PathBuf::from(format!("{start}{}", &rest[..end]))
+        })
+        .collect()
+}
+
+/// The run directories the recorded agent invocations of `sb` were handed (in argv, env or as
+/// their working directory).
+pub fn recorded_run_dirs(sb: &Sandbox) -> BTreeSet<PathBuf> {
+    sb.agents
+        .invocations()
+        .iter()
+        .flat_map(|call| {
+            let text = format!("{} {} {}", call["argv"], call["env"], call["cwd"]);
+            private_dirs_in(&text, "handoff-run-")
+        })
+        .collect()
+}
 
 pub struct Sandbox {
     _tmp: tempfile::TempDir,

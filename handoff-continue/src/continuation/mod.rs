@@ -44,7 +44,7 @@ mod worktree;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use handoff_core::{ContinueOutcome, ContinueResult, Engine, ReceiverRole, TaskStore, exit};
 use tokio::sync::watch;
 
@@ -257,24 +257,20 @@ fn rejected(mut result: ContinueResult, reason: String) -> ContinueResult {
     result
 }
 
-/// A private scratch directory for the length of a continuation.
+/// A private scratch directory for the length of a continuation, where the engine keeps its
+/// private directories (not under `$TMPDIR` or `/tmp`, which a sandboxed agent may write).
 struct Scratch {
-    dir: tempfile::TempDir,
+    dir: handoff_core::PrivateDir,
     path: Utf8PathBuf,
 }
 
 impl Scratch {
-    fn new() -> Result<Scratch, crate::error::Rejection> {
-        let dir = tempfile::Builder::new()
-            .prefix("handoff-carry-")
-            .tempdir()
+    fn new(engine: &Engine) -> Result<Scratch, crate::error::Rejection> {
+        let dir = engine
+            .private_dir(handoff_core::PrivateDirKind::Carry)
             .map_err(|e| format!("cannot create a private directory: {e}"))
             .rejected("scratch")?;
-        let path = Utf8Path::from_path(dir.path())
-            .map(Utf8Path::to_owned)
-            .ok_or_else(|| {
-                crate::error::Rejection::new("scratch", "the temporary directory is not UTF-8")
-            })?;
+        let path = dir.path().to_owned();
         Ok(Scratch { dir, path })
     }
 }
@@ -290,7 +286,7 @@ async fn run(
         ctx.store.check_writable().rejected("task store")?;
     }
     let known = ctx.engine.known_secrets();
-    let scratch = Scratch::new()?;
+    let scratch = Scratch::new(ctx.engine)?;
     let mut conv = prepare::conversation(req, ctx, &plan, &scratch.path, &known, result).await?;
     if let Some(why) = prepare::earlier_copy(&mut conv, &plan).await {
         record::earlier_copy_kept(result, &conv, &why, &plan.source.provider);

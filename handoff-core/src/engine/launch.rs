@@ -16,6 +16,7 @@ use super::{Engine, Launch};
 use crate::input::RunInput;
 use crate::mcp::McpDescriptor;
 use crate::output::MAX_PROVIDER_OUTPUT_BYTES;
+use crate::private_dir::PrivateDirKind;
 use crate::process::{Ending, supervise_with_tap};
 use crate::provider::{AnswerSource, Provider, RawOutput};
 use crate::request::{DelegationMode, Request};
@@ -67,6 +68,9 @@ impl Engine {
                 ))
             })?;
             let socket_parent = self.runtime_dir().map_err(Ended::NotRun)?;
+            let snapshot_dir = self
+                .private_dir(PrivateDirKind::Snapshots)
+                .map_err(|e| Ended::NotRun(format!("cannot create the snapshot directory: {e}")))?;
             let supervisor = Supervisor::start(SupervisorSetup {
                 engine: self.clone(),
                 root: request,
@@ -76,7 +80,7 @@ impl Engine {
                 started: draft.started,
                 handoff_exe: exe,
                 socket_parent,
-                snapshot_parent: self.snapshot_base(),
+                snapshot_dir,
                 cancel: cancel.clone(),
             })
             .map_err(Ended::NotRun)?;

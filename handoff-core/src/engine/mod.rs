@@ -19,9 +19,6 @@ mod observe;
 mod plan;
 mod receiver;
 mod record;
-mod stale;
-
-pub(crate) use self::stale::LockedDir;
 mod verdict;
 mod worker_advice;
 
@@ -48,6 +45,7 @@ use crate::mcp::McpDescriptor;
 use crate::names::{Mode, Operation};
 use crate::paths::ResultFile;
 use crate::preflight::{PreflightCache, locate};
+use crate::private_dir::{self, PrivateDir, PrivateDirKind};
 use crate::process::ReaperSpec;
 use crate::provider::{NestedAccess, ProbeEnv, Provider, Registry};
 use crate::request::{BudgetLimits, Request};
@@ -63,7 +61,12 @@ pub struct EngineOptions {
     pub env: BTreeMap<String, String>,
     /// Directory of the preflight cache; `None` disables caching.
     pub preflight_cache: Option<Utf8PathBuf>,
-    /// Where per-run private directories are created (default: `$TMPDIR` or `/tmp`).
+    /// Where the private directories of a run are made (its agent's run directory, advisers'
+    /// snapshots, a continuation's carry scratch). `None`, the default: the private work
+    /// directory `~/.local/state/handoff/work` (home directory from the password database),
+    /// or `/tmp` when there is no home directory; see [`crate::private_dir_base`]. A directory
+    /// set here wins: choose one no agent may write — not `$TMPDIR` or `/tmp`, which a
+    /// sandboxed build agent may write (tests give one of their own).
     pub tmp_dir: Option<Utf8PathBuf>,
     /// The user's configuration (per-agent defaults, environment, endpoints).
     pub config: Config,
@@ -122,7 +125,9 @@ impl std::fmt::Debug for SharedTaskStore {
 
 impl EngineOptions {
     /// Options from the current process: its environment and the default cache location
-    /// (`$XDG_CACHE_HOME/handoff/preflight`, else `~/.cache/handoff/preflight`).
+    /// (`$XDG_CACHE_HOME/handoff/preflight`, else `~/.cache/handoff/preflight`). Private
+    /// directories take their default place (not `$TMPDIR`: the environment does not move
+    /// them).
     pub fn from_process() -> EngineOptions {
         let env: BTreeMap<String, String> = std::env::vars().collect();
         let cache = env
@@ -134,14 +139,10 @@ impl EngineOptions {
                     .filter(|v| v.starts_with('/'))
                     .map(|h| Utf8PathBuf::from(h).join(".cache/handoff/preflight"))
             });
-        let tmp = env
-            .get("TMPDIR")
-            .filter(|v| v.starts_with('/'))
-            .map(Utf8PathBuf::from);
         EngineOptions {
             env,
             preflight_cache: cache,
-            tmp_dir: tmp,
+            tmp_dir: None,
             config: Config::default(),
             config_path: None,
             handoff_exe: None,
@@ -239,17 +240,16 @@ impl Engine {
         }
     }
 
-    /// Where advisers' snapshots go: the private work directory, which no sandboxed agent may
-    /// write; `$TMPDIR` only when there is none (no home directory).
-    pub(super) fn snapshot_base(&self) -> Utf8PathBuf {
-        crate::lease::private_work_dir().unwrap_or_else(|_| self.tmp_base())
+    /// Where this engine's private directories go ([`EngineOptions::tmp_dir`], else the
+    /// private work directory).
+    pub(super) fn private_base(&self) -> Result<Utf8PathBuf, crate::lease::LeaseError> {
+        crate::lease::private_dir_base(self.options.tmp_dir.as_deref())
     }
 
-    pub(super) fn tmp_base(&self) -> Utf8PathBuf {
-        self.options
-            .tmp_dir
-            .clone()
-            .unwrap_or_else(|| Utf8PathBuf::from("/tmp"))
+    /// A new private directory of `kind` where this engine keeps them, held until the value
+    /// is dropped (a stale one is swept by a later root run).
+    pub fn private_dir(&self, kind: PrivateDirKind) -> Result<PrivateDir, crate::LeaseError> {
+        PrivateDir::create(self.options.tmp_dir.as_deref(), kind)
     }
 
     pub(super) fn probe_env(&self, provider: &dyn Provider, scratch: &Utf8Path) -> ProbeEnv {
@@ -275,8 +275,8 @@ impl Engine {
         })
     }
 
-    pub(super) fn scratch_dir(&self) -> std::io::Result<LockedDir> {
-        LockedDir::new(self.tmp_base().as_std_path(), "handoff-run-")
+    pub(super) fn scratch_dir(&self) -> Result<PrivateDir, crate::LeaseError> {
+        self.private_dir(PrivateDirKind::Run)
     }
 
     /// Reports every registered provider's capabilities and preflight.
@@ -295,10 +295,7 @@ impl Engine {
                     cached: false,
                 },
                 (Some(exe), Ok(scratch)) => {
-                    let scratch_path = Utf8Path::from_path(scratch.path())
-                        .map(Utf8Path::to_owned)
-                        .unwrap_or_else(|| Utf8PathBuf::from("/tmp"));
-                    let probe = self.probe_env(p.as_ref(), &scratch_path);
+                    let probe = self.probe_env(p.as_ref(), scratch.path());
                     let (pf, cached) = self.cache.preflight(p.as_ref(), exe, &probe).await;
                     PreflightReport {
                         installed: true,
@@ -363,9 +360,8 @@ impl Engine {
     /// Runs one delegation to completion. Never panics; every outcome is a result.
     pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
         // What handoff processes killed before they could clean up left behind goes first.
-        stale::sweep(&self.tmp_base());
-        if let Ok(work) = crate::lease::private_work_dir() {
-            stale::sweep(&work);
+        if let Ok(base) = self.private_base() {
+            private_dir::sweep(&base);
         }
         let mut draft = Draft::new(&input, &self.registry);
         let reserved = match input.result.as_deref().map(ResultFile::reserve) {

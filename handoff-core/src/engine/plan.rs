@@ -26,7 +26,7 @@ pub(super) struct Plan {
     /// The target's adapter.
     pub provider: Arc<dyn Provider>,
     /// The run's private directory; removed when dropped.
-    pub run_dir: super::LockedDir,
+    pub run_dir: crate::private_dir::PrivateDir,
     /// Its path.
     pub run_path: Utf8PathBuf,
     /// The CLI, when it is on PATH.
@@ -56,9 +56,7 @@ impl Engine {
         let run_dir = self
             .scratch_dir()
             .map_err(|e| Ended::NotRun(format!("cannot create a run directory: {e}")))?;
-        let run_path = Utf8Path::from_path(run_dir.path())
-            .map(Utf8Path::to_owned)
-            .ok_or_else(|| Ended::NotRun("the temporary directory is not UTF-8".into()))?;
+        let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
         let schema = provider_output_schema();
         let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());

@@ -25,7 +25,7 @@ use crate::redact::{credential_name, credential_values, redact, redact_known, tr
 /// everything that can refuse has run. Dropping it removes its private directory.
 pub struct PreparedReceiver {
     // Kept for its Drop: the private directory lives as long as the receiver.
-    _run_dir: super::LockedDir,
+    _run_dir: crate::private_dir::PrivateDir,
     invocation: crate::provider::Invocation,
     provider: Arc<dyn Provider>,
     prompt: String,
@@ -65,7 +65,7 @@ impl PreparedReceiver {
         crate::carry::StoreEnv {
             vars: self.invocation.env.clone(),
             executable: Some(self.invocation.program.clone()),
-            scratch: Utf8Path::from_path(self._run_dir.path()).map(Utf8Path::to_owned),
+            scratch: Some(self._run_dir.path().to_owned()),
         }
     }
 
@@ -232,9 +232,7 @@ impl Engine {
         let run_dir = self
             .scratch_dir()
             .map_err(|e| format!("cannot create a private directory: {e}"))?;
-        let run_path = Utf8Path::from_path(run_dir.path())
-            .map(Utf8Path::to_owned)
-            .ok_or_else(|| "the temporary directory is not UTF-8".to_owned())?;
+        let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
         let plan = RunDir {
             path: run_path.clone(),

@@ -54,7 +54,7 @@ pub use self::agents::{WorkingAgent, agents_working_in};
 pub use self::ancestry::{adopt_orphans, check_ancestry};
 use self::process::own_start_time;
 use self::runtime_dir::ensure_private_dir;
-pub use self::runtime_dir::{default_runtime_dir, private_work_dir};
+pub use self::runtime_dir::{default_runtime_dir, private_dir_base, private_work_dir};
 use crate::timestamp::now_iso;
 
 const ROOTS: &str = "roots";

@@ -30,13 +30,15 @@ pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
 }
 
 /// The user's home directory as the password database says (never `$HOME`, which a worker
-/// sets), when it is an existing absolute directory.
+/// sets), when it is an existing absolute directory; canonical, as paths handed to a `handoff`
+/// child (an MCP job's instructions) may have no symlinked ancestor.
 fn passwd_home() -> Option<Utf8PathBuf> {
     nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()
         .and_then(|u| Utf8PathBuf::from_path_buf(u.dir).ok())
         .filter(|h| h.is_absolute() && h.is_dir())
+        .and_then(|h| h.canonicalize_utf8().ok())
 }
 
 /// `<home>/.local/state/handoff/<name>`: the parents made 0700 where missing, the directory
@@ -53,8 +55,9 @@ fn private_state_dir(home: &Utf8Path, name: &str) -> Result<Utf8PathBuf, LeaseEr
     Ok(dir)
 }
 
-/// A private (0700) directory for what agents must not be able to change — advisers'
-/// snapshots of the asking worktree: `<home>/.local/state/handoff/work`, with the home
+/// A private (0700) directory for what agents must not be able to change — a run's directory
+/// for its agent, advisers' snapshots of the asking worktree, a continuation's carry scratch,
+/// the MCP server's inline instructions: `<home>/.local/state/handoff/work`, with the home
 /// directory from the password database. Not under `$TMPDIR` or `/tmp`, which a sandboxed build
 /// agent may write (Codex's `workspace-write` can), nor under `/run/user` (memory).
 pub fn private_work_dir() -> Result<Utf8PathBuf, LeaseError> {
@@ -63,6 +66,36 @@ pub fn private_work_dir() -> Result<Utf8PathBuf, LeaseError> {
         reason: "the password database names no home directory".to_owned(),
     })?;
     private_state_dir(&home, "work")
+}
+
+/// Where handoff's private directories for a run go, first that applies:
+///
+/// 1. `explicit`, a directory the embedding program chose (`EngineOptions::tmp_dir`; tests
+///    give a directory of their own) — it is then the program's job to pick one no agent may
+///    write;
+/// 2. the private work directory, [`private_work_dir`];
+/// 3. `/tmp`, only when the password database names no home directory.
+///
+/// Never `$TMPDIR` or `$HOME`: the environment does not choose it. A work directory that is
+/// there but not private (a symlink, another owner, open to others) is refused, not
+/// replaced by `/tmp`.
+pub fn private_dir_base(explicit: Option<&Utf8Path>) -> Result<Utf8PathBuf, LeaseError> {
+    private_dir_base_among(explicit, passwd_home().as_deref(), Utf8Path::new("/tmp"))
+}
+
+/// [`private_dir_base`] with the home directory and the last resort given.
+fn private_dir_base_among(
+    explicit: Option<&Utf8Path>,
+    home: Option<&Utf8Path>,
+    tmp: &Utf8Path,
+) -> Result<Utf8PathBuf, LeaseError> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_owned());
+    }
+    match home.filter(|h| h.is_absolute() && h.is_dir()) {
+        Some(home) => private_state_dir(home, "work"),
+        None => Ok(tmp.to_owned()),
+    }
 }
 
 /// [`default_runtime_dir`] with its three places rooted at `run_user`, `tmp` and `home`.
@@ -192,6 +225,58 @@ mod tests {
         assert_eq!(dir, p.home.join(".local/state/handoff/runtime"));
         let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    fn a_directory_the_program_chose_comes_first() {
+        let p = places();
+        let chosen = p.tmp.join("chosen");
+        let base = private_dir_base_among(Some(&chosen), Some(&p.home), &p.tmp).unwrap();
+        assert_eq!(base, chosen);
+        // Nothing was made in the home directory for it.
+        assert!(!p.home.join(".local").exists());
+    }
+
+    #[test]
+    fn by_default_private_directories_go_to_the_private_work_directory() {
+        let p = places();
+        let base = private_dir_base_among(None, Some(&p.home), &p.tmp).unwrap();
+        assert_eq!(base, p.home.join(".local/state/handoff/work"));
+        for dir in [p.home.join(".local/state/handoff"), base] {
+            let mode = fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{dir}");
+        }
+    }
+
+    #[test]
+    fn without_a_home_directory_private_directories_go_to_tmp() {
+        let p = places();
+        let base = private_dir_base_among(None, None, &p.tmp).unwrap();
+        assert_eq!(base, p.tmp);
+        let missing = p.home.join("missing");
+        let base = private_dir_base_among(None, Some(&missing), &p.tmp).unwrap();
+        assert_eq!(base, p.tmp);
+    }
+
+    /// A work directory someone else could write is refused rather than traded for `/tmp`.
+    #[test]
+    fn a_work_directory_open_to_others_is_refused() {
+        let p = places();
+        let work = p.home.join(".local/state/handoff/work");
+        fs::create_dir_all(&work).unwrap();
+        fs::set_permissions(&work, fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = private_dir_base_among(None, Some(&p.home), &p.tmp).unwrap_err();
+        assert!(
+            matches!(refused, LeaseError::UnsafeDir { ref path, .. } if *path == work),
+            "{refused:?}"
+        );
+        fs::remove_dir(&work).unwrap();
+        std::os::unix::fs::symlink(&p.tmp, &work).unwrap();
+        let refused = private_dir_base_among(None, Some(&p.home), &p.tmp).unwrap_err();
+        assert!(
+            matches!(refused, LeaseError::UnsafeDir { ref reason, .. } if reason.contains("symlink")),
+            "{refused:?}"
+        );
     }
 
     #[test]

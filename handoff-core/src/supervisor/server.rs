@@ -71,7 +71,7 @@ pub(crate) struct Supervisor {
     stop_tx: watch::Sender<bool>,
     forward: JoinHandle<()>,
     _socket_dir: tempfile::TempDir,
-    _snapshot_dir: crate::engine::LockedDir,
+    _snapshot_dir: crate::private_dir::PrivateDir,
     root_context: SupervisorContext,
 }
 
@@ -96,8 +96,8 @@ pub(crate) struct SupervisorSetup<'a> {
     pub handoff_exe: Utf8PathBuf,
     /// Parent of the 0700 socket directory (short: socket paths are limited to 107 bytes).
     pub socket_parent: Utf8PathBuf,
-    /// Parent of the snapshot directories.
-    pub snapshot_parent: Utf8PathBuf,
+    /// The private directory advisers' snapshots go in (held for the supervisor's life).
+    pub snapshot_dir: crate::private_dir::PrivateDir,
     pub cancel: watch::Receiver<bool>,
 }
 
@@ -135,17 +135,12 @@ impl Supervisor {
             started,
             handoff_exe,
             socket_parent,
-            snapshot_parent,
+            snapshot_dir,
             mut cancel,
         } = setup;
         let socket_dir = private_dir(&socket_parent, "sup-").map_err(|e| {
             format!("cannot create the supervisor directory in {socket_parent}: {e}")
         })?;
-        let snapshot_dir =
-            crate::engine::LockedDir::new(snapshot_parent.as_std_path(), "handoff-snapshots-")
-                .map_err(|e| {
-                    format!("cannot create the snapshot directory in {snapshot_parent}: {e}")
-                })?;
         let endpoint = utf8(&socket_dir).map_err(|e| e.to_string())?.join("s");
         if endpoint.as_str().len() > 107 {
             return Err(format!(
@@ -223,9 +218,7 @@ impl Supervisor {
             handlers: Mutex::new(Vec::new()),
             endpoint,
             handoff_exe,
-            snapshots: Utf8Path::from_path(snapshot_dir.path())
-                .map(Utf8Path::to_owned)
-                .ok_or_else(|| "the snapshot directory path is not UTF-8".to_owned())?,
+            snapshots: snapshot_dir.path().to_owned(),
             deadline_unix_ms,
             limits,
             stop: stop_rx,
