@@ -16,6 +16,7 @@ mod continuation;
 mod engine;
 mod env;
 mod input;
+mod isolation;
 mod lease;
 mod mcp;
 mod names;
@@ -61,6 +62,12 @@ pub use engine::{
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
 pub use input::{
     InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
+};
+pub use isolation::{
+    Confinement, Dimension, Enforcement, FilesystemRead, FilesystemWrite, Isolation, IsolationCase,
+    IsolationRow, Network, ProcessContainment, RunShape, UnixSockets, WeakerDimension,
+    cases as isolation_cases, confine, of_request as isolation_of, process_containment,
+    render_markdown as render_isolation_table, table as isolation_table,
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,

@@ -60,19 +60,6 @@ impl ProviderSpec {
             max_turns: self.max_turns.is_some(),
         }
     }
-
-    /// The isolation part of the capability report.
-    pub fn isolation_capabilities(&self) -> IsolationCapabilities {
-        IsolationCapabilities {
-            native_filesystem_isolation: self.native_filesystem_isolation,
-            native_bash_sandbox: self.native_bash_sandbox,
-            mutation_guarantee: if self.native_filesystem_isolation {
-                "native-and-final-state".into()
-            } else {
-                "final-state-detection-only".into()
-            },
-        }
-    }
 }
 
 /// Everything an adapter may use to plan one run. Built by the engine; read-only for adapters.
@@ -258,6 +245,13 @@ pub trait Provider: Send + Sync {
         Some(Vec::new())
     }
 
+    /// How isolated a run of this shape is, from the configuration [`Provider::invocation`]
+    /// builds for it. Pure. An adapter that does not rank its runs is taken to be unconfined,
+    /// so a nested adviser never runs on it for a caller that is confined at all.
+    fn isolation(&self, _shape: &crate::isolation::RunShape) -> crate::isolation::Isolation {
+        crate::isolation::Isolation::unconfined()
+    }
+
     /// Checks the finished process for signs that isolation was not enforced.
     /// Returns the reason to block, if any.
     fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {
@@ -288,6 +282,28 @@ pub trait Provider: Send + Sync {
 }
 
 impl dyn Provider {
+    /// The isolation part of the capability report: the spec's flags and every ranked case
+    /// ([`crate::isolation::cases`]).
+    pub fn isolation_capabilities(&self) -> IsolationCapabilities {
+        let spec = self.spec();
+        let cases = crate::isolation::cases(self);
+        IsolationCapabilities {
+            native_filesystem_isolation: spec.native_filesystem_isolation,
+            native_bash_sandbox: spec.native_bash_sandbox,
+            mutation_guarantee: if spec.native_filesystem_isolation {
+                "native-and-final-state".into()
+            } else {
+                "final-state-detection-only".into()
+            },
+            enforcement: cases
+                .first()
+                .map_or(crate::isolation::Enforcement::None, |c| {
+                    c.isolation.enforcement
+                }),
+            cases,
+        }
+    }
+
     /// [`Provider::sessions`], or the error that says this CLI's sessions can't be read.
     pub fn session_store(&self) -> Result<&dyn Sessions, crate::transcript::TranscriptError> {
         self.sessions().ok_or_else(|| {

@@ -314,6 +314,8 @@ pub struct DagNode {
     pub started_at: Option<String>,
     /// When it finished.
     pub finished_at: Option<String>,
+    /// The isolation it ran under (null when its agent is not registered).
+    pub isolation: Option<crate::isolation::Isolation>,
 }
 
 /// State of a DAG node.
@@ -511,4 +513,9 @@ pub struct IsolationCapabilities {
     pub native_bash_sandbox: bool,
     /// `native-and-final-state` or `final-state-detection-only`.
     pub mutation_guarantee: String,
+    /// Who holds the levels of its runs: `native` (its own sandbox), `handoff` (handoff's
+    /// sandbox) or `none` (only its tool permissions).
+    pub enforcement: crate::isolation::Enforcement,
+    /// The levels per mode and grants, every shape it accepts (the README's isolation table).
+    pub cases: Vec<crate::isolation::IsolationCase>,
 }

@@ -3,8 +3,9 @@
 
 use camino::Utf8Path;
 use handoff_core::{
-    AnswerSource, GrantsResolved, Invocation, InvocationError, NestedAccess, PrivateFile, Request,
-    RunDir, StdinSource, agent_env,
+    AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, GrantsResolved, Invocation,
+    InvocationError, Isolation, NestedAccess, Network, PrivateFile, Request, RunDir, RunShape,
+    StdinSource, UnixSockets, agent_env, process_containment,
 };
 use serde_json::json;
 
@@ -82,6 +83,40 @@ fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
         "filesystem": "unchanged: the endpoint and the handoff binary are readable already",
         "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches sandboxed commands",
     })
+}
+
+/// What a run of `shape` can do under the configuration [`Claude::plan`] builds. The bash
+/// sandbox ([`settings`]) holds the commands; the file tools are held by the tool allowlist
+/// alone, and it names them without a path rule.
+pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    let g = &shape.grants;
+    Isolation {
+        enforcement: Enforcement::Native,
+        // Write and Edit, allowed by name, write wherever the user can. Without them only the
+        // sandboxed Bash writes: the worktree is denied, and what the sandbox always allows
+        // writing is Claude's own temporary directory (`/tmp/claude`) and log directories.
+        filesystem_write: if g.write {
+            FilesystemWrite::Anywhere
+        } else if g.bash {
+            FilesystemWrite::Temp
+        } else {
+            FilesystemWrite::None
+        },
+        // Read, allowed by name, reads any path; the sandbox denies none.
+        filesystem_read: FilesystemRead::Anywhere,
+        // Sandboxed commands are allowed no domain; WebSearch and WebFetch reach any host.
+        network: if g.web_search {
+            Network::Web
+        } else {
+            Network::None
+        },
+        unix_sockets: match (shape.nested && g.bash, UNIX_SOCKETS_ALL_OR_NONE) {
+            (false, _) => UnixSockets::None,
+            (true, true) => UnixSockets::All,
+            (true, false) => UnixSockets::Named,
+        },
+        process: process_containment(),
+    }
 }
 
 /// The tool list for a run (same for `--tools` and `--allowedTools`).

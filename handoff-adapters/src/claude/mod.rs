@@ -127,6 +127,10 @@ impl Provider for Claude {
         runtime_check(raw)
     }
 
+    fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
+        invocation::isolation(shape)
+    }
+
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         progress::events(line)
     }

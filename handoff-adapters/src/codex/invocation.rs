@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, McpServer, Request, RunDir, StdinSource, agent_env,
+    AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, Invocation, InvocationError,
+    Isolation, McpServer, Network, Request, RunDir, RunShape, StdinSource, UnixSockets, agent_env,
+    process_containment,
 };
 use serde_json::json;
 
@@ -36,6 +38,34 @@ fn nested_overrides(write: bool) -> Vec<String> {
         // Without the managed proxy an enabled network is the host's, unfiltered.
         "features.network_proxy=true".to_owned(),
     ]
+}
+
+/// What a run of `shape` can do under the configuration [`Codex::plan`] builds: Codex's
+/// sandbox holds every command and patch.
+pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    let g = &shape.grants;
+    Isolation {
+        enforcement: Enforcement::Native,
+        // `workspace-write` writes the worktree and the temporary directories (`/tmp`,
+        // `$TMPDIR`); `read-only` writes nothing, patches included.
+        filesystem_write: if g.write {
+            FilesystemWrite::WorktreeAndTemp
+        } else {
+            FilesystemWrite::None
+        },
+        // Both modes read the whole disk.
+        filesystem_read: FilesystemRead::Anywhere,
+        // Network access off, web search disabled; a nested worker's network goes through
+        // the managed proxy with no domain allowed.
+        network: Network::None,
+        // The nested profile allows every Unix socket; otherwise the sandbox denies them.
+        unix_sockets: if shape.nested && g.bash {
+            UnixSockets::All
+        } else {
+            UnixSockets::None
+        },
+        process: process_containment(),
+    }
 }
 
 /// Whether a user override touches the permission profiles the nested overrides define.

@@ -52,6 +52,26 @@ fn state_env(env: &mut BTreeMap<String, String>, home: &Utf8Path) {
     }
 }
 
+/// What a run of `shape` can do under the configuration [`Cursor::plan`] builds: the whole
+/// agent runs inside `cursor-agent sandbox run`, always with a shell. Preflight proves only the
+/// worktree's path flag, so the temporary directories count as writable; `--network` opens
+/// every host, and nothing known of the sandbox closes Unix sockets.
+pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolation {
+    use handoff_core::{FilesystemRead, FilesystemWrite, Isolation, Network, UnixSockets};
+    Isolation {
+        enforcement: handoff_core::Enforcement::Native,
+        filesystem_write: if shape.writes() {
+            FilesystemWrite::WorktreeAndTemp
+        } else {
+            FilesystemWrite::Temp
+        },
+        filesystem_read: FilesystemRead::Anywhere,
+        network: Network::Any,
+        unix_sockets: UnixSockets::All,
+        process: handoff_core::process_containment(),
+    }
+}
+
 impl Cursor {
     pub(super) fn plan(
         &self,

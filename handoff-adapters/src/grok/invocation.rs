@@ -2,7 +2,9 @@
 //! explicit tool list with deny rules for everything not granted, and `--json-schema`.
 
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, PrivateFile, Request, RunDir, StdinSource, agent_env,
+    AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, Invocation, InvocationError,
+    Isolation, Network, PrivateFile, Request, RunDir, RunShape, StdinSource, UnixSockets,
+    agent_env, process_containment,
 };
 use serde_json::json;
 
@@ -45,6 +47,34 @@ pub fn deny_rules(request: &Request) -> Vec<&'static str> {
         d.push("WebFetch(*)");
     }
     d
+}
+
+/// What a run of `shape` can do under the configuration [`Grok::plan`] builds. Grok's named
+/// profiles write the worktree, Grok's own state and the temporary directories (`workspace`) or
+/// nothing (`read-only`) and read more than the worktree; nothing known of them confines a
+/// command's network or Unix sockets, so a shell counts as reaching both.
+pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    let g = &shape.grants;
+    Isolation {
+        enforcement: Enforcement::Native,
+        filesystem_write: if g.write {
+            FilesystemWrite::WorktreeAndTemp
+        } else {
+            FilesystemWrite::None
+        },
+        filesystem_read: FilesystemRead::Anywhere,
+        network: match (g.bash, g.web_search) {
+            (true, _) => Network::Any,
+            (false, true) => Network::Web,
+            (false, false) => Network::None,
+        },
+        unix_sockets: if g.bash {
+            UnixSockets::All
+        } else {
+            UnixSockets::None
+        },
+        process: process_containment(),
+    }
 }
 
 impl Grok {

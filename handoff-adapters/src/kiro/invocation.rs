@@ -1,7 +1,9 @@
 //! A non-interactive Kiro chat: exactly the tools the grants allow are trusted, never all.
 
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, Request, RunDir, StdinSource, agent_env,
+    AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, Invocation, InvocationError,
+    Isolation, Network, Request, RunDir, RunShape, StdinSource, UnixSockets, agent_env,
+    process_containment,
 };
 use serde_json::json;
 
@@ -20,6 +22,27 @@ pub fn trusted_tools(request: &Request) -> Vec<&'static str> {
         t.push("execute_bash");
     }
     t
+}
+
+/// What a run of `shape` can do under the configuration [`Kiro::plan`] builds. Kiro has no
+/// sandbox: the trusted tools take any path, and a trusted `execute_bash` runs any command.
+pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    let g = &shape.grants;
+    if g.bash {
+        return Isolation::unconfined();
+    }
+    Isolation {
+        enforcement: Enforcement::None,
+        filesystem_write: if g.write {
+            FilesystemWrite::Anywhere
+        } else {
+            FilesystemWrite::None
+        },
+        filesystem_read: FilesystemRead::Anywhere,
+        network: Network::None,
+        unix_sockets: UnixSockets::None,
+        process: process_containment(),
+    }
 }
 
 impl Kiro {

@@ -72,6 +72,10 @@ impl Provider for Kiro {
         self.plan(request, run)
     }
 
+    fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
+        invocation::isolation(shape)
+    }
+
     fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
         parse(raw)
     }

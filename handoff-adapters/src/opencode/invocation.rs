@@ -52,6 +52,34 @@ pub fn permission(write: bool, bash: bool, web: bool, mcp_servers: &[String]) ->
     Value::Object(p)
 }
 
+/// What a run of `shape` can do under the configuration [`OpenCode::plan`] builds. OpenCode
+/// has no sandbox: its bash tool runs any command, so with bash nothing is confined. Without
+/// it the permission table holds: `external_directory` denied keeps the file tools in the
+/// worktree, `edit` is allowed only to writing runs, the web tools only when granted.
+pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolation {
+    use handoff_core::{FilesystemRead, FilesystemWrite, Isolation, Network, UnixSockets};
+    let g = &shape.grants;
+    if g.bash {
+        return Isolation::unconfined();
+    }
+    Isolation {
+        enforcement: handoff_core::Enforcement::None,
+        filesystem_write: if g.write {
+            FilesystemWrite::Worktree
+        } else {
+            FilesystemWrite::None
+        },
+        filesystem_read: FilesystemRead::Worktree,
+        network: if g.web_search {
+            Network::Web
+        } else {
+            Network::None
+        },
+        unix_sockets: UnixSockets::None,
+        process: handoff_core::process_containment(),
+    }
+}
+
 /// The inline configuration (`OPENCODE_CONFIG_CONTENT`) for one agent.
 pub fn inline_config(
     agent: &str,

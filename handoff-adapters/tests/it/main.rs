@@ -10,6 +10,7 @@ mod garbage;
 mod grok;
 mod harness;
 mod invocation;
+mod isolation;
 mod kiro;
 mod nested;
 mod opencode;

@@ -114,6 +114,7 @@ pub fn executable(harness: &str) -> &'static str {
     match harness {
         "codex" => CODEX_EXE,
         "claude" => CLAUDE_EXE,
+        "opencode" => "/usr/local/bin/opencode",
         other => panic!("no executable for {other}"),
     }
 }

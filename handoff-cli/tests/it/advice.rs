@@ -173,12 +173,33 @@ fn assert_dag_consistent(dag: &Value) {
 // The 6×6 matrix and one root consulting all six targets
 // ---------------------------------------------------------------------------------------------
 
-/// Every agent as a worker asks every agent for advice (36 nested nodes over six roots); each
-/// adviser runs on a snapshot, is recorded in the DAG with the worker as derived caller, and
-/// its reply is the result the DAG hashed.
+/// The advisers each review worker (default grants: a shell, no web search) may consult: those
+/// no less isolated than itself on any dimension (the README's isolation table).
+fn admitted_for(worker: &str) -> &'static [&'static str] {
+    match worker {
+        // Writes nothing, no network: Claude Code's sandboxed Bash writes /tmp/claude, and
+        // Grok, Kiro, OpenCode and Cursor reach the network from their shell.
+        "codex" => &["codex"],
+        // Writes nothing but reaches the network.
+        "grok" => &["codex", "grok"],
+        // Writes only temporary directories, no network.
+        "claude" => &["codex", "claude"],
+        // Writes temporary directories and reaches the network.
+        "cursor" => &["codex", "grok", "claude", "cursor"],
+        // Unconfined: every adviser is at least as isolated.
+        "kiro" | "opencode" => &AGENTS,
+        other => panic!("no expectation for {other}"),
+    }
+}
+
+/// Every agent as a worker asks every agent for advice (six calls per root, 36 in all); an
+/// adviser no less isolated than the worker runs on a snapshot, is recorded in the DAG with the
+/// worker as derived caller, and its reply is the result the DAG hashed; a weaker one is
+/// refused (exit 5) naming the dimensions, and nothing of it runs.
 #[test]
 fn every_worker_asks_every_target() {
     for worker_agent in AGENTS {
+        let admitted = admitted_for(worker_agent);
         let sb = advising(AGENTS.join(","));
         let run = root(&sb, "run-with-advice", worker_agent, Some("review"), &[]);
         assert_eq!(run.code, 0, "{worker_agent}: {run:?}");
@@ -200,8 +221,27 @@ fn every_worker_asks_every_target() {
         let calls = nested(&w);
         assert_eq!(calls.len(), 6);
         let nodes = dag_nodes(&run);
-        assert_eq!(nodes.len(), 7, "{:#}", run.json["dag"]);
+        assert_eq!(nodes.len(), 1 + admitted.len(), "{:#}", run.json["dag"]);
         for (target, code, result) in &calls {
+            if !admitted.contains(&target.as_str()) {
+                assert_eq!(*code, 5, "{worker_agent}→{target}: {result:#}");
+                assert_eq!(result["status"], "rejected");
+                let m = result["diagnostics"]["message"].as_str().unwrap();
+                assert!(
+                    m.contains(&format!(
+                        "adviser {target} is less isolated than its caller {worker_agent}: "
+                    )),
+                    "{m}"
+                );
+                assert!(
+                    !nodes
+                        .iter()
+                        .any(|n| n["targetHarness"] == target.as_str()
+                            && n["parentRunId"].is_string()),
+                    "{worker_agent}→{target} has no node"
+                );
+                continue;
+            }
             assert_eq!(*code, 0, "{worker_agent}→{target}: {result:#}");
             assert_eq!(result["status"], "succeeded");
             assert_eq!(result["target"]["harness"], target.as_str());
@@ -222,6 +262,7 @@ fn every_worker_asks_every_target() {
             let id = result["lineage"]["runId"].as_str().unwrap();
             let node = nodes.iter().find(|n| n["runId"] == id).unwrap();
             assert_eq!(node["state"], "succeeded");
+            assert_eq!(node["isolation"]["process"], "process-group", "{node:#}");
             assert_eq!(node["callerHarness"], worker_agent);
             assert_eq!(node["parentRunId"], root_id.as_str());
             assert_eq!(node["requestHash"], result["requestHash"]);
@@ -278,10 +319,11 @@ fn plain_run_workers_get_no_capability() {
 // Budgets
 // ---------------------------------------------------------------------------------------------
 
-/// Runs a with-advice root whose worker asks `targets` with `extra` root flags; returns the
-/// root's result and the nested calls.
+/// Runs a with-advice root whose (unconfined) worker asks `targets` with `extra` root flags;
+/// returns the root's result and the nested calls.
 fn budgeted(targets: &str, extra: &[&str]) -> (Run, Vec<(String, i64, Value)>) {
-    let (_, run, calls) = consult("codex", targets, None, extra);
+    // OpenCode with a shell is unconfined: no adviser is less isolated, budgets alone decide.
+    let (_, run, calls) = consult("opencode", targets, None, extra);
     assert_eq!(run.code, 0, "{run:?}");
     (run, calls)
 }
@@ -374,7 +416,7 @@ fn a_refusal_spends_nothing() {
     assert_eq!(dag_nodes(&run).len(), 1);
     // Without the bad flag the single remaining node is still available.
     let (_sb, run, calls) = consult(
-        "codex",
+        "claude",
         "claude",
         Some("--max-turns 3"),
         &["--max-nodes", "2"],
@@ -501,7 +543,7 @@ fn grant_and_mcp_escalation_is_refused() {
             Some("MCP server \"docs\" differs from the parent's definition"),
         ),
     ] {
-        let sb2 = advising("claude");
+        let sb2 = advising("codex");
         sb2.agents
             .set(ADVICE_ARGS, format!("--mcp-config {}", file.display()));
         let parent_arg = parent.to_string_lossy().into_owned();
@@ -525,6 +567,99 @@ fn grant_and_mcp_escalation_is_refused() {
             Some(words) => refused_with(&calls[0], words),
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Isolation
+// ---------------------------------------------------------------------------------------------
+
+/// The agent runs (with a prompt) whose executable is `exe`.
+fn runs_of(sb: &Sandbox, exe: &str) -> usize {
+    agent_runs(sb)
+        .iter()
+        .filter(|(r, _)| {
+            r["exe"]
+                .as_str()
+                .is_some_and(|e| std::path::Path::new(e).ends_with(exe))
+        })
+        .count()
+}
+
+/// A review worker in Codex's sandbox (writes nothing, no network) asks three advisers with a
+/// shell: OpenCode and Claude Code are weaker and refused — exit 5, naming each weaker
+/// dimension with both levels, no process of theirs started, no budget spent (one advice node
+/// is all the root allows) — and Codex is admitted; every node records its isolation.
+#[test]
+fn a_weaker_adviser_is_refused_before_anything_starts() {
+    let (sb, run, calls) = consult(
+        "codex",
+        "opencode,claude,codex",
+        None,
+        &["--max-advice-nodes", "1", "--max-nodes", "2"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    refused_with(
+        &calls[0],
+        "adviser opencode is less isolated than its caller codex: filesystem write anywhere \
+         (caller: none), network any (caller: none)",
+    );
+    refused_with(
+        &calls[1],
+        "adviser claude is less isolated than its caller codex: filesystem write temp (caller: \
+         none)",
+    );
+    assert_eq!(calls[2].1, 0, "{:#}", calls[2].2);
+    assert_eq!(runs_of(&sb, "opencode"), 0, "OpenCode never started");
+    assert_eq!(runs_of(&sb, "claude"), 0, "Claude Code never started");
+    assert_eq!(runs_of(&sb, "codex"), 2, "the worker and its Codex adviser");
+    let codex_worker = serde_json::json!({
+        "enforcement": "native",
+        "filesystemWrite": "none",
+        "filesystemRead": "anywhere",
+        "network": "none",
+        "unixSockets": "all",
+        "process": "process-group",
+    });
+    let nodes = dag_nodes(&run);
+    assert_eq!(nodes.len(), 2, "{nodes:#?}");
+    assert_eq!(nodes[0]["isolation"], codex_worker);
+    assert_eq!(nodes[1]["targetHarness"], "codex");
+    assert_eq!(nodes[1]["isolation"], codex_worker);
+}
+
+/// Without a shell the same advisers are as isolated as the Codex worker, and admitted: OpenCode
+/// then keeps to the worktree by its permissions alone (enforcement `none`).
+#[test]
+fn an_adviser_without_a_shell_can_be_admitted() {
+    let (_sb, run, calls) = consult("codex", "opencode,claude", Some("--bash false"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for (target, code, result) in &calls {
+        assert_eq!(*code, 0, "{target}: {result:#}");
+        assert_eq!(result["grants"]["resolved"]["bash"], false);
+    }
+    let nodes = dag_nodes(&run);
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    let opencode = nodes
+        .iter()
+        .find(|n| n["targetHarness"] == "opencode")
+        .unwrap();
+    assert_eq!(
+        opencode["isolation"],
+        serde_json::json!({
+            "enforcement": "none",
+            "filesystemWrite": "none",
+            "filesystemRead": "worktree",
+            "network": "none",
+            "unixSockets": "none",
+            "process": "process-group",
+        })
+    );
+    let claude = nodes
+        .iter()
+        .find(|n| n["targetHarness"] == "claude")
+        .unwrap();
+    assert_eq!(claude["isolation"]["filesystemWrite"], "none");
+    assert_eq!(claude["isolation"]["unixSockets"], "none");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -623,7 +758,7 @@ fn forged_and_replayed_tokens_are_refused_and_recorded() {
         token: token.into(),
         nonce: nonce.into(),
         operation: handoff_core::Operation::Advice,
-        target_harness: Some("grok".into()),
+        target_harness: Some("codex".into()),
         cwd: Some(sb.cwd()),
         instructions: Some("Any risk here?".into()),
         model: None,
@@ -722,7 +857,7 @@ fn cancellation_closes_the_dag() {
     let ready = sb.root.join("ready");
     sb.agents.set(READY_FILE, &ready);
     sb.agents.set(ADVICE_FROM, "root");
-    let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let args = root_args(&sb, "run-with-advice", "claude", Some("review"), &[]);
     let child = spawn(&sb, &args);
     // The adviser (claude) hangs too: wait until it wrote its pid.
     let adviser_pid: i32 = wait_for_file(&ready, Duration::from_secs(60))
@@ -763,7 +898,7 @@ fn the_root_deadline_stops_a_nested_node() {
     let run = root(
         &sb,
         "run-with-advice",
-        "codex",
+        "claude",
         Some("review"),
         &["--root-timeout-ms", "4000", "--timeout-ms", "4000"],
     );
@@ -955,4 +1090,67 @@ fn capabilities_name_the_root_forms() {
         })
     );
     assert_eq!(run.json["nestedOperations"], serde_json::json!(["advice"]));
+}
+
+/// `capabilities --json` reports who enforces each agent's isolation and its levels per mode
+/// and grants.
+#[test]
+fn capabilities_report_each_agents_isolation() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["capabilities", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let providers = run.json["providers"].as_array().unwrap();
+    let isolation = |id: &str| {
+        providers
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["isolation"].clone())
+            .unwrap()
+    };
+    for (id, enforcement) in [
+        ("codex", "native"),
+        ("claude", "native"),
+        ("grok", "native"),
+        ("cursor", "native"),
+        ("opencode", "none"),
+        ("kiro", "none"),
+    ] {
+        let i = isolation(id);
+        assert_eq!(i["enforcement"], enforcement, "{id}: {i:#}");
+        let cases = i["cases"].as_array().unwrap();
+        let modes: Vec<&str> = cases
+            .iter()
+            .flat_map(|c| c["modes"].as_array().unwrap())
+            .filter_map(Value::as_str)
+            .collect();
+        for mode in ["build", "phase", "review", "verify", "advice"] {
+            assert!(modes.contains(&mode), "{id} ranks {mode}: {i:#}");
+        }
+    }
+    // Codex's read-only worker with a shell that may ask for advice.
+    let codex = isolation("codex");
+    let case = codex["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["modes"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("review"))
+                && c["bash"] == true
+                && c["nested"] == true
+        })
+        .unwrap();
+    assert_eq!(
+        case["isolation"],
+        serde_json::json!({
+            "enforcement": "native",
+            "filesystemWrite": "none",
+            "filesystemRead": "anywhere",
+            "network": "none",
+            "unixSockets": "all",
+            "process": "process-group",
+        })
+    );
 }

@@ -615,6 +615,17 @@ fn result_line(output: &str) -> Option<Value> {
 /// on the same scripted server, whose conversations are routed to a script of their own by
 /// their prompt (`Operation: advice`); the worker then answers with the advice in hand.
 fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
+    worker_asks_for_nested_advice(cli, adviser, None);
+}
+
+/// [`worker_gets_nested_advice`] for an adviser less isolated than `cli`: the supervisor
+/// refuses it (exit 5, `refusal` in the message) before its CLI starts, and the worker gets
+/// that refusal as the nested command's output.
+fn worker_is_refused_nested_advice(cli: &'static str, adviser: &'static str, refusal: &str) {
+    worker_asks_for_nested_advice(cli, adviser, Some(refusal));
+}
+
+fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refusal: Option<&str>) {
     let only = clis();
     if !only.contains(&cli) || !only.contains(&adviser) {
         return;
@@ -659,6 +670,43 @@ fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
             run.json
         )
     });
+    if let Some(refusal) = refusal {
+        let nested_result = result_line(&output)
+            .unwrap_or_else(|| panic!("{cli}: no result line in the tool output: {output}"));
+        assert_eq!(nested_result["status"], "rejected", "{nested_result}");
+        assert_eq!(nested_result["exit"]["driver"], 5, "{nested_result}");
+        let message = nested_result["diagnostics"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(message.contains(refusal), "{cli}: {message}");
+        assert!(
+            !rig.server
+                .model_calls()
+                .iter()
+                .any(|r| r.route.as_deref() == Some("Operation: advice")),
+            "{cli}: the refused adviser reached the model"
+        );
+        assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
+        assert_eq!(run.json["output"]["response"], WORKER_TEXT);
+        let nodes = run.json["dag"]["nodes"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            nodes.len(),
+            1,
+            "{cli}: nothing was admitted: {}",
+            run.json["dag"]
+        );
+        let repo = rig.repo.path().to_string_lossy().into_owned();
+        let root = rig.root.to_string_lossy().into_owned();
+        assert_no_process_mentions(&[&repo, &root]);
+        eprintln!(
+            "[{cli}] nested advice from {adviser} refused in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+        return;
+    }
     assert!(
         output.contains(ADVICE_TEXT),
         "{cli}: the nested command's output lacks the adviser's answer: {output}"
@@ -722,11 +770,24 @@ fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
 }
 
 /// Codex in its read-only sandbox reaches the supervisor's socket (its permission profile for
-/// nested advice) and gets Claude Code's advice.
+/// nested advice) and gets the advice of another Codex, as isolated as itself.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn codex_worker_gets_nested_advice_from_inside_its_sandbox() {
-    worker_gets_nested_advice("codex", "claude");
+    worker_gets_nested_advice("codex", "codex");
+}
+
+/// Codex's read-only sandbox writes nothing; Claude Code's sandboxed Bash writes its temporary
+/// directory, so a Claude Code adviser with a shell is refused to a Codex review worker before
+/// it starts.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_worker_is_refused_a_less_isolated_adviser() {
+    worker_is_refused_nested_advice(
+        "codex",
+        "claude",
+        "adviser claude is less isolated than its caller codex: filesystem write temp (caller: none)",
+    );
 }
 
 /// Claude Code's read-only bash sandbox (bubblewrap, no network) reaches the supervisor's

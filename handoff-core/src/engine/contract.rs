@@ -27,7 +27,7 @@ impl Engine {
             .validate_with(&self.registry, &self.options.config)
             .map_err(Ended::InputRejected)?;
         let request = &validated.request;
-        draft.set_request(request);
+        draft.set_request(request, &self.registry);
         cancelled(cancel)?;
         let before = self.before(request, draft).await?;
 

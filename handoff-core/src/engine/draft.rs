@@ -8,6 +8,7 @@ use camino::Utf8PathBuf;
 use super::RunOutcome;
 use super::verdict::Decision;
 use crate::input::{RunInput, Verb, request_hash};
+use crate::isolation::Isolation;
 use crate::lease::RootLease;
 use crate::names::{AgentId, Mode, Operation, Status, Verdict};
 use crate::provider::Registry;
@@ -107,12 +108,12 @@ impl Draft {
     /// The draft of a nested node, whose request the supervisor built.
     pub(super) fn nested(request: &Request, registry: &Registry) -> Draft {
         let mut draft = Draft::new(&RunInput::new(Verb::Advice), registry);
-        draft.set_request(request);
+        draft.set_request(request, registry);
         draft.result.dag = None;
         draft
     }
 
-    pub(super) fn set_request(&mut self, r: &Request) {
+    pub(super) fn set_request(&mut self, r: &Request, registry: &Registry) {
         let res = &mut self.result;
         res.operation = Some(r.operation);
         res.caller = Some(r.caller.clone());
@@ -124,7 +125,11 @@ impl Draft {
         res.grants = Some(r.grants.clone());
         res.delegation = Some(r.delegation.clone());
         res.lineage = Some(r.lineage.clone());
-        res.dag = Some(root_dag(r, &res.timing.started_at));
+        res.dag = Some(root_dag(
+            r,
+            &res.timing.started_at,
+            crate::isolation::of_request(registry, r),
+        ));
         self.writes = Some(r.writes());
         self.cwd = Some(Utf8PathBuf::from(&r.cwd));
         self.request = Some(r.clone());
@@ -219,7 +224,7 @@ impl Draft {
     }
 }
 
-fn root_dag(r: &Request, started_at: &str) -> Dag {
+fn root_dag(r: &Request, started_at: &str, isolation: Option<Isolation>) -> Dag {
     Dag {
         schema_version: DAG_SCHEMA.into(),
         root_run_id: r.lineage.root_run_id.clone(),
@@ -244,6 +249,7 @@ fn root_dag(r: &Request, started_at: &str) -> Dag {
             result_hash: None,
             started_at: Some(started_at.to_owned()),
             finished_at: None,
+            isolation,
         }],
     }
 }

@@ -321,7 +321,7 @@ impl Engine {
                 preflight,
                 selection: spec.selection_capabilities(),
                 grants: spec.grants,
-                isolation: spec.isolation_capabilities(),
+                isolation: p.isolation_capabilities(),
                 continuation: ContinuationCapabilities {
                     receive: p.receiver().is_some(),
                     sessions: p.sessions().is_some(),

@@ -4,10 +4,11 @@
 //! requests is built on top of these.
 //!
 //! A nested request is handled as: [`TokenBook::check`] the token and nonce → [`attenuate`]
-//! the grants against the [`Capability`] → [`DagStore::admit`] (or [`DagStore::register`]) the
-//! node → build the request with the admission's lineage, budgets and timeout →
-//! [`DagStore::commit`] → [`TokenBook::commit`] the ticket. A refusal anywhere spends nothing
-//! and changes nothing.
+//! the grants against the [`Capability`] → [`crate::confine`] the adviser's isolation against
+//! the asking node's ([`DagError::WeakerIsolation`]) → [`DagStore::admit`] (or
+//! [`DagStore::register`]) the node → build the request with the admission's lineage, budgets
+//! and timeout → [`DagStore::commit`] → [`TokenBook::commit`] the ticket. A refusal anywhere
+//! spends nothing and changes nothing.
 
 mod client;
 mod clock;

@@ -18,11 +18,12 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::dag::{DagStore, NodeRequest};
+use super::dag::{DagError, DagStore, NodeRequest};
 use super::token::{Capability, TokenAudit, TokenBook};
 use super::wire::*;
 use crate::engine::{Engine, Launch, RunOutcome};
 use crate::input::{Instructions, NestedParent, RunInput, Verb, intent_hash, request_hash};
+use crate::isolation::{Confinement, Isolation};
 use crate::mcp::McpDescriptor;
 use crate::names::{AgentId, Operation};
 use crate::redact::quote;
@@ -47,6 +48,8 @@ struct NodeInfo {
     depth: u32,
     grants: GrantsResolved,
     mcp: Option<McpDescriptor>,
+    /// The isolation the node runs under: the ceiling of its advisers'.
+    isolation: Isolation,
 }
 
 struct Shared {
@@ -159,7 +162,8 @@ impl Supervisor {
             std::fs::Permissions::from_mode(0o600),
         );
 
-        let dag = DagStore::new(root, started_at, started);
+        let root_isolation = crate::isolation::of_request(engine.registry(), root);
+        let dag = DagStore::new(root, started_at, started).with_root_isolation(root_isolation);
         let deadline_unix_ms =
             unix_ms(time::OffsetDateTime::now_utc()) + dag.time_left().as_millis() as u64;
         let limits = dag.limits();
@@ -194,6 +198,7 @@ impl Supervisor {
                 depth: 0,
                 grants: root.grants.resolved.clone(),
                 mcp: root_mcp,
+                isolation: root_isolation.unwrap_or_else(Isolation::unconfined),
             },
         )]);
 
@@ -482,6 +487,12 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
         }
     };
     let mut request = validated.request;
+
+    // The adviser is never less isolated than the worker that asks (nothing is spent yet).
+    let isolation = match admit_isolation(shared, &parent, &request) {
+        Ok(i) => i,
+        Err(e) => return refusal(shared, Some(input), caller, e.to_string()).await,
+    };
     let asked_cwd = Utf8PathBuf::from(&request.cwd);
     let Ok(rel) = asked_cwd
         .strip_prefix(&parent.worktree)
@@ -525,6 +536,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
                     delegation: request.delegation.mode,
                     intent_hash: request.intent_hash.clone(),
                     dependencies: request.lineage.dependencies.clone(),
+                    isolation: Some(isolation),
                 };
                 let outcome = dag.register(node, |admission| {
                     request.lineage = admission.lineage().clone();
@@ -580,6 +592,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             depth: request.lineage.depth,
             grants: request.grants.resolved.clone(),
             mcp: validated.mcp.clone(),
+            isolation,
         },
     );
 
@@ -671,6 +684,25 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     let dest = snapshot_root.clone();
     let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dest)).await;
     reply(true, Some(run_id), &outcome)
+}
+
+/// The isolation the adviser of `request` runs under, or why it may not run: its adapter's
+/// ranking of the request, confined against the asking node's ([`crate::isolation::confine`]).
+fn admit_isolation(
+    shared: &Shared,
+    parent: &NodeInfo,
+    request: &Request,
+) -> Result<Isolation, DagError> {
+    let configured = crate::isolation::of_request(shared.engine.registry(), request)
+        .unwrap_or_else(Isolation::unconfined);
+    match crate::isolation::confine(&parent.isolation, configured) {
+        Confinement::AsConfigured(isolation) => Ok(isolation),
+        Confinement::Refused(weaker) => Err(DagError::WeakerIsolation {
+            caller: parent.target.clone(),
+            target: request.target.harness.clone(),
+            weaker,
+        }),
+    }
 }
 
 /// `s` as one word for `sh`: bare when every byte is safe, else quoted.

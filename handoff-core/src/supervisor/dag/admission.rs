@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::budget::Counts;
 use super::invariants::is_sha256;
 use super::{DagError, DagStore};
+use crate::isolation::Isolation;
 use crate::names::{AgentId, Mode, Operation};
 use crate::redact::quote;
 use crate::request::{
@@ -37,6 +38,8 @@ pub struct NodeRequest {
     pub intent_hash: String,
     /// Typed links to earlier, finished nodes.
     pub dependencies: Vec<Dependency>,
+    /// The isolation the node will run under, decided by the supervisor against its caller's.
+    pub isolation: Option<Isolation>,
 }
 
 /// A request the DAG would accept now, with the lineage and budgets the request must carry.
@@ -337,6 +340,7 @@ impl DagStore {
             result_hash: None,
             started_at: Some(iso(self.wall(now))),
             finished_at: None,
+            isolation: request.isolation,
         };
         self.index.insert(run_id, self.nodes.len());
         self.nodes.push(node.clone());

@@ -1,5 +1,6 @@
 //! Why the DAG refused a change.
 
+use crate::isolation::WeakerDimension;
 use crate::names::AgentId;
 use crate::request::GrantKind;
 use crate::result::{DagStatus, NodeState};
@@ -164,12 +165,34 @@ pub enum DagError {
         /// The server name (quoted, at most 128 bytes).
         server: String,
     },
+    /// The adviser would be less isolated than the worker that asks for it, on at least one
+    /// dimension, and no isolation handoff can give it is as strong.
+    #[error(
+        "adviser {target} is less isolated than its caller {caller}: {}",
+        weaker_list(weaker)
+    )]
+    WeakerIsolation {
+        /// The asking worker's agent.
+        caller: AgentId,
+        /// The adviser's agent.
+        target: AgentId,
+        /// Each dimension on which the adviser is weaker, with both levels (at least one).
+        weaker: Vec<WeakerDimension>,
+    },
     /// A child named an MCP server twice.
     #[error("MCP server {server:?} is requested twice")]
     DuplicateMcpServer {
         /// The server name (quoted, at most 128 bytes).
         server: String,
     },
+}
+
+fn weaker_list(weaker: &[WeakerDimension]) -> String {
+    weaker
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn state_name(s: NodeState) -> &'static str {

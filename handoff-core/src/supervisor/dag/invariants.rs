@@ -12,7 +12,8 @@ use crate::result::{DAG_SCHEMA, Dag, DagStatus, NodeState};
 /// Unique run ids; the root first (depth 0, no parent, no dependencies, null request and result
 /// hashes); every other node advice with no mode, after its parent, at depth parent + 1 ≤
 /// `maxDepth`, asked by its parent's target, under an `advice-only` parent, with an intent no
-/// ancestor has, a request hash, and dependencies (≤ 64, distinct) on earlier finished nodes
+/// ancestor has, an isolation no weaker than its parent's on any dimension (when both are
+/// recorded), a request hash, and dependencies (≤ 64, distinct) on earlier finished nodes
 /// (`requires` ones succeeded); `finishedAt` set exactly on finished nodes; `activeCount` = the
 /// running nodes ≤ `maxConcurrency`; each `remaining` = limit − count, no count above its
 /// limit; a closed DAG has no running node.
@@ -72,6 +73,15 @@ pub fn check_dag_invariants(dag: &Dag) -> Result<(), String> {
         if n.caller_harness != parent.target_harness {
             return Err(format!(
                 "node {id:?} has a caller other than its parent's target"
+            ));
+        }
+        if let (Some(mine), Some(theirs)) = (&n.isolation, &parent.isolation)
+            && let Some(d) = mine.weaker_than(theirs).first()
+        {
+            return Err(format!(
+                "node {id:?} is less isolated than its parent ({d}: {} vs {})",
+                mine.level(*d),
+                theirs.level(*d)
             ));
         }
         if !n.request_hash.as_deref().is_some_and(is_sha256) {

@@ -20,6 +20,7 @@ pub use self::error::DagError;
 pub use self::invariants::check_dag_invariants;
 use self::invariants::is_sha256;
 use super::clock::Clock;
+use crate::isolation::Isolation;
 use crate::names::Status;
 use crate::redact::quote;
 use crate::request::{BudgetLimits, Request};
@@ -82,6 +83,7 @@ impl DagStore {
             result_hash: None,
             started_at: Some(started_at.to_owned()),
             finished_at: None,
+            isolation: None,
         };
         DagStore {
             root_run_id: root.lineage.root_run_id.clone(),
@@ -96,6 +98,14 @@ impl DagStore {
             deadline: started.checked_add(root_timeout).unwrap_or(started),
             node_timeout: Duration::from_millis(limits.timeout_ms),
         }
+    }
+
+    /// The store with the isolation the root runs under recorded on its node.
+    pub fn with_root_isolation(mut self, isolation: Option<Isolation>) -> DagStore {
+        if let Some(root) = self.nodes.first_mut() {
+            root.isolation = isolation;
+        }
+        self
     }
 
     /// The root run id.

@@ -424,6 +424,7 @@ fn the_decision_order_is_the_documented_one() {
         delegation: DelegationMode::AdviceOnly,
         intent_hash: h(0),
         dependencies: vec![dep("run-x", DependencyKind::Requires); 2],
+        isolation: None,
     };
     let tight = BudgetLimits {
         max_depth: 0,

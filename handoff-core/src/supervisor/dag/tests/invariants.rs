@@ -46,6 +46,16 @@ fn the_invariant_checker_catches_inconsistent_snapshots() {
             }),
         ),
         ("empty", Box::new(|d| d.nodes.clear())),
+        (
+            "isolation",
+            Box::new(|d| {
+                // The root confined to nothing less than no network; its adviser reaching any host.
+                d.nodes[0].isolation = Some(crate::isolation::Isolation {
+                    network: crate::isolation::Network::None,
+                    ..crate::isolation::Isolation::unconfined()
+                });
+            }),
+        ),
     ];
     for (name, f) in broken {
         let mut d = good.clone();
@@ -53,6 +63,12 @@ fn the_invariant_checker_catches_inconsistent_snapshots() {
         assert!(check_dag_invariants(&d).is_err(), "{name} not caught");
     }
     assert_eq!(s.node(&a).unwrap().state, NodeState::Running);
+    // The node records the isolation it was admitted with; an unknown root's constrains nothing.
+    assert_eq!(
+        s.node(&a).unwrap().isolation,
+        Some(crate::isolation::Isolation::unconfined())
+    );
+    assert_eq!(good.nodes[0].isolation, None);
 }
 
 // ---- property: random operation sequences keep every invariant -------------------------
@@ -207,6 +223,7 @@ fn apply(s: &mut DagStore, clock: &Clock, op: &Op) -> Result<(), DagError> {
                     .iter()
                     .map(|(i, k)| dep(&pick(*i), kinds[usize::from(*k)]))
                     .collect(),
+                isolation: None,
             };
             let left = s.time_left();
             let per_node = Duration::from_millis(s.limits().timeout_ms);

@@ -131,6 +131,7 @@ fn ask(parent: &str, caller: AgentId, intent: u8) -> NodeRequest {
         delegation: DelegationMode::AdviceOnly,
         intent_hash: h(intent),
         dependencies: Vec::new(),
+        isolation: Some(crate::isolation::Isolation::unconfined()),
     }
 }
 
@@ -196,6 +197,7 @@ fn a_new_store_is_the_engines_single_node_dag() {
                 result_hash: None,
                 started_at: Some(STARTED_AT.into()),
                 finished_at: None,
+                isolation: None,
             }]
         );
         s.check_invariants().unwrap();

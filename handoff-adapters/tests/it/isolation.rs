@@ -1,0 +1,180 @@
+//! Each agent's isolation ranking: the table that ranks every shape of every agent (a
+//! snapshot, and the README's copy of it, which must not drift), and rankings that follow the
+//! configuration the adapters' plans actually build.
+
+use camino::Utf8PathBuf;
+use handoff_adapters::default_registry;
+use handoff_core::{
+    FilesystemRead, FilesystemWrite, Invocation, Isolation, NestedAccess, RunInput, RunShape,
+    UnixSockets, isolation_of, isolation_table, render_isolation_table,
+};
+use serde_json::Value;
+
+use crate::support::*;
+
+const README_START: &str = "<!-- isolation-table:start -->";
+const README_END: &str = "<!-- isolation-table:end -->";
+
+fn table() -> String {
+    render_isolation_table(&isolation_table(&default_registry()))
+}
+
+#[test]
+fn the_isolation_table() {
+    insta::assert_snapshot!(table());
+}
+
+/// The README's isolation table is the code's, rendered: editing either alone fails here.
+#[test]
+fn the_readme_shows_the_isolation_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let start = readme
+        .find(README_START)
+        .expect("README has the start marker")
+        + README_START.len();
+    let end = readme.find(README_END).expect("README has the end marker");
+    let shown = readme[start..end].trim();
+    let expected = table();
+    assert_eq!(
+        shown,
+        expected.trim(),
+        "README.md's isolation table differs from the code's; put this between the markers:\n{expected}"
+    );
+}
+
+/// Plans `input` as a worker that may (or may not) ask for nested advice.
+fn plan(fx: &Fixture, input: &RunInput, nested: bool) -> (Invocation, Isolation) {
+    let validated = validate(input);
+    let harness = validated.request.target.harness.to_string();
+    let mut run = fx.run_dir(&validated, &harness, parent_env());
+    run.nested = nested.then(|| NestedAccess {
+        endpoint: fx.root.join("handoff-0/sup-abc/s"),
+        handoff_exe: Utf8PathBuf::from("/usr/local/bin/handoff"),
+    });
+    let mut request = validated.request.clone();
+    request.delegation.mode = if nested {
+        handoff_core::DelegationMode::AdviceOnly
+    } else {
+        handoff_core::DelegationMode::None
+    };
+    let inv = provider(&harness)
+        .invocation(&request, &run)
+        .unwrap_or_else(|e| panic!("{harness}: {e}"));
+    let iso = isolation_of(&default_registry(), &request).unwrap();
+    assert_eq!(
+        iso,
+        provider(&harness).isolation(&RunShape::of(&request)),
+        "{harness}"
+    );
+    (inv, iso)
+}
+
+fn with(fx: &Fixture, harness: &str, mode: Option<&str>, bash: bool) -> RunInput {
+    let mut input = fx.input(harness, mode);
+    input.bash = Some(bash.to_string());
+    input
+}
+
+fn claude_settings(inv: &Invocation) -> Value {
+    serde_json::from_str(arg_after(&inv.args, "--settings").unwrap()).unwrap()
+}
+
+/// Unix sockets are ranked open exactly where the plan opens them: Claude Code's
+/// `allowAllUnixSockets` and Codex's `dangerously_allow_all_unix_sockets`, both only for a
+/// worker with a shell that may ask for advice.
+#[test]
+fn unix_sockets_are_ranked_as_the_plan_opens_them() {
+    let fx = Fixture::new();
+    for harness in ["claude", "codex"] {
+        for mode in [Some("review"), Some("build"), None] {
+            for bash in [true, false] {
+                for nested in [false, true] {
+                    let (inv, iso) = plan(&fx, &with(&fx, harness, mode, bash), nested);
+                    let opened = match harness {
+                        "claude" => {
+                            claude_settings(&inv)["sandbox"]["network"]["allowAllUnixSockets"]
+                                == true
+                        }
+                        _ => inv
+                            .args
+                            .iter()
+                            .any(|a| a.ends_with("dangerously_allow_all_unix_sockets=true")),
+                    };
+                    let case = format!("{harness} {mode:?} bash={bash} nested={nested}");
+                    assert_eq!(opened, nested && bash, "{case}");
+                    assert_eq!(iso.unix_sockets == UnixSockets::All, opened, "{case}");
+                    assert_ne!(iso.unix_sockets, UnixSockets::Named, "{case} (Linux)");
+                }
+            }
+        }
+    }
+}
+
+/// Writes are ranked from the sandbox mode and the tools the plan allows.
+#[test]
+fn writes_are_ranked_as_the_plan_allows_them() {
+    let fx = Fixture::new();
+    for mode in [Some("review"), Some("build"), None] {
+        for bash in [true, false] {
+            for nested in [false, true] {
+                let case = format!("{mode:?} bash={bash} nested={nested}");
+                // Codex: the sandbox mode (or the profile it extends) decides.
+                let (inv, iso) = plan(&fx, &with(&fx, "codex", mode, bash), nested);
+                let read_only = arg_after(&inv.args, "--sandbox") == Some("read-only")
+                    || inv
+                        .args
+                        .iter()
+                        .any(|a| a.ends_with(".extends=\":read-only\""));
+                assert_eq!(
+                    iso.filesystem_write,
+                    if read_only {
+                        FilesystemWrite::None
+                    } else {
+                        FilesystemWrite::WorktreeAndTemp
+                    },
+                    "codex {case}"
+                );
+                // Claude Code: Write by name writes anywhere; the sandboxed Bash of a
+                // read-only run writes only Claude's temporary directory; neither, nothing.
+                let (inv, iso) = plan(&fx, &with(&fx, "claude", mode, bash), nested);
+                let tools = arg_after(&inv.args, "--allowedTools").unwrap();
+                let tools: Vec<&str> = tools.split(',').collect();
+                let sandbox_writes = claude_settings(&inv)["sandbox"]["filesystem"]["allowWrite"]
+                    .as_array()
+                    .unwrap()
+                    .len();
+                let expected = if tools.contains(&"Write") {
+                    FilesystemWrite::Anywhere
+                } else if tools.contains(&"Bash") {
+                    assert_eq!(sandbox_writes, 0, "claude {case}");
+                    FilesystemWrite::Temp
+                } else {
+                    FilesystemWrite::None
+                };
+                assert_eq!(iso.filesystem_write, expected, "claude {case}");
+            }
+        }
+    }
+}
+
+/// OpenCode without a shell keeps its file tools in the worktree (`external_directory`
+/// denied); with one, nothing is confined.
+#[test]
+fn opencode_is_confined_only_without_a_shell() {
+    let fx = Fixture::new();
+    for mode in [Some("review"), Some("build"), None] {
+        for bash in [true, false] {
+            let (inv, iso) = plan(&fx, &with(&fx, "opencode", mode, bash), true);
+            let permission: Value = serde_json::from_str(&inv.env["OPENCODE_PERMISSION"]).unwrap();
+            assert_eq!(permission["external_directory"], "deny");
+            assert_eq!(permission["bash"], if bash { "allow" } else { "deny" });
+            if bash {
+                assert_eq!(iso, Isolation::unconfined(), "{mode:?}");
+            } else {
+                assert_eq!(iso.filesystem_read, FilesystemRead::Worktree, "{mode:?}");
+                assert_eq!(iso.unix_sockets, UnixSockets::None, "{mode:?}");
+            }
+        }
+    }
+}
