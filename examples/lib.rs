@@ -15,6 +15,15 @@ pub mod continue_task {
     /// The default engine (all six agents, git evidence from gix, the user's configuration)
     /// for the environment `env`, as the `handoff` binary builds it.
     pub fn engine(env: &BTreeMap<String, String>) -> Result<Engine> {
+        engine_with(env, |_| {})
+    }
+
+    /// [`engine`], with its options adjusted by `adjust` before the engine is built (e.g. a
+    /// runtime directory of its own).
+    pub fn engine_with(
+        env: &BTreeMap<String, String>,
+        adjust: impl FnOnce(&mut EngineOptions),
+    ) -> Result<Engine> {
         let registry = handoff_adapters::default_registry();
         let loaded = Config::load(env).context("configuration")?;
         if let Err(e) = loaded.config.check_against(&registry) {
@@ -30,6 +39,7 @@ pub mod continue_task {
         // binary's do: not `$TMPDIR`, which a sandboxed agent may write.
         options.config = loaded.config;
         options.config_path = loaded.path;
+        adjust(&mut options);
         Ok(Engine::new(
             registry,
             Arc::new(handoff_git::GitWorkspace::new()),
@@ -43,13 +53,21 @@ pub mod continue_task {
         env: BTreeMap<String, String>,
         request: &ContinueRequest,
     ) -> Result<ContinueResult> {
-        let engine = engine(&env)?;
+        continue_on(&engine(&env)?, env, request).await
+    }
+
+    /// [`continue_with`] on a given engine.
+    pub async fn continue_on(
+        engine: &Engine,
+        env: BTreeMap<String, String>,
+        request: &ContinueRequest,
+    ) -> Result<ContinueResult> {
         let store = handoff_store::SqliteStore::open_default(&env)?;
         let state_dir = handoff_store::default_path(&env)?
             .parent()
             .map_or_else(|| Utf8PathBuf::from("."), Utf8Path::to_owned);
         let ctx = ContinueContext {
-            engine: &engine,
+            engine,
             store: &store,
             state_dir,
             env,

@@ -224,10 +224,15 @@ impl std::fmt::Display for WeakerDimension {
     }
 }
 
-/// How the processes of every run are contained today. One answer for every agent, in one
-/// place: when handoff becomes the subreaper of its runs, this is what changes.
+/// How the processes of every run are contained: one answer for every agent. On Linux each
+/// agent runs under handoff's reaper ([`crate::reaper`]; every run with advice has the handoff
+/// binary it needs), elsewhere only its process group is killed.
 pub fn process_containment() -> ProcessContainment {
-    ProcessContainment::ProcessGroup
+    if crate::reaper::AVAILABLE {
+        ProcessContainment::Reaper
+    } else {
+        ProcessContainment::ProcessGroup
+    }
 }
 
 impl Isolation {
@@ -582,8 +587,13 @@ mod tests {
     }
 
     #[test]
-    fn every_agent_is_contained_by_its_process_group_today() {
-        assert_eq!(process_containment(), ProcessContainment::ProcessGroup);
+    fn every_agent_runs_under_the_reaper_where_there_is_one() {
+        let expected = if cfg!(target_os = "linux") {
+            ProcessContainment::Reaper
+        } else {
+            ProcessContainment::ProcessGroup
+        };
+        assert_eq!(process_containment(), expected);
         assert_eq!(
             Isolation::unconfined().process,
             ProcessContainment::ProcessGroup

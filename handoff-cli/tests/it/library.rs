@@ -59,6 +59,11 @@ fn engine_for(sb: &Sandbox, store: Option<handoff_core::SharedTaskStore>) -> han
     options.preflight_cache = None;
     options.tmp_dir = Some(sb.tmp.to_string_lossy().into_owned().into());
     options.task_store = store;
+    // Leases of its own: this test process becomes a root run while the engine runs, and
+    // `handoff` processes other tests start meanwhile must not be taken for runs inside it.
+    options.runtime_dir = Some(
+        camino::Utf8PathBuf::from_path_buf(sb.root.join("runtime")).expect("UTF-8 sandbox path"),
+    );
     handoff_core::Engine::new(
         handoff_adapters::default_registry(),
         std::sync::Arc::new(handoff_git::GitWorkspace::new()),
@@ -125,10 +130,18 @@ fn the_library_continues_a_task_exactly_as_the_cli_does() {
     request.fallback = Some(Fallback::FreshAgent);
     assert_eq!(request.timeout, Duration::from_secs(30 * 60));
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    // This test process holds the lease while it continues: in a runtime directory of its
+    // own, so that `handoff` processes other tests start meanwhile are not taken for runs
+    // inside it.
+    let leases = tempfile::tempdir().unwrap();
+    let env = env_of(&by_library);
+    let engine = handoff_examples::continue_task::engine_with(&env, |o| {
+        o.runtime_dir = Some(camino::Utf8PathBuf::from_path_buf(leases.path().to_owned()).unwrap());
+    })
+    .unwrap();
     let library = runtime
-        .block_on(handoff_examples::continue_task::continue_with(
-            env_of(&by_library),
-            &request,
+        .block_on(handoff_examples::continue_task::continue_on(
+            &engine, env, &request,
         ))
         .unwrap();
     let library = serde_json::to_value(&library).unwrap();

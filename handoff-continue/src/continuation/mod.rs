@@ -301,7 +301,7 @@ async fn run(
     }
 
     // The worktree must be free: no root run or continuation, no agent working in it.
-    let lease = worktree::hold(&plan.root, req.wait, cancel.clone()).await?;
+    let lease = worktree::hold(ctx.engine, &plan.root, req.wait, cancel.clone()).await?;
     worktree::wait_for_agents(ctx.engine, &plan.root, req.wait, cancel.clone()).await?;
 
     let note_name = note::file_name(&plan.target.provider);

@@ -3,9 +3,7 @@
 use std::time::Duration;
 
 use camino::Utf8Path;
-use handoff_core::{
-    Engine, Holder, LeaseError, RootLease, Wait, agents_working_in, default_runtime_dir,
-};
+use handoff_core::{Engine, Holder, LeaseError, RootLease, Wait, agents_working_in};
 use tokio::sync::watch;
 
 use crate::error::{ContinueError, OrReject, Rejection};
@@ -13,13 +11,15 @@ use crate::error::{ContinueError, OrReject, Rejection};
 /// How often `wait` looks again for agents working in the worktree.
 const AGENT_POLL: Duration = Duration::from_millis(250);
 
-/// Takes the worktree's root lease for the length of the handoff.
+/// Takes the worktree's root lease, in the engine's runtime directory, for the length of the
+/// handoff.
 pub(super) async fn hold(
+    engine: &Engine,
     root: &Utf8Path,
     wait: bool,
     cancel: watch::Receiver<bool>,
 ) -> Result<RootLease, ContinueError> {
-    let dir = default_runtime_dir().rejected("runtime directory")?;
+    let dir = engine.runtime_dir().rejected("runtime directory")?;
     let holder = Holder {
         run_id: format!("continue-{}", uuid::Uuid::new_v4().hyphenated()),
         verb: "continue".into(),

@@ -225,8 +225,9 @@ impl Engine {
         Arc::clone(&self.workspace)
     }
 
-    /// The per-user runtime directory, created 0700 if needed.
-    pub(super) fn runtime_dir(&self) -> Result<Utf8PathBuf, String> {
+    /// The runtime directory of root leases and supervisor sockets:
+    /// [`EngineOptions::runtime_dir`] (created 0700 if needed), else the per-user default.
+    pub fn runtime_dir(&self) -> Result<Utf8PathBuf, String> {
         match &self.options.runtime_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)
