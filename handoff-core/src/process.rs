@@ -51,8 +51,9 @@ pub enum Containment {
         /// Descendants still running when the agent ended (killed by the reaper).
         leftover: u32,
     },
-    /// The reaper ended without reporting (something killed it): processes of the agent's
-    /// tree may have survived.
+    /// The reaper cannot vouch for the tree: it ended without reporting (something killed
+    /// it), was stopped, or gave up on a tree that outran it. Processes of the agent's tree
+    /// may have survived.
     ReaperLost,
 }
 
@@ -284,18 +285,20 @@ async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true);
+        // A reaper is never killed from here on a drop (its tree would escape): its channel
+        // closes instead, and it kills the tree.
+        .kill_on_drop(channel.is_none());
 
     let mut child = cmd.spawn()?;
     drop(cmd);
     let pid = child.id();
 
     let report_task = match (channel, &reaper) {
-        (Some(channel), Some(spec)) => Some(talk_to_reaper(
+        (Some(channel), Some(spec)) => Some(AbortOnDrop(Some(talk_to_reaper(
             channel,
             &spec.hold,
             prompted.then(|| prompt.to_vec()),
-        )?),
+        )?))),
         _ => None,
     };
     drop(reaper);
@@ -329,12 +332,24 @@ async fn run(
     if *cancel.borrow() {
         ending = Ending::Cancelled;
     }
+    // A reaper that something stopped (SIGSTOP from the agent: same user) can neither reap
+    // nor kill: it is continued, and the run's containment counts as broken.
+    let mut tampered = false;
+    let mut watch_reaper = tokio::time::interval(REAPER_CHECK);
     let status = loop {
         if ending != Ending::Exited {
             break None;
         }
         tokio::select! {
             status = child.wait() => break status.ok(),
+            _ = watch_reaper.tick(), if report_task.is_some() => {
+                if let Some(pid) = pid
+                    && is_stopped(pid)
+                {
+                    tampered = true;
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                }
+            }
             () = &mut deadline => { ending = Ending::TimedOut; break None; }
             res = cancel.changed(), if cancel_live => {
                 match res {
@@ -358,7 +373,13 @@ async fn run(
             // A reaper passes SIGTERM on to the whole tree and SIGKILLs it after its own grace
             // period; it gets that long before the group is killed from here.
             if let Some(pid) = pid {
-                signal_group(pid, Signal::SIGTERM);
+                if report_task.is_some() {
+                    // The reaper passes it on, once, to every process of the tree.
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+                } else {
+                    signal_group(pid, Signal::SIGTERM);
+                }
             }
             let grace = if report_task.is_some() {
                 REAPER_GRACE
@@ -391,8 +412,8 @@ async fn run(
         }
     };
     let reaper_report = match report_task {
-        Some(task) => Some(
-            collect(Some(task))
+        Some(mut task) => Some(
+            collect(task.0.take())
                 .await
                 .split(|b| *b == b'\n')
                 .next()
@@ -412,6 +433,7 @@ async fn run(
     let containment = match reaper_report {
         None => Containment::ProcessGroup,
         Some(None) => Containment::ReaperLost,
+        Some(Some(report)) if tampered || report.escaped => Containment::ReaperLost,
         Some(Some(report)) => {
             // The reaper's own status mirrors the agent's; the report says it exactly.
             exit_code = report.exit_code;
@@ -439,6 +461,32 @@ async fn run(
     })
 }
 
+/// How often a running reaper is checked for having been stopped.
+const REAPER_CHECK: Duration = Duration::from_millis(250);
+
+/// Whether `/proc` shows `pid` stopped (by a signal or a tracer).
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after = stat.get(stat.rfind(')')? + 1..)?;
+            after.trim_start().chars().next()
+        })
+        .is_some_and(|state| matches!(state, 'T' | 't'))
+}
+
+/// The task reading the reaper's channel: aborted (which closes the channel, so the reaper
+/// kills the tree) when the run is dropped before it ends.
+struct AbortOnDrop(Option<tokio::task::JoinHandle<Vec<u8>>>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+}
+
 /// Hands the reaper what it holds and the prompt, then keeps the channel open (its lifeline)
 /// and reads the reaper's report until the reaper exits.
 fn talk_to_reaper(
@@ -462,10 +510,10 @@ fn talk_to_reaper(
     channel.set_nonblocking(true)?;
     let mut channel = tokio::net::UnixStream::from_std(channel)?;
     Ok(tokio::spawn(async move {
-        if let Some(prompt) = prompt
-            && channel.write_all(&prompt).await.is_err()
-        {
-            return Vec::new();
+        if let Some(prompt) = prompt {
+            // A reaper that refused to start the agent may not read it all: its report
+            // still follows.
+            let _ = channel.write_all(&prompt).await;
         }
         let mut report = Vec::new();
         let _ = (&mut channel)

@@ -83,8 +83,9 @@ pub struct Processes {
     /// process tree to be gone; `process-group`: only the agent's process group was killed.
     pub containment: ContainmentKind,
     /// Whether the agent's whole tree was gone before the after-fingerprint: `true` under a
-    /// reaper that reported, `false` when the reaper itself was killed, null when unknown
-    /// (process group only: a process that left the group may still run).
+    /// reaper that reported it, `false` when nothing can vouch for it (the agent stopped,
+    /// killed or outran its reaper; the run is then `blocked`), null when unknown (process
+    /// group only: a process that left the group may still run).
     pub tree_gone: Option<bool>,
     /// How many descendants were still running when the agent ended (the reaper killed
     /// them); null without a reaper's report.

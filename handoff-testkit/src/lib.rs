@@ -41,7 +41,7 @@
 //!
 //! Escapes, before any of the above: `HANDOFF_FAKE_ESCAPEE_PID_FILE` starts `sleep 1000` in a
 //! new session whose parent exits at once (`(setsid sleep 1000 &)`) and writes its pid there;
-//! `HANDOFF_FAKE_KILL_PARENT=1` sends SIGKILL to the fake's parent process.
+//! `HANDOFF_FAKE_KILL_PARENT=1` sends SIGKILL to the fake's parent process (`STOP`: SIGSTOP).
 //!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,

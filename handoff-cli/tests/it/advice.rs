@@ -262,7 +262,7 @@ fn every_worker_asks_every_target() {
             let id = result["lineage"]["runId"].as_str().unwrap();
             let node = nodes.iter().find(|n| n["runId"] == id).unwrap();
             assert_eq!(node["state"], "succeeded");
-            assert_eq!(node["isolation"]["process"], "process-group", "{node:#}");
+            assert_eq!(node["isolation"]["process"], "reaper", "{node:#}");
             assert_eq!(node["callerHarness"], worker_agent);
             assert_eq!(node["parentRunId"], root_id.as_str());
             assert_eq!(node["requestHash"], result["requestHash"]);
@@ -618,7 +618,7 @@ fn a_weaker_adviser_is_refused_before_anything_starts() {
         "filesystemRead": "anywhere",
         "network": "none",
         "unixSockets": "all",
-        "process": "process-group",
+        "process": "reaper",
     });
     let nodes = dag_nodes(&run);
     assert_eq!(nodes.len(), 2, "{nodes:#?}");
@@ -651,7 +651,7 @@ fn an_adviser_without_a_shell_can_be_admitted() {
             "filesystemRead": "worktree",
             "network": "none",
             "unixSockets": "none",
-            "process": "process-group",
+            "process": "reaper",
         })
     );
     let claude = nodes
@@ -1150,7 +1150,7 @@ fn capabilities_report_each_agents_isolation() {
             "filesystemRead": "anywhere",
             "network": "none",
             "unixSockets": "all",
-            "process": "process-group",
+            "process": "reaper",
         })
     );
 }

@@ -247,8 +247,28 @@ fn an_agent_that_kills_its_reaper_is_blocked() {
     assert!(
         run.json["diagnostics"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("reaper was killed")),
+            .is_some_and(|m| m.contains("escaped their reaper")),
         "{run:?}"
+    );
+}
+
+/// An agent that stops its reaper (SIGSTOP, then exits) cannot leave it frozen: handoff
+/// continues it, the tree still dies, and the run is blocked.
+#[test]
+fn an_agent_that_stops_its_reaper_is_blocked_and_its_orphan_still_dies() {
+    let sb = Sandbox::new();
+    let escapee = sb.root.join("escapee.pid");
+    sb.agents.set(ESCAPEE_PID_FILE, escapee.to_str().unwrap());
+    sb.agents.set(KILL_PARENT, "STOP");
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    let pid = read_pid(&escapee).expect("the fake started its escapee");
+    let _reap = Reap(vec![pid]);
+    assert_eq!(run.code, 10, "{run:?}");
+    assert_eq!(run.json["processes"]["treeGone"], false, "{run:?}");
+    assert!(
+        is_gone(pid),
+        "the orphan outlived the run: {:?}",
+        proc_stat(pid)
     );
 }
 

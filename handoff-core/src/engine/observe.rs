@@ -69,6 +69,21 @@ pub(super) fn observe(
     draft: &mut Draft,
 ) -> Ended {
     let Ran { ending, raw } = ran;
+    // Whatever else happened, processes that may outlive the run outrank it.
+    if draft
+        .result
+        .processes
+        .as_ref()
+        .is_some_and(|p| p.tree_gone == Some(false))
+    {
+        draft.result.exit.timed_out = ending == Ending::TimedOut;
+        draft.result.exit.cancelled = ending == Ending::Cancelled;
+        return Ended::NotIsolated(
+            "the agent's processes escaped their reaper (it was stopped, killed or outrun): \
+             some may outlive the run"
+                .to_owned(),
+        );
+    }
     match ending {
         Ending::TimedOut => {
             draft.result.exit.timed_out = true;
@@ -83,18 +98,6 @@ pub(super) fn observe(
         Ending::OutputLimit { stream } => return Ended::OutputLimit { stream },
         Ending::SpawnFailed { message } => return Ended::NotRun(message),
         Ending::Exited => {}
-    }
-    if draft
-        .result
-        .processes
-        .as_ref()
-        .is_some_and(|p| p.tree_gone == Some(false))
-    {
-        return Ended::NotIsolated(
-            "the agent's reaper was killed before the run ended: processes the agent started \
-             may outlive the run"
-                .to_owned(),
-        );
     }
     if let Some(reason) = provider.runtime_check(&raw) {
         return Ended::NotIsolated(reason);

@@ -30,6 +30,9 @@ use super::{Args, Report};
 const GRACE: Duration = Duration::from_millis(1500);
 /// How often the tree is scanned and signalled again while it is being stopped.
 const TICK: Duration = Duration::from_millis(50);
+/// How long the reaper goes on killing a tree that keeps producing processes (a fork-and-exit
+/// chain can outrun a scan of `/proc`) before it gives up and says so.
+const KILL_LIMIT: Duration = Duration::from_secs(10);
 /// Most descriptors handoff hands over to hold (the worktree lease's lock).
 const MAX_HELD: usize = 4;
 
@@ -187,10 +190,18 @@ async fn watch(
     let mut agent_done = false;
     let mut stop = Stop::Running;
     let mut handoff_alive = true;
+    let mut killing_since: Option<Instant> = None;
     loop {
         let none_left = reap(agent, &mut report, &mut agent_done);
         if agent_done && none_left {
             return report;
+        }
+        if let Stop::Killing = stop {
+            let since = *killing_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > KILL_LIMIT {
+                report.escaped = true;
+                return report;
+            }
         }
         if agent_done && stop == Stop::Running {
             // The agent ended: whatever it left behind (a `setsid` daemon, a background job)
@@ -283,17 +294,27 @@ fn signal_one(p: &Proc, signal: Signal) {
         let Some(pid) = rustix::process::Pid::from_raw(p.pid as i32) else {
             return;
         };
-        if let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) {
-            // The descriptor names one process; it is the scanned one if its start time
-            // still matches now that the descriptor pins it.
-            let same = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
-                .ok()
-                .and_then(|t| tree::parse_stat(p.pid, &t))
-                .is_some_and(|now| now.start_time == p.start_time);
-            if same && let Some(sig) = rustix_signal(signal) {
-                let _ = pidfd_send_signal(fd.as_fd(), sig);
+        match pidfd_open(pid, PidfdFlags::empty()) {
+            Ok(fd) => {
+                // The descriptor names one process; it is the scanned one if its start time
+                // still matches now that the descriptor pins it.
+                let same = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
+                    .ok()
+                    .and_then(|t| tree::parse_stat(p.pid, &t))
+                    .is_some_and(|now| now.start_time == p.start_time);
+                if same && let Some(sig) = rustix_signal(signal) {
+                    let _ = pidfd_send_signal(fd.as_fd(), sig);
+                    if signal == Signal::SIGTERM {
+                        // A stopped process acts on SIGTERM only once continued.
+                        let _ = pidfd_send_signal(fd.as_fd(), rustix::process::Signal::CONT);
+                    }
+                }
+                return;
             }
-            return;
+            // Gone since the scan (its id may already name another process): nothing to do.
+            Err(e) if e != rustix::io::Errno::NOSYS => return,
+            // A kernel without pidfds.
+            Err(_) => {}
         }
     }
     let _ = kill(Pid::from_raw(p.pid as i32), signal);

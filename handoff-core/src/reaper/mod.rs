@@ -56,6 +56,10 @@ pub(crate) struct Report {
     pub leftover: u32,
     /// The reaper lost handoff (its channel closed) and killed the tree.
     pub lost_handoff: bool,
+    /// The tree outran the reaper's killing (it kept making processes) and the reaper gave
+    /// up: processes of the tree may still run.
+    #[serde(default)]
+    pub escaped: bool,
 }
 
 /// The reaper's command line after [`REAPER_ARG`]:

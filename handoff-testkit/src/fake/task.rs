@@ -410,10 +410,15 @@ fn escape(settings: &Settings) -> Result<(), ExitCode> {
             return Err(ExitCode::from(1));
         }
     }
-    if settings.get(settings::KILL_PARENT).as_deref() == Some("1") {
+    let signal = match settings.get(settings::KILL_PARENT).as_deref() {
+        Some("1") => Some("-KILL"),
+        Some("STOP") => Some("-STOP"),
+        _ => None,
+    };
+    if let Some(signal) = signal {
         let parent = std::os::unix::process::parent_id();
         let _ = std::process::Command::new("kill")
-            .args(["-KILL", &parent.to_string()])
+            .args([signal, &parent.to_string()])
             .status();
     }
     Ok(())
