@@ -106,6 +106,13 @@ pub struct ReceiverRun {
 impl ReceiverRun {
     /// Why the turn did not complete, or `None` when it did.
     pub fn failure(&self) -> Option<String> {
+        if self.containment == crate::process::Containment::ReaperLost {
+            return Some(
+                "the receiver's processes escaped their reaper (it was stopped, killed or \
+                 outrun): some may outlive its turn"
+                    .into(),
+            );
+        }
         match &self.ending {
             Ending::TimedOut => {
                 return Some("the receiver exceeded its time budget and was stopped".into());
