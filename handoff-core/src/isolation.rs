@@ -244,7 +244,7 @@ impl Isolation {
             filesystem_read: FilesystemRead::Anywhere,
             network: Network::Any,
             unix_sockets: UnixSockets::All,
-            process: process_containment(),
+            process: ProcessContainment::ProcessGroup,
         }
     }
 
@@ -534,7 +534,7 @@ mod tests {
             filesystem_read: read,
             network,
             unix_sockets: unix,
-            process: process_containment(),
+            process: ProcessContainment::Reaper,
         }
     }
 
@@ -620,7 +620,11 @@ mod tests {
         // Unconfined against the caller: every dimension it is weaker on, in order.
         assert_eq!(
             Isolation::unconfined().weaker_than(&caller),
-            vec![Dimension::FilesystemWrite, Dimension::Network]
+            vec![
+                Dimension::FilesystemWrite,
+                Dimension::Network,
+                Dimension::Process
+            ]
         );
         // Enforcement alone is not a dimension.
         let policy_only = Isolation {
@@ -629,11 +633,11 @@ mod tests {
         };
         assert!(policy_only.weaker_than(&caller).is_empty());
         // A process level weaker than the caller's is named too.
-        let reaped = Isolation {
-            process: ProcessContainment::Reaper,
+        let contained = Isolation {
+            process: ProcessContainment::PidNamespace,
             ..caller
         };
-        assert_eq!(caller.weaker_than(&reaped), vec![Dimension::Process]);
+        assert_eq!(caller.weaker_than(&contained), vec![Dimension::Process]);
     }
 
     #[test]
@@ -657,6 +661,11 @@ mod tests {
                     dimension: Dimension::Network,
                     caller: "none",
                     target: "any",
+                },
+                WeakerDimension {
+                    dimension: Dimension::Process,
+                    caller: "reaper",
+                    target: "process-group",
                 },
             ]
         );
@@ -689,7 +698,11 @@ mod tests {
         match confine(&caller, Isolation::unconfined()) {
             Confinement::Refused(w) => assert_eq!(
                 w.iter().map(|d| d.dimension).collect::<Vec<_>>(),
-                vec![Dimension::FilesystemWrite, Dimension::Network]
+                vec![
+                    Dimension::FilesystemWrite,
+                    Dimension::Network,
+                    Dimension::Process
+                ]
             ),
             other => panic!("{other:?}"),
         }
