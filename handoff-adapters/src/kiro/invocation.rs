@@ -29,7 +29,12 @@ pub fn trusted_tools(request: &Request) -> Vec<&'static str> {
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
     let g = &shape.grants;
     if g.bash {
-        return Isolation::unconfined();
+        // A shell and no sandbox: everything is open but its processes, which handoff's
+        // reaper contains.
+        return Isolation {
+            process: handoff_core::process_containment(),
+            ..Isolation::unconfined()
+        };
     }
     Isolation {
         enforcement: Enforcement::None,

@@ -60,7 +60,12 @@ pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolati
     use handoff_core::{FilesystemRead, FilesystemWrite, Isolation, Network, UnixSockets};
     let g = &shape.grants;
     if g.bash {
-        return Isolation::unconfined();
+        // A shell and no sandbox: everything is open but its processes, which handoff's
+        // reaper contains.
+        return Isolation {
+            process: handoff_core::process_containment(),
+            ..Isolation::unconfined()
+        };
     }
     Isolation {
         enforcement: handoff_core::Enforcement::None,

@@ -170,7 +170,14 @@ fn opencode_is_confined_only_without_a_shell() {
             assert_eq!(permission["external_directory"], "deny");
             assert_eq!(permission["bash"], if bash { "allow" } else { "deny" });
             if bash {
-                assert_eq!(iso, Isolation::unconfined(), "{mode:?}");
+                assert_eq!(
+                    iso,
+                    Isolation {
+                        process: handoff_core::process_containment(),
+                        ..Isolation::unconfined()
+                    },
+                    "{mode:?}"
+                );
             } else {
                 assert_eq!(iso.filesystem_read, FilesystemRead::Worktree, "{mode:?}");
                 assert_eq!(iso.unix_sockets, UnixSockets::None, "{mode:?}");
