@@ -11,7 +11,8 @@
 //!   costs),
 //!
 //! each after one warm-up run, interleaved run by run, plus each one's peak RSS (through
-//! `/usr/bin/time`, when it is there).
+//! `/usr/bin/time`, when it is there). Then what the reaper adds to starting an agent:
+//! `/bin/true` directly and under `handoff __reap`.
 //!
 //! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
 //! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
@@ -140,6 +141,58 @@ pub fn bench(args: &[String]) -> Result<()> {
     }
     println!(
         "(median of {runs} interleaved runs after one warm-up each; `vs git` is handoff / git status)"
+    );
+    reaper_cost(&handoff, runs * 10)?;
+    Ok(())
+}
+
+/// What running an agent under the reaper costs: `/bin/true` started directly and under
+/// `handoff __reap` (told over its channel to hold nothing and read no prompt), `runs` times
+/// each, interleaved.
+fn reaper_cost(handoff: &Path, runs: usize) -> Result<()> {
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+
+    let truth = Path::new("/bin/true");
+    let once = |reaped: bool| -> Result<Duration> {
+        let start = Instant::now();
+        let status = if reaped {
+            let (mut ours, theirs) = UnixStream::pair()?;
+            let mut child = Command::new(handoff)
+                .args(["__reap", "--parent", &std::process::id().to_string()])
+                .args(["--stdin", "none", "--"])
+                .arg(truth)
+                .stdin(Stdio::from(OwnedFd::from(theirs)))
+                .spawn()?;
+            ours.write_all(b"h")?;
+            child.wait()?
+        } else {
+            Command::new(truth).status()?
+        };
+        if !status.success() {
+            bail!("/bin/true failed ({status})");
+        }
+        Ok(start.elapsed())
+    };
+    let mut direct = Vec::with_capacity(runs);
+    let mut reaped = Vec::with_capacity(runs);
+    once(false)?;
+    once(true)?;
+    for _ in 0..runs {
+        direct.push(once(false)?);
+        reaped.push(once(true)?);
+    }
+    direct.sort();
+    reaped.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (d, r) = (direct[runs / 2], reaped[runs / 2]);
+    println!(
+        "agent start: /bin/true {:.2} ms directly, {:.2} ms under the reaper: +{:.2} ms per run \
+         (median of {runs})",
+        ms(d),
+        ms(r),
+        ms(r) - ms(d)
     );
     Ok(())
 }

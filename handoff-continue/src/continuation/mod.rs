@@ -346,6 +346,9 @@ async fn run(
         &row,
         result,
         cancel.clone(),
+        // The receiver's reaper holds the worktree until its tree is gone, even if this
+        // process is killed.
+        lease.hold().ok(),
     )
     .await?;
     let verdict = continuity::judge(

@@ -46,6 +46,7 @@ pub(super) async fn first_turn(
     row: &HandoffRow,
     result: &mut ContinueResult,
     cancel: watch::Receiver<bool>,
+    hold: Option<std::os::fd::OwnedFd>,
 ) -> Result<Received, ContinueError> {
     let store = ctx.store;
     let context = match (carried, &conv.source, &written.recap_text) {
@@ -95,6 +96,7 @@ pub(super) async fn first_turn(
         req.ready_timeout,
         cancel,
         carried,
+        hold,
     )
     .await;
     let run = &watched.run;
@@ -154,9 +156,10 @@ async fn watch(
     ready: Duration,
     mut cancel: watch::Receiver<bool>,
     carried: Option<&Carried>,
+    hold: Option<std::os::fd::OwnedFd>,
 ) -> Watched {
     let (stop, stopped) = watch::channel(false);
-    let turn = engine.start_receiver(receiver, timeout, stopped);
+    let turn = engine.start_receiver_holding(receiver, timeout, stopped, hold);
     tokio::pin!(turn);
     let started = Instant::now();
     // Checks start every half second and slow down to every five (a store read through its

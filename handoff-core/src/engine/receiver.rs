@@ -342,6 +342,19 @@ impl Engine {
         timeout: Duration,
         cancel: watch::Receiver<bool>,
     ) -> ReceiverRun {
+        self.start_receiver_holding(prepared, timeout, cancel, None)
+            .await
+    }
+
+    /// [`Engine::start_receiver`], its reaper holding `hold` (a descriptor of the worktree
+    /// lease's lock, [`crate::RootLease::hold`]) until the receiver's process tree is gone.
+    pub async fn start_receiver_holding(
+        &self,
+        prepared: &PreparedReceiver,
+        timeout: Duration,
+        cancel: watch::Receiver<bool>,
+        hold: Option<std::os::fd::OwnedFd>,
+    ) -> ReceiverRun {
         let tap = self.progress_tap(
             &prepared.provider,
             &format!("receiver-{}", prepared.request.session_id),
@@ -354,7 +367,7 @@ impl Engine {
             timeout,
             cancel,
             tap,
-            self.reaper(None),
+            self.reaper(hold),
         )
         .await;
         let raw = RawOutput {
