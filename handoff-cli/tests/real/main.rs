@@ -13,6 +13,7 @@ mod carry;
 mod continuation;
 mod opencode_sessions;
 mod plugin;
+mod reaper;
 mod remote;
 mod sessions;
 
