@@ -140,15 +140,16 @@ fn demo() -> Result<()> {
         (
             "run-with-advice",
             "review",
-            "claude",
             "codex",
-            "Review the greeting file again; ask Claude Code for a second opinion first.",
+            "claude",
+            "Review the greeting file again; ask Codex for a second opinion first.",
         ),
     ];
     for (i, (verb, mode, caller, target, text)) in steps.iter().enumerate() {
         if *verb == "run-with-advice" {
-            // The fake worker asks for advice through the command its prompt names.
-            sb.agents.set(handoff_testkit::keys::ADVICE, "claude");
+            // The fake worker asks for advice through the command its prompt names, of an
+            // adviser at least as isolated as itself (Codex's read-only sandbox).
+            sb.agents.set(handoff_testkit::keys::ADVICE, "codex");
         }
         let instructions = sb.root.join(format!("private/instructions-{i}.txt"));
         std::fs::write(&instructions, text)?;
@@ -189,13 +190,18 @@ fn demo() -> Result<()> {
             "--> {mode} on {target}: status {}, exit {code}, changed files {}",
             value["status"], value["git"]["changedFiles"]
         );
-        if let Some(nodes) = value["dag"]["nodes"].as_array().filter(|n| n.len() > 1) {
-            for n in nodes.iter().skip(1) {
-                println!(
-                    "    nested {} → {}: {}",
-                    n["callerHarness"], n["targetHarness"], n["state"]
-                );
-            }
+        let nested: Vec<&serde_json::Value> = value["dag"]["nodes"]
+            .as_array()
+            .map(|n| n.iter().skip(1).collect())
+            .unwrap_or_default();
+        for n in &nested {
+            println!(
+                "    nested {} → {}: {}",
+                n["callerHarness"], n["targetHarness"], n["state"]
+            );
+        }
+        if *verb == "run-with-advice" && !nested.iter().any(|n| n["state"] == "succeeded") {
+            bail!("the worker's nested advice did not succeed");
         }
         if code != 0 {
             bail!("the {mode} handoff did not succeed (exit {code})");
