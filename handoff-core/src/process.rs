@@ -466,13 +466,7 @@ const REAPER_CHECK: Duration = Duration::from_millis(250);
 
 /// Whether `/proc` shows `pid` stopped (by a signal or a tracer).
 fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let after = stat.get(stat.rfind(')')? + 1..)?;
-            after.trim_start().chars().next()
-        })
-        .is_some_and(|state| matches!(state, 'T' | 't'))
+    crate::reaper::tree::read(&pid.to_string()).is_some_and(|p| matches!(p.state, 'T' | 't'))
 }
 
 /// The task reading the reaper's channel: aborted (which closes the channel, so the reaper

@@ -12,21 +12,13 @@ use handoff_testkit::keys::{ESCAPEE_PID_FILE, KILL_PARENT, MODE, READY_FILE};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::support::Sandbox;
+use crate::support::{Sandbox, is_gone};
 
 /// Upper bound for anything these tests wait for.
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn proc_stat(pid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()
-}
-
-/// Gone, or a zombie no one reaped yet (it no longer runs).
-fn is_gone(pid: i32) -> bool {
-    proc_stat(pid).is_none_or(|stat| {
-        let after = &stat[stat.rfind(')').unwrap_or(0) + 1..];
-        matches!(after.trim_start().chars().next(), Some('Z' | 'X'))
-    })
 }
 
 fn parent_of(pid: i32) -> i32 {

@@ -19,7 +19,9 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use crate::support::{HANDOFF, Run, Sandbox, private_dirs_in, recorded_run_dirs, work_dir};
+use crate::support::{
+    HANDOFF, Run, Sandbox, is_gone, private_dirs_in, recorded_run_dirs, work_dir,
+};
 
 /// How long a process may take to disappear after handoff reported it killed.
 const GONE_WITHIN: Duration = Duration::from_secs(3);
@@ -91,18 +93,6 @@ fn exec_checked(sb: &Sandbox, cmd: &mut Command, result: &str) -> Run {
         .unwrap_or_else(|e| panic!("result file {result} missing ({e}): {run:?}"));
     assert_eq!(file, run.stdout, "result file and stdout differ");
     run
-}
-
-/// The state letter of `/proc/<pid>/stat`, or `None` when the process does not exist.
-fn proc_state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.trim_start().chars().next()
-}
-
-/// Gone, or a zombie waiting to be reaped (it no longer runs).
-fn is_gone(pid: i32) -> bool {
-    matches!(proc_state(pid), None | Some('Z' | 'X'))
 }
 
 /// Polls for up to [`GONE_WITHIN`] until `pid` is gone.

@@ -217,3 +217,15 @@ impl Sandbox {
             .collect()
     }
 }
+
+/// The state letter of `/proc/<pid>/stat`, or `None` when the process does not exist.
+pub fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.trim_start().chars().next()
+}
+
+/// Gone, or a zombie no one reaped yet (it no longer runs).
+pub fn is_gone(pid: i32) -> bool {
+    matches!(proc_state(pid), None | Some('Z' | 'X'))
+}

@@ -1,6 +1,6 @@
 //! What `/proc` says about a process: its parent and start time, and this process's ancestors.
 
-use std::{fs, io};
+use std::io;
 
 use super::LeaseError;
 
@@ -8,22 +8,11 @@ use super::LeaseError;
 const MAX_ANCESTORS: usize = 4096;
 
 /// A process as `/proc/<pid>/stat` shows it.
-pub(super) struct ProcStat {
-    pub ppid: u32,
-    pub start_time: u64,
-}
+pub(super) type ProcStat = crate::reaper::tree::Proc;
 
-/// Reads `/proc/<pid>/stat` (`pid` may be `self`). The command name (field 2) is in
-/// parentheses and may itself hold spaces and parentheses, so fields are counted from the last
-/// `)`: what follows starts at field 3.
+/// Reads `/proc/<pid>/stat` (`pid` may be `self`).
 pub(super) fn proc_stat(pid: &str) -> Option<ProcStat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some(ProcStat {
-        ppid: fields.get(4 - 3)?.parse().ok()?,
-        start_time: fields.get(22 - 3)?.parse().ok()?,
-    })
+    crate::reaper::tree::read(pid)
 }
 
 /// The current process's start time, 0 where there is no `/proc`.

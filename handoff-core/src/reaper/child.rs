@@ -298,9 +298,7 @@ fn signal_one(p: &Proc, signal: Signal) {
             Ok(fd) => {
                 // The descriptor names one process; it is the scanned one if its start time
                 // still matches now that the descriptor pins it.
-                let same = std::fs::read_to_string(format!("/proc/{}/stat", p.pid))
-                    .ok()
-                    .and_then(|t| tree::parse_stat(p.pid, &t))
+                let same = tree::read(&p.pid.to_string())
                     .is_some_and(|now| now.start_time == p.start_time);
                 if same && let Some(sig) = rustix_signal(signal) {
                     let _ = pidfd_send_signal(fd.as_fd(), sig);

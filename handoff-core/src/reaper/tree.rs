@@ -2,11 +2,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// One process: its id, its parent's and its start time (clock ticks since boot, which tells a
-/// process from a later one that reused its id).
+/// One process: its id, its state letter (`R`, `S`, `T` stopped, `Z` zombie, …), its parent's
+/// id and its start time (clock ticks since boot, which tells a process from a later one that
+/// reused its id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Proc {
     pub pid: u32,
+    pub state: char,
     pub ppid: u32,
     pub start_time: u64,
 }
@@ -18,9 +20,20 @@ pub(crate) fn parse_stat(pid: u32, text: &str) -> Option<Proc> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     Some(Proc {
         pid,
+        state: fields.first()?.chars().next()?,
         ppid: fields.get(4 - 3)?.parse().ok()?,
         start_time: fields.get(22 - 3)?.parse().ok()?,
     })
+}
+
+/// What `/proc/<pid>/stat` says of `pid` (`self` for this process), if it exists.
+pub(crate) fn read(pid: &str) -> Option<Proc> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let id = match pid {
+        "self" => std::process::id(),
+        n => n.parse().ok()?,
+    };
+    parse_stat(id, &text)
 }
 
 /// Every process `/proc` lists now (those that vanish while it is read are left out).
@@ -30,9 +43,11 @@ pub(crate) fn scan() -> Vec<Proc> {
     };
     entries
         .filter_map(|e| {
-            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            parse_stat(pid, &text)
+            let name = e.ok()?.file_name();
+            let name = name.to_str()?;
+            name.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| read(name))?
         })
         .collect()
 }
@@ -67,6 +82,7 @@ mod tests {
     fn p(pid: u32, ppid: u32) -> Proc {
         Proc {
             pid,
+            state: 'S',
             ppid,
             start_time: u64::from(pid) * 10,
         }
@@ -80,6 +96,7 @@ mod tests {
             parse_stat(4242, line),
             Some(Proc {
                 pid: 4242,
+                state: 'S',
                 ppid: 17,
                 start_time: 987_654
             })
