@@ -71,6 +71,7 @@ impl Provider for ShellAgent {
             if request.writes() { "1" } else { "0" }.into(),
         );
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args: vec!["-c".into(), SCRIPT.into()],
             env,

@@ -44,6 +44,7 @@ async fn list(
         .and_then(|d| Utf8PathBuf::from_path_buf(d).ok())
         .unwrap_or_else(|| Utf8PathBuf::from("/"));
     let invocation = Invocation {
+        sandbox: None,
         program: program.to_owned(),
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         env: env.clone(),

@@ -37,6 +37,7 @@ pub async fn run(
     stdin: &[u8],
 ) -> Result<ProbeOutput, String> {
     let command = Invocation {
+        sandbox: None,
         program: exe.to_owned(),
         args: args.iter().map(|a| (*a).to_owned()).collect(),
         env: probe.env.clone(),

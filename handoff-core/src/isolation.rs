@@ -299,6 +299,9 @@ pub struct RunShape {
     pub grants: GrantsResolved,
     /// Whether the run may ask for nested advice (delegation `advice-only`).
     pub nested: bool,
+    /// Whether handoff's own sandbox can run here ([`crate::sandbox::bubblewrap_here`]), for
+    /// an adapter that asks for it.
+    pub handoff_sandbox: bool,
 }
 
 impl RunShape {
@@ -308,10 +311,12 @@ impl RunShape {
             mode: request.mode,
             grants: request.grants.resolved.clone(),
             nested: request.delegation.mode == DelegationMode::AdviceOnly,
+            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
         }
     }
 
-    /// A shape with bash and web search as given, no MCP, `write` from the mode.
+    /// A shape with bash and web search as given, no MCP, `write` from the mode, where
+    /// handoff's own sandbox can run (as the documented table assumes).
     pub fn new(mode: Option<Mode>, bash: bool, web_search: bool, nested: bool) -> RunShape {
         RunShape {
             mode,
@@ -322,6 +327,7 @@ impl RunShape {
                 write: mode.is_some_and(Mode::writes),
             },
             nested,
+            handoff_sandbox: true,
         }
     }
 
@@ -416,6 +422,12 @@ fn collapse<T: Clone + PartialEq>(each: Vec<(bool, T)>) -> Vec<(Option<bool>, T)
 /// every grant are one case), bash granted before withheld, web search withheld before
 /// granted; web search or nested advice is one case (`null`) where it makes no difference.
 pub fn cases(provider: &dyn Provider) -> Vec<IsolationCase> {
+    cases_where(provider, true)
+}
+
+/// [`cases`] ranked as on a machine where handoff's own sandbox can run (`handoff_sandbox`)
+/// or cannot.
+pub fn cases_where(provider: &dyn Provider, handoff_sandbox: bool) -> Vec<IsolationCase> {
     let g = provider.spec().grants;
     let bash: Vec<bool> = [(true, g.bash), (false, g.bash_disable)]
         .into_iter()
@@ -445,7 +457,11 @@ pub fn cases(provider: &dyn Provider) -> Vec<IsolationCase> {
                 .map(|&w| {
                     let each = nested
                         .iter()
-                        .map(|&n| (n, provider.isolation(&RunShape::new(mode, b, w, n))))
+                        .map(|&n| {
+                            let mut shape = RunShape::new(mode, b, w, n);
+                            shape.handoff_sandbox = handoff_sandbox;
+                            (n, provider.isolation(&shape))
+                        })
                         .collect();
                     (w, collapse(each))
                 })

@@ -33,6 +33,7 @@ pub mod reaper;
 mod redact;
 mod request;
 mod result;
+pub mod sandbox;
 mod supervisor;
 mod task;
 mod timestamp;
@@ -100,8 +101,8 @@ pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, 
 pub use prompt::build_prompt;
 pub use provider::{
     AnswerSource, Invocation, InvocationError, NestedAccess, Observation, Preflight, PrivateFile,
-    ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Registry, RunDir, Sessions, StdinSource,
-    TurnDefaults,
+    ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Registry, RunDir, SandboxedState,
+    Sessions, StdinSource, TurnDefaults,
 };
 pub use redact::{DIAGNOSTIC_LIMIT, credential_values, redact, redact_known, truncate_tail};
 pub use request::*;

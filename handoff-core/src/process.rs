@@ -534,6 +534,7 @@ mod tests {
         let mut env = BTreeMap::new();
         env.insert("PATH".into(), "/usr/bin:/bin".into());
         Invocation {
+            sandbox: None,
             program: "/bin/sh".into(),
             args: vec!["-c".into(), script.into()],
             env,

@@ -81,6 +81,9 @@ pub struct RunDir {
     pub agent_config: AgentConfig,
     /// Set when the agent may ask for nested advice: what its sandbox must let it reach.
     pub nested: Option<NestedAccess>,
+    /// Whether handoff's own sandbox can run here ([`crate::sandbox::bubblewrap_here`]): an
+    /// adapter that asks for it plans the CLI's state for it.
+    pub handoff_sandbox: bool,
 }
 
 /// What a worker with nested advice needs to reach from inside its sandbox.
@@ -97,6 +100,24 @@ impl RunDir {
     pub fn file(&self, name: &str) -> Utf8PathBuf {
         self.path.join(name)
     }
+}
+
+/// A finished run that ran under handoff's sandbox, as [`Provider::import_sandboxed_state`]
+/// sees it.
+#[derive(Debug)]
+pub struct SandboxedState<'a> {
+    /// The CLI.
+    pub executable: &'a Utf8Path,
+    /// The agent's environment as the adapter planned it.
+    pub env: &'a BTreeMap<String, String>,
+    /// handoff's own environment.
+    pub parent_env: &'a BTreeMap<String, String>,
+    /// The run's private directory (still there).
+    pub run_dir: &'a Utf8Path,
+    /// The agent's working directory.
+    pub cwd: &'a Utf8Path,
+    /// What the agent printed (bounded).
+    pub stdout: &'a [u8],
 }
 
 /// What the agent's stdin receives.
@@ -149,6 +170,9 @@ pub struct Invocation {
     pub policy: serde_json::Value,
     /// Secret values placed in the child's env or files, to be masked wherever they appear.
     pub secrets: Vec<String>,
+    /// Set when the agent is to run under handoff's own sandbox ([`crate::sandbox`]) where one
+    /// can run: what the adapter needs in it beyond the worktree.
+    pub sandbox: Option<crate::sandbox::SandboxSpec>,
 }
 
 /// Why an invocation could not be planned: always a rejection before launch.
@@ -252,6 +276,18 @@ pub trait Provider: Send + Sync {
         crate::isolation::Isolation::unconfined()
     }
 
+    /// After a run under handoff's sandbox ([`Invocation::sandbox`]), whose CLI kept its
+    /// state in the run's private directory: carries what the user needs of it (e.g. the
+    /// session, so that it can be resumed and continued) into the user's own store, before the
+    /// run directory is removed. Returns what was carried, for the receipt; an error is
+    /// reported in the receipt and does not change the run's verdict.
+    async fn import_sandboxed_state(
+        &self,
+        _state: &SandboxedState<'_>,
+    ) -> Result<Option<String>, String> {
+        Ok(None)
+    }
+
     /// Checks the finished process for signs that isolation was not enforced.
     /// Returns the reason to block, if any.
     fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {
@@ -285,8 +321,14 @@ impl dyn Provider {
     /// The isolation part of the capability report: the spec's flags and every ranked case
     /// ([`crate::isolation::cases`]).
     pub fn isolation_capabilities(&self) -> IsolationCapabilities {
+        self.isolation_capabilities_where(true)
+    }
+
+    /// [`Self::isolation_capabilities`] on a machine where handoff's own sandbox can run
+    /// (`handoff_sandbox`) or cannot.
+    pub fn isolation_capabilities_where(&self, handoff_sandbox: bool) -> IsolationCapabilities {
         let spec = self.spec();
-        let cases = crate::isolation::cases(self);
+        let cases = crate::isolation::cases_where(self, handoff_sandbox);
         IsolationCapabilities {
             native_filesystem_isolation: spec.native_filesystem_isolation,
             native_bash_sandbox: spec.native_bash_sandbox,

@@ -386,8 +386,22 @@ pub struct Capabilities {
     pub modes: Vec<Mode>,
     /// Default budgets.
     pub defaults: BudgetLimits,
+    /// handoff's own sandbox on this machine, for agents whose CLI has none.
+    pub sandbox: SandboxCapability,
     /// One entry per registered agent.
     pub providers: Vec<ProviderCapabilities>,
+}
+
+/// Whether handoff's own sandbox can run here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SandboxCapability {
+    /// `bubblewrap` (Linux).
+    pub tool: String,
+    /// Whether it was found on `PATH` and ran a command in namespaces of its own.
+    pub available: bool,
+    /// Where it is.
+    pub path: Option<String>,
 }
 
 /// The root verbs and the delegation of their workers.

@@ -31,6 +31,17 @@ pub trait Workspace: Send + Sync {
         })
     }
 
+    /// What an agent working in the worktree that contains `cwd` must never write, even when
+    /// it may write the worktree: the repository's git directories (`.git`, and the common
+    /// directory of a linked worktree) and the directory `core.hooksPath` names. Paths that
+    /// do not exist are left out. handoff's own sandbox mounts them read-only.
+    fn protected_paths(&self, cwd: &Utf8Path) -> Result<Vec<Utf8PathBuf>, WorkspaceError> {
+        let _ = cwd;
+        Err(WorkspaceError::Unsupported {
+            what: "protected paths",
+        })
+    }
+
     /// Where the worktree that contains `cwd` belongs: its project (the main worktree) and the
     /// branch HEAD is on. Used to find or create the task a run is recorded in.
     fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {

@@ -173,6 +173,47 @@ pub(crate) fn scan(repo: &gix::Repository, root: &Path) -> Result<GitDirState, W
     Ok(out)
 }
 
+/// The worktree's `.git` (file or directory), the git directory, the common directory and the
+/// `core.hooksPath` directory of `repo`, each once, those that exist, as absolute paths with
+/// symbolic links resolved (see `Workspace::protected_paths`).
+pub(crate) fn protected_paths(
+    repo: &gix::Repository,
+) -> Result<Vec<camino::Utf8PathBuf>, WorkspaceError> {
+    let mut found: Vec<PathBuf> = Vec::new();
+    if let Some(root) = repo.workdir() {
+        found.push(root.join(".git"));
+    }
+    found.push(repo.git_dir().to_owned());
+    found.push(repo.common_dir().to_owned());
+    let configured = repo
+        .config_snapshot()
+        .trusted_path("core.hooksPath")
+        .map_err(|err| git_error("cannot read core.hooksPath", err))?;
+    if let Some(configured) = configured {
+        let base = repo.workdir().unwrap_or_else(|| repo.git_dir());
+        found.push(base.join(configured));
+    }
+    let mut out: Vec<camino::Utf8PathBuf> = Vec::new();
+    for path in found {
+        let path = std::path::absolute(&path).unwrap_or(path);
+        // A `.git` file is protected as itself, not as the directory it names.
+        let path = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) if path.is_file() => canonical(parent).join(name),
+            _ => canonical(&path),
+        };
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        let path = camino::Utf8PathBuf::from_path_buf(path).map_err(|p| WorkspaceError::Git {
+            message: format!("the git path '{}' is not UTF-8", p.display()),
+        })?;
+        if !out.contains(&path) {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
 /// The hooks of `core.hooksPath`, when it names a directory other than `<common>/hooks`.
 fn hooks_path(
     repo: &gix::Repository,

@@ -89,6 +89,11 @@ impl Workspace for GitWorkspace {
         snapshot::snapshot(self, cwd, dest)
     }
 
+    fn protected_paths(&self, cwd: &Utf8Path) -> Result<Vec<Utf8PathBuf>, WorkspaceError> {
+        let repo = discover(cwd)?;
+        crate::gitdir::protected_paths(&repo)
+    }
+
     fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {
         let repo = discover(cwd)?;
         let worktree =

@@ -390,6 +390,8 @@ fn schema(check: bool) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
+    // handoff's own sandbox is tested with the system's bubblewrap.
+    real::install_sandbox_tools()?;
     run(
         "cargo fmt --check",
         cargo().args(["fmt", "--all", "--", "--check"]),

@@ -94,6 +94,7 @@ impl Claude {
             });
         }
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

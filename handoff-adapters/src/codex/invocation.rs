@@ -358,6 +358,7 @@ impl Codex {
             });
         }
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

@@ -123,6 +123,7 @@ impl Codex {
             policy["sessionId"] = json!(from.session_id);
         }
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

@@ -172,6 +172,7 @@ impl Cursor {
             "environment": "allowlist",
         });
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

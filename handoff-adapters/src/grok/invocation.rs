@@ -164,6 +164,7 @@ impl Grok {
             "environment": "allowlist",
         });
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env: agent_env(spec, &run.parent_env),

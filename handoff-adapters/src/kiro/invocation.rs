@@ -106,6 +106,7 @@ impl Kiro {
             "environment": "allowlist",
         });
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

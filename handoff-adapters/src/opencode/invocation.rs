@@ -53,12 +53,43 @@ pub fn permission(write: bool, bash: bool, web: bool, mcp_servers: &[String]) ->
 }
 
 /// What a run of `shape` can do under the configuration [`OpenCode::plan`] builds. OpenCode
-/// has no sandbox: its bash tool runs any command, so with bash nothing is confined. Without
-/// it the permission table holds: `external_directory` denied keeps the file tools in the
-/// worktree, `edit` is allowed only to writing runs, the web tools only when granted.
+/// has no sandbox of its own. Where handoff's can run, OpenCode runs under it: its shell
+/// writes the worktree only in writing runs (never its git directories), reads nothing of the
+/// user's files outside it, and its processes die with the run's PID namespace; the network
+/// stays the host's. Elsewhere, with bash nothing is confined; without it the permission table
+/// holds: `external_directory` denied keeps the file tools in the worktree, `edit` is allowed
+/// only to writing runs, the web tools only when granted.
 pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolation {
-    use handoff_core::{FilesystemRead, FilesystemWrite, Isolation, Network, UnixSockets};
+    use handoff_core::{
+        Enforcement, FilesystemRead, FilesystemWrite, Isolation, Network, ProcessContainment,
+        UnixSockets,
+    };
     let g = &shape.grants;
+    let write = if g.write {
+        FilesystemWrite::Worktree
+    } else {
+        FilesystemWrite::None
+    };
+    let tools_network = if g.web_search {
+        Network::Web
+    } else {
+        Network::None
+    };
+    if shape.handoff_sandbox {
+        return Isolation {
+            enforcement: Enforcement::Handoff,
+            filesystem_write: write,
+            filesystem_read: FilesystemRead::Worktree,
+            // The host's network: a shell reaches any host and the host's abstract sockets.
+            network: if g.bash { Network::Any } else { tools_network },
+            unix_sockets: if g.bash {
+                UnixSockets::All
+            } else {
+                UnixSockets::None
+            },
+            process: ProcessContainment::PidNamespace,
+        };
+    }
     if g.bash {
         // A shell and no sandbox: everything is open but its processes, which handoff's
         // reaper contains.
@@ -68,18 +99,10 @@ pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolati
         };
     }
     Isolation {
-        enforcement: handoff_core::Enforcement::None,
-        filesystem_write: if g.write {
-            FilesystemWrite::Worktree
-        } else {
-            FilesystemWrite::None
-        },
+        enforcement: Enforcement::None,
+        filesystem_write: write,
         filesystem_read: FilesystemRead::Worktree,
-        network: if g.web_search {
-            Network::Web
-        } else {
-            Network::None
-        },
+        network: tools_network,
         unix_sockets: UnixSockets::None,
         process: handoff_core::process_containment(),
     }
@@ -132,20 +155,33 @@ fn mcp_table(
     Ok((Value::Object(servers), names))
 }
 
-/// The isolated environment: configuration roots inside `root`, the user's data directory
-/// (logins, sessions) kept.
+/// The user's data directory (`$XDG_DATA_HOME`, else `~/.local/share`), where OpenCode keeps
+/// logins and sessions under `opencode/`.
+pub(super) fn user_data_dir(base: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
+    base.get("XDG_DATA_HOME")
+        .filter(|d| d.starts_with('/'))
+        .map(Utf8PathBuf::from)
+        .or_else(|| {
+            base.get("HOME")
+                .filter(|h| h.starts_with('/'))
+                .map(|h| Utf8Path::new(h).join(".local/share"))
+        })
+}
+
+/// The isolated environment: configuration roots inside `root`; the data directory (logins,
+/// sessions) the user's own, or `private_data` under handoff's sandbox.
 pub(super) fn isolated_env(
     base: &BTreeMap<String, String>,
     root: &Utf8Path,
     config: &Value,
     permission: &Value,
+    private_data: Option<&Utf8Path>,
 ) -> BTreeMap<String, String> {
     let mut env = base.clone();
-    let data = base
-        .get("XDG_DATA_HOME")
-        .filter(|d| d.starts_with('/'))
-        .cloned()
-        .or_else(|| base.get("HOME").map(|h| format!("{h}/.local/share")));
+    let data = match private_data {
+        Some(d) => Some(d.to_string()),
+        None => user_data_dir(base).map(|d| d.to_string()),
+    };
     env.insert("HOME".into(), root.join("home").to_string());
     env.insert("XDG_CONFIG_HOME".into(), root.join("config").to_string());
     env.insert("XDG_CACHE_HOME".into(), root.join("cache").to_string());
@@ -203,7 +239,33 @@ impl OpenCode {
             .map(|t| serde_json::to_value(t).unwrap_or(Value::Null));
         let config = inline_config(agent, &perm, mcp, provider);
         let root = run.file("opencode");
-        let env = isolated_env(&agent_env(spec, &run.parent_env), &root, &config, &perm);
+        let private_data = run.handoff_sandbox.then(|| root.join("data"));
+        let base = agent_env(spec, &run.parent_env);
+        let env = isolated_env(&base, &root, &config, &perm, private_data.as_deref());
+        let mut dirs = config_dirs(&root);
+        let sandbox = private_data.map(|data| {
+            let own = data.join("opencode");
+            dirs.extend([data.clone(), own.clone()]);
+            let user = user_data_dir(&base).map(|d| d.join("opencode"));
+            let binds = user
+                .iter()
+                .flat_map(|user| {
+                    // Logins, and the tools OpenCode downloaded and runs: read-only.
+                    ["auth.json", "mcp-auth.json", "bin"].map(|name| handoff_core::sandbox::Bind {
+                        source: user.join(name),
+                        dest: own.join(name),
+                        writable: false,
+                    })
+                })
+                .collect();
+            handoff_core::sandbox::SandboxSpec {
+                binds,
+                state: "a data directory private to the run (logins and downloaded tools \
+                        mounted read-only); the run's session is imported into the user's \
+                        store afterwards"
+                    .into(),
+            }
+        });
 
         let mut args: Vec<String> = vec![
             "--pure".into(),
@@ -227,13 +289,20 @@ impl OpenCode {
             "agent": agent,
             "permission": perm,
             "nativeFilesystemIsolation": false,
-            "configurationRoots": "private to the run (HOME, XDG config/cache/state); data directory kept for logins",
+            "configurationRoots": if sandbox.is_some() {
+                "private to the run (HOME, XDG config/cache/state, data)"
+            } else {
+                "private to the run (HOME, XDG config/cache/state); data directory kept for logins"
+            },
             "projectConfiguration": "disabled",
             "plugins": "disabled",
             "structuredResult": "driver-normalized from the last text event",
             "mcpServers": names,
             "environment": "allowlist",
         });
+        if sandbox.is_none() {
+            policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
+        }
         if let Some(nested) = &run.nested {
             // OpenCode has no sandbox to open: its bash tool runs commands with the agent's
             // own environment, the supervisor context included.
@@ -245,13 +314,14 @@ impl OpenCode {
             });
         }
         Ok(Invocation {
+            sandbox,
             program: run.executable.clone(),
             args,
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
             files: Vec::new(),
-            dirs: config_dirs(&root),
+            dirs,
             answer: AnswerSource::Stdout,
             policy,
             secrets,

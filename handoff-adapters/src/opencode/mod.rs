@@ -141,7 +141,7 @@ impl Provider for OpenCode {
                     return fail(format!("cannot create {d}: {e}"));
                 }
             }
-            let env = isolated_env(&probe.env, &root, &config, &perm);
+            let env = isolated_env(&probe.env, &root, &config, &perm, None);
             let probe_env = ProbeEnv {
                 env,
                 scratch: probe.scratch.clone(),
@@ -172,6 +172,37 @@ impl Provider for OpenCode {
 
     fn receiver(&self) -> Option<&dyn Receiver> {
         Some(self)
+    }
+
+    async fn import_sandboxed_state(
+        &self,
+        state: &handoff_core::SandboxedState<'_>,
+    ) -> Result<Option<String>, String> {
+        let Some(id) = sessions::session_of_run(state.stdout) else {
+            return Ok(None);
+        };
+        let scratch = state.run_dir.join("session-import");
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {scratch}: {e}"))?;
+        let private = handoff_core::StoreEnv {
+            vars: state.env.clone(),
+            executable: Some(state.executable.to_owned()),
+            scratch: Some(scratch.clone()),
+        };
+        // The user's store: the same environment with the user's own data directory.
+        let mut vars = state.env.clone();
+        match invocation::user_data_dir(&handoff_core::agent_env(&SPEC, state.parent_env)) {
+            Some(d) => vars.insert("XDG_DATA_HOME".into(), d.to_string()),
+            None => vars.remove("XDG_DATA_HOME"),
+        };
+        let user = handoff_core::StoreEnv {
+            vars,
+            executable: Some(state.executable.to_owned()),
+            scratch: Some(scratch),
+        };
+        sessions::import_private(&private, &user, &id, state.cwd)
+            .await
+            .map(|id| Some(format!("session {id} in the user's OpenCode store")))
+            .map_err(|e| e.to_string())
     }
 
     fn sessions(&self) -> Option<&dyn Sessions> {

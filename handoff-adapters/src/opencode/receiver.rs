@@ -112,6 +112,7 @@ impl OpenCode {
             });
         }
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args,
             env,

@@ -133,6 +133,7 @@ async fn run(
     let mut argv: Vec<String> = vec!["--pure".to_owned()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
     let command = Invocation {
+        sandbox: None,
         program: exe.to_owned(),
         args: argv,
         env: env.clone(),
@@ -375,6 +376,70 @@ async fn import(
                 None,
             )
             .await;
+            Err(TranscriptError::Io {
+                path: exe,
+                message: format!("`opencode import` failed: {}", out.why()),
+            })
+        }
+    }
+}
+
+/// The one session a run's event stream (`run --format json`) speaks of: `None` when no line
+/// names one or lines name different ones.
+pub(crate) fn session_of_run(stdout: &[u8]) -> Option<String> {
+    let mut found: Option<String> = None;
+    for line in stdout.split(|b| *b == b'\n') {
+        let Ok(value) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if let Some(id) = value.get("sessionID").and_then(Value::as_str) {
+            match &found {
+                Some(f) if f != id => return None,
+                Some(_) => {}
+                None => found = Some(id.to_owned()),
+            }
+        }
+    }
+    found.filter(|id| is_session_id(id))
+}
+
+/// Carries session `id` of a run's private store (`private`) into the user's (`user`), filed
+/// at `cwd` with its id kept. The private store was writable by the agent, so the export is
+/// checked: it must be session `id`, and the user's store must not have that id already
+/// (an import of an existing id would re-root the user's session).
+pub(crate) async fn import_private(
+    private: &StoreEnv,
+    user: &StoreEnv,
+    id: &str,
+    cwd: &Utf8Path,
+) -> Result<String, TranscriptError> {
+    if export(user, id).await?.is_some() {
+        return Err(TranscriptError::Unsupported(format!(
+            "the user's OpenCode store already has a session {id}"
+        )));
+    }
+    let exported = export(private, id)
+        .await?
+        .ok_or_else(|| TranscriptError::Unsupported(format!("the run kept no session {id}")))?;
+    if exported.session_id != id {
+        return Err(TranscriptError::Malformed {
+            path: exported.path,
+            message: format!("the export of {id} holds session {}", exported.session_id),
+        });
+    }
+    let exe = executable(user)?;
+    let env = cli_env(user);
+    let out = run(&exe, &["import", exported.path.as_str()], cwd, &env, None).await?;
+    let reported = out.stdout.lines().find_map(|l| {
+        strip_ansi(l)
+            .trim()
+            .strip_prefix("Imported session:")
+            .map(|s| s.trim().to_owned())
+    });
+    match (out.code, reported) {
+        (Some(0), Some(got)) if got == id => Ok(got),
+        _ => {
+            let _ = run(&exe, &["session", "delete", id], cwd, &env, None).await;
             Err(TranscriptError::Io {
                 path: exe,
                 message: format!("`opencode import` failed: {}", out.why()),

@@ -73,6 +73,7 @@ pub(crate) fn run_dir_for(
 ) -> RunDir {
     let schema = provider_output_schema();
     RunDir {
+        handoff_sandbox: false,
         path: fx.run_path.clone(),
         executable: executable.to_owned(),
         prompt: build_prompt(&validated.request, &schema, None),

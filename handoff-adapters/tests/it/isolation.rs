@@ -158,29 +158,76 @@ fn writes_are_ranked_as_the_plan_allows_them() {
     }
 }
 
-/// OpenCode without a shell keeps its file tools in the worktree (`external_directory`
-/// denied); with one, nothing is confined.
+/// OpenCode runs under handoff's sandbox where one can run: its data directory private to the
+/// run (logins and downloaded tools mounted read-only), the worktree its only writable user
+/// path, its processes in a PID namespace. Elsewhere, without a shell its file tools stay in
+/// the worktree (`external_directory` denied); with one, nothing is confined.
 #[test]
-fn opencode_is_confined_only_without_a_shell() {
+fn opencode_runs_under_handoffs_sandbox_where_one_can_run() {
+    use handoff_core::{Enforcement, Network, ProcessContainment};
     let fx = Fixture::new();
-    for mode in [Some("review"), Some("build"), None] {
-        for bash in [true, false] {
-            let (inv, iso) = plan(&fx, &with(&fx, "opencode", mode, bash), true);
-            let permission: Value = serde_json::from_str(&inv.env["OPENCODE_PERMISSION"]).unwrap();
-            assert_eq!(permission["external_directory"], "deny");
-            assert_eq!(permission["bash"], if bash { "allow" } else { "deny" });
-            if bash {
-                assert_eq!(
-                    iso,
-                    Isolation {
-                        process: handoff_core::process_containment(),
-                        ..Isolation::unconfined()
-                    },
-                    "{mode:?}"
-                );
-            } else {
-                assert_eq!(iso.filesystem_read, FilesystemRead::Worktree, "{mode:?}");
-                assert_eq!(iso.unix_sockets, UnixSockets::None, "{mode:?}");
+    for sandbox in [true, false] {
+        for mode in [Some("review"), Some("build"), None] {
+            for bash in [true, false] {
+                let case = format!("sandbox {sandbox}, {mode:?}, bash {bash}");
+                let input = with(&fx, "opencode", mode, bash);
+                let validated = validate(&input);
+                let mut run = fx.run_dir(&validated, "opencode", parent_env());
+                run.handoff_sandbox = sandbox;
+                let inv = provider("opencode")
+                    .invocation(&validated.request, &run)
+                    .unwrap();
+                let mut shape = RunShape::of(&validated.request);
+                shape.handoff_sandbox = sandbox;
+                let iso = provider("opencode").isolation(&shape);
+                let permission: Value =
+                    serde_json::from_str(&inv.env["OPENCODE_PERMISSION"]).unwrap();
+                assert_eq!(permission["external_directory"], "deny");
+                assert_eq!(permission["bash"], if bash { "allow" } else { "deny" });
+                let data = Utf8PathBuf::from(&inv.env["XDG_DATA_HOME"]);
+                if sandbox {
+                    let spec = inv.sandbox.as_ref().expect(&case);
+                    assert!(data.starts_with(&fx.run_path), "{case}: {data}");
+                    assert!(spec.binds.iter().all(|b| !b.writable), "{case}");
+                    assert!(
+                        spec.binds.iter().all(|b| b.dest.starts_with(&data)),
+                        "{case}"
+                    );
+                    assert!(inv.policy.get("sandbox").is_none(), "{case}");
+                    assert_eq!(iso.enforcement, Enforcement::Handoff, "{case}");
+                    assert_eq!(iso.filesystem_read, FilesystemRead::Worktree, "{case}");
+                    assert_eq!(iso.process, ProcessContainment::PidNamespace, "{case}");
+                    let writes = if validated.request.grants.resolved.write {
+                        FilesystemWrite::Worktree
+                    } else {
+                        FilesystemWrite::None
+                    };
+                    assert_eq!(iso.filesystem_write, writes, "{case}");
+                    // The host's network: a shell reaches any host and abstract sockets.
+                    let (network, unix) = if bash {
+                        (Network::Any, UnixSockets::All)
+                    } else {
+                        (Network::None, UnixSockets::None)
+                    };
+                    assert_eq!((iso.network, iso.unix_sockets), (network, unix), "{case}");
+                } else {
+                    assert!(inv.sandbox.is_none(), "{case}");
+                    assert!(!data.starts_with(&fx.run_path), "{case}: {data}");
+                    assert_eq!(inv.policy["sandbox"]["enforcement"], "none", "{case}");
+                    if bash {
+                        assert_eq!(
+                            iso,
+                            Isolation {
+                                process: handoff_core::process_containment(),
+                                ..Isolation::unconfined()
+                            },
+                            "{case}"
+                        );
+                    } else {
+                        assert_eq!(iso.filesystem_read, FilesystemRead::Worktree, "{case}");
+                        assert_eq!(iso.unix_sockets, UnixSockets::None, "{case}");
+                    }
+                }
             }
         }
     }

@@ -43,6 +43,7 @@ fn plan_nested(
     let harness = validated.request.target.harness.to_string();
     let schema = provider_output_schema();
     let run = RunDir {
+        handoff_sandbox: false,
         path: fx.run_path.clone(),
         executable: exe(&harness).into(),
         prompt: build_prompt(&validated.request, &schema, None),

@@ -39,6 +39,7 @@ fn request(fx: &Fixture, harness: &str, role: ReceiverRole, selected: bool) -> R
 
 fn run_dir(fx: &Fixture, harness: &str) -> RunDir {
     RunDir {
+        handoff_sandbox: false,
         path: fx.run_path.clone(),
         executable: exe(harness).into(),
         prompt: PROMPT.to_owned(),

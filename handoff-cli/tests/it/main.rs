@@ -20,6 +20,7 @@ mod lifecycle;
 mod live;
 mod mcp;
 mod note;
+mod own_sandbox;
 mod remote;
 mod statuses;
 mod support;

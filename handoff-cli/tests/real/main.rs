@@ -12,6 +12,7 @@
 mod carry;
 mod continuation;
 mod opencode_sessions;
+mod own_sandbox;
 mod plugin;
 mod reaper;
 mod remote;

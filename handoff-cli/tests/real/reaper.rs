@@ -1,5 +1,7 @@
-//! The reaper with a real, unsandboxed CLI: OpenCode's bash tool starts a `setsid` orphan that
-//! leaves the agent's process group and session, and handoff still returns only once it is gone.
+//! Processes die with the run, with a real CLI: OpenCode's bash tool starts a `setsid` orphan
+//! that leaves the agent's process group and session, and handoff still returns only once it
+//! is gone. OpenCode runs under handoff's sandbox here, inside the reaper: the orphan dies with
+//! the sandbox's PID namespace.
 
 use std::path::Path;
 use std::process::Command;
@@ -8,51 +10,53 @@ use handoff_testkit::model_server::{Script, Step, provider_output};
 
 use super::Rig;
 
-/// Kills the orphan if an assertion fails first, so a failing test leaves no `sleep 300`.
-struct Orphan(Option<u32>);
+/// Kills the orphan if an assertion fails first, so a failing test leaves no sleeper.
+struct Orphans(&'static str);
 
-impl Drop for Orphan {
+impl Drop for Orphans {
     fn drop(&mut self) {
-        let Some(pid) = self.0 else { return };
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmdline).starts_with("sleep\x00300") {
+        for pid in sleepers(self.0) {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
     }
 }
 
-/// The process is gone, or a zombie nobody has reaped yet.
-fn is_gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
-    }
+/// Live processes whose command line is exactly `sleep <secs>` (zombies aside).
+fn sleepers(secs: &str) -> Vec<u32> {
+    let wanted = format!("sleep\x00{secs}\x00");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes())
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit_once(") ")
+                        .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+                })
+        })
+        .collect()
 }
 
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
-fn opencode_build_setsid_orphan_is_reaped_before_the_run_returns() {
+fn opencode_build_setsid_orphan_is_gone_before_the_run_returns() {
+    const SECS: &str = "313";
+    let _guard = Orphans(SECS);
     let rig = Rig::new("opencode", Script::text("unused"));
-    let pid_file = rig.root.join("orphan.pid");
     let edited = rig.file("edited.txt");
+    let started = rig.file("started.txt");
     rig.server.set_script(Script::new([
         Step::shell(format!(
             "printf 'edited by the agent\\n' > {edited} && \
-             (setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > {pid})",
-            pid = pid_file.display()
+             (setsid sleep {SECS} </dev/null >/dev/null 2>&1 &) && \
+             sleep 0.2 && pgrep -x sleep > {started}"
         )),
         Step::Answer(provider_output("edited, and left a sleeper behind")),
     ]));
     let run = rig.run("build", &[]);
     // Checked before anything else: handoff has returned, nothing may still be waited for.
-    let pid: Option<u32> = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|s| s.trim().parse().ok());
-    let gone = pid.map(is_gone);
-    let stat = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).ok());
-    let _orphan = Orphan(pid);
+    let left = sleepers(SECS);
 
     assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
     assert_eq!(run.json["status"], "succeeded", "{}", run.json);
@@ -62,23 +66,21 @@ fn opencode_build_setsid_orphan_is_reaped_before_the_run_returns() {
         run.changed()
     );
     assert!(Path::new(&edited).exists());
-    let pid = pid.unwrap_or_else(|| {
-        panic!(
-            "the bash tool never wrote {}: {}",
-            pid_file.display(),
-            run.json
-        )
-    });
+    assert!(
+        std::fs::read_to_string(&started).is_ok_and(|s| !s.trim().is_empty()),
+        "the sleeper never started: {}",
+        run.json
+    );
     assert_eq!(
-        gone,
-        Some(true),
-        "the setsid orphan {pid} outlived the run: {stat:?}"
+        left,
+        Vec::<u32>::new(),
+        "the setsid orphan outlived the run"
     );
     let processes = &run.json["processes"];
     assert_eq!(processes["containment"], "reaper", "{}", run.json);
     assert_eq!(processes["treeGone"], true, "{}", run.json);
-    assert!(
-        processes["leftover"].as_u64().is_some_and(|n| n >= 1),
+    assert_eq!(
+        run.json["policy"]["sandbox"]["enforcement"], "handoff",
         "{}",
         run.json
     );

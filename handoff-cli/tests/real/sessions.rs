@@ -416,6 +416,7 @@ fn codex_resumes_a_session_handoff_wrote() {
         }),
     };
     let run = RunDir {
+        handoff_sandbox: false,
         path: Utf8PathBuf::try_from(bench.root.join("run")).unwrap(),
         executable: Utf8PathBuf::try_from(real_bin().join("codex")).unwrap(),
         prompt: RESUME_PROMPT.to_owned(),
@@ -510,6 +511,7 @@ fn claude_forks_a_session_natively_and_leaves_it_unchanged() {
         }),
     };
     let run = RunDir {
+        handoff_sandbox: false,
         path: Utf8PathBuf::try_from(bench.root.join("run")).unwrap(),
         executable: Utf8PathBuf::try_from(real_bin().join("claude")).unwrap(),
         prompt: RESUME_PROMPT.to_owned(),

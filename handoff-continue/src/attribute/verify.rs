@@ -197,6 +197,7 @@ pub(super) async fn run_checks(
         // The commit each check tests: HEAD when it starts (an earlier check may commit).
         let commit = git.commit_id("HEAD").unwrap_or_else(|| head.to_owned());
         let invocation = Invocation {
+            sandbox: None,
             program: Utf8PathBuf::from("/bin/sh"),
             args: vec!["-c".to_owned(), command.clone()],
             env: env.clone(),

@@ -31,6 +31,18 @@ pub(super) struct Ran {
     pub raw: RawOutput,
 }
 
+/// A run wrapped in handoff's sandbox.
+pub(super) struct Sandboxed {
+    /// The agent's environment as its adapter planned it.
+    env: std::collections::BTreeMap<String, String>,
+}
+
+fn set_receipt(draft: &mut Draft, receipt: serde_json::Value) {
+    if let Some(policy) = draft.result.policy.as_object_mut() {
+        policy.insert("sandbox".into(), receipt);
+    }
+}
+
 /// Stops the run when a signal has arrived before the agent started.
 pub(super) fn cancelled(cancel: &watch::Receiver<bool>) -> Result<(), Ended> {
     if *cancel.borrow() {
@@ -108,7 +120,8 @@ impl Engine {
             run_path,
             exe,
             prompt,
-            invocation,
+            mut invocation,
+            nested,
         } = plan;
         let spec = provider.spec();
         let Some(exe) = exe else {
@@ -137,6 +150,8 @@ impl Engine {
             write_private(&f.path, &f.contents)
                 .map_err(|e| Ended::NotRun(format!("cannot write {}: {e}", f.path)))?;
         }
+        let sandboxed =
+            self.sandbox(request, draft, &run_path, nested.as_ref(), &mut invocation)?;
         let label = request
             .mode
             .map_or_else(|| "advice".to_owned(), |m| m.as_str().to_owned());
@@ -171,6 +186,33 @@ impl Engine {
             draft.result.diagnostics.provider_stdout =
                 String::from_utf8_lossy(&report.stdout).into_owned();
         }
+        if let Some(state) = sandboxed {
+            let imported = provider
+                .import_sandboxed_state(&crate::provider::SandboxedState {
+                    executable: &exe,
+                    env: &state.env,
+                    parent_env: &self.options.env,
+                    run_dir: &run_path,
+                    cwd: &invocation.cwd,
+                    stdout: &report.stdout,
+                })
+                .await;
+            if let Some(receipt) = draft
+                .result
+                .policy
+                .get_mut("sandbox")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                let value = match imported {
+                    Ok(Some(what)) => serde_json::json!({"imported": what}),
+                    Ok(None) => serde_json::Value::Null,
+                    Err(why) => serde_json::json!({"notImported": why}),
+                };
+                if !value.is_null() {
+                    receipt.insert("stateAfterRun".into(), value);
+                }
+            }
+        }
         drop(run_dir);
 
         Ok(Ran {
@@ -182,6 +224,55 @@ impl Engine {
                 answer_file,
             },
         })
+    }
+
+    /// Puts the agent under handoff's own sandbox when its adapter asks for one and one can
+    /// run here ([`crate::sandbox`]); records the receipt as `policy.sandbox`. Returns the
+    /// agent's environment as planned when it was wrapped (for its state to be imported
+    /// afterwards).
+    fn sandbox(
+        &self,
+        request: &Request,
+        draft: &mut Draft,
+        run_path: &Utf8Path,
+        nested: Option<&crate::provider::NestedAccess>,
+        invocation: &mut crate::provider::Invocation,
+    ) -> Result<Option<Sandboxed>, Ended> {
+        let Some(spec) = invocation.sandbox.clone() else {
+            return Ok(None);
+        };
+        let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
+            set_receipt(draft, crate::sandbox::unavailable_receipt());
+            return Ok(None);
+        };
+        let worktree = draft
+            .before
+            .as_ref()
+            .map(|b| b.root.clone())
+            .ok_or_else(|| Ended::NotRun("the worktree was not fingerprinted".into()))?;
+        let protected = self
+            .workspace()
+            .protected_paths(Utf8Path::new(&request.cwd))
+            .map_err(|e| Ended::NotRun(format!("cannot find the git paths to protect: {e}")))?;
+        let mut read_only = Vec::new();
+        let mut writable_extra = Vec::new();
+        if let Some(n) = nested {
+            read_only.push(n.handoff_exe.clone());
+            writable_extra.push(n.endpoint.clone());
+        }
+        let layout = crate::sandbox::Layout {
+            worktree,
+            writable: request.grants.resolved.write,
+            protected,
+            run_dir: run_path.to_owned(),
+            home: crate::lease::passwd_home(),
+            read_only,
+            writable_extra,
+        };
+        let env = invocation.env.clone();
+        let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation);
+        set_receipt(draft, wrapped.receipt);
+        Ok(Some(Sandboxed { env }))
     }
 
     /// A line tap for a run's stdout that feeds the progress hook, when one is installed.

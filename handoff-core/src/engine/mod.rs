@@ -282,6 +282,7 @@ impl Engine {
 
     /// Reports every registered provider's capabilities and preflight.
     pub async fn capabilities(&self) -> Capabilities {
+        let bwrap = crate::sandbox::bubblewrap_here();
         let mut providers = Vec::new();
         for p in self.registry.iter() {
             let spec = p.spec();
@@ -322,7 +323,7 @@ impl Engine {
                 preflight,
                 selection: spec.selection_capabilities(),
                 grants: spec.grants,
-                isolation: p.isolation_capabilities(),
+                isolation: p.isolation_capabilities_where(bwrap.is_some()),
                 continuation: ContinuationCapabilities {
                     receive: p.receiver().is_some(),
                     sessions: p.sessions().is_some(),
@@ -337,6 +338,11 @@ impl Engine {
             nested_operations: vec![Operation::Advice],
             modes: Mode::ALL.to_vec(),
             defaults: BudgetLimits::default(),
+            sandbox: crate::result::SandboxCapability {
+                tool: "bubblewrap".into(),
+                available: bwrap.is_some(),
+                path: bwrap.map(|p| p.to_string()),
+            },
             providers,
         }
     }

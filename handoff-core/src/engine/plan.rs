@@ -35,6 +35,8 @@ pub(super) struct Plan {
     pub prompt: String,
     /// What to run.
     pub invocation: Invocation,
+    /// What a worker with advice must reach from inside a sandbox.
+    pub nested: Option<crate::provider::NestedAccess>,
 }
 
 impl Engine {
@@ -61,6 +63,7 @@ impl Engine {
         let schema = provider_output_schema();
         let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());
         let plan = RunDir {
+            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
             path: run_path.clone(),
             executable: exe
                 .clone()
@@ -104,6 +107,7 @@ impl Engine {
             exe,
             prompt,
             invocation,
+            nested: launch.access.clone(),
         })
     }
 }

@@ -242,6 +242,7 @@ impl Engine {
         let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
         let plan = RunDir {
+            handoff_sandbox: false,
             path: run_path.clone(),
             executable: exe
                 .clone()

@@ -17,6 +17,7 @@ impl Provider for Stub {
     }
     fn invocation(&self, r: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         Ok(Invocation {
+            sandbox: None,
             program: run.executable.clone(),
             args: vec![],
             env: Default::default(),

@@ -36,6 +36,7 @@ mod agents;
 mod ancestry;
 mod process;
 mod runtime_dir;
+pub(crate) use runtime_dir::passwd_home;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};

@@ -32,7 +32,7 @@ pub fn default_runtime_dir() -> Result<Utf8PathBuf, LeaseError> {
 /// The user's home directory as the password database says (never `$HOME`, which a worker
 /// sets), when it is an existing absolute directory; canonical, as paths handed to a `handoff`
 /// child (an MCP job's instructions) may have no symlinked ancestor.
-fn passwd_home() -> Option<Utf8PathBuf> {
+pub(crate) fn passwd_home() -> Option<Utf8PathBuf> {
     nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()

@@ -392,8 +392,16 @@ fn write_pid_file(path: Option<String>, pid: u32) {
     }
 }
 
-/// The escapes asked for: a `setsid` orphan, SIGKILL of the parent.
+/// The escapes asked for: a shell command, a `setsid` orphan, SIGKILL of the parent.
 fn escape(settings: &Settings) -> Result<(), ExitCode> {
+    if let Some(script) = settings.get(settings::SHELL) {
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", script.as_str()])
+            .stdin(Stdio::null())
+            .stdout(std::io::stderr())
+            .status();
+        util::err_line(&format!("fake-agent: shell command ended: {status:?}"));
+    }
     if let Some(file) = settings.get(settings::ESCAPEE_PID_FILE) {
         // The subshell exits at once: the sleep is orphaned, in its own session and group.
         let status = std::process::Command::new("/bin/sh")

@@ -1,0 +1,151 @@
+//! handoff's own sandbox (bubblewrap) around agents whose CLI has none: OpenCode here.
+//!
+//! Each test is something a prompt-injected model tries from its shell (the fake agent's
+//! `HANDOFF_FAKE_SHELL`): writing the user's files, planting a git hook, reading a secret,
+//! leaving a `setsid` process behind. Before the sandbox, an OpenCode run with bash did each.
+//! The tests need a working `bwrap` (`cargo xtask ci` installs Debian's bubblewrap).
+
+use std::path::Path;
+
+use handoff_testkit::keys::{MODE, SHELL};
+use serde_json::Value;
+
+use crate::support::{Run, Sandbox};
+
+/// A sandbox whose `PATH` finds the system's real `bwrap` (not the stub fake Claude uses).
+fn confined() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.agents.uninstall("bwrap");
+    assert!(
+        ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
+            .iter()
+            .any(|p| Path::new(p).exists()),
+        "these tests need bubblewrap (Debian: apt-get install bubblewrap)"
+    );
+    sb
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+fn sandbox_receipt(run: &Run) -> &Value {
+    &run.json["policy"]["sandbox"]
+}
+
+fn processes_mentioning(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmd) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+#[test]
+fn an_opencode_build_writes_the_worktree_and_nothing_else() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    let bashrc = sb.root.join("home/.bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let outside = sb.root.join("outside.txt");
+    let git_config = std::fs::read(wt.join(".git/config")).unwrap();
+    let script = format!(
+        "echo pwned >> {bashrc}; echo x > {outside}; \
+         printf '#!/bin/sh\\necho hook\\n' > {hook}; echo '[core]' >> {config}; \
+         echo inside > {inside}; (setsid sleep 4243 </dev/null >/dev/null 2>&1 &)",
+        bashrc = q(&bashrc),
+        outside = q(&outside),
+        hook = q(&wt.join(".git/hooks/pre-commit")),
+        config = q(&wt.join(".git/config")),
+        inside = q(&wt.join("inside.txt")),
+    );
+    sb.agents.set(SHELL, &script);
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+
+    let receipt = sandbox_receipt(&run);
+    eprintln!("{receipt:#}");
+    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
+    assert_eq!(receipt["worktree"], "read-write");
+    // The worktree was written; nothing else was.
+    assert_eq!(
+        std::fs::read_to_string(wt.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(!outside.exists(), "a file outside the worktree was created");
+    assert!(
+        !wt.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted"
+    );
+    assert_eq!(std::fs::read(wt.join(".git/config")).unwrap(), git_config);
+    let changed: Vec<&str> = run.json["git"]["changedFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(changed.contains(&"inside.txt"), "{changed:?}");
+    assert!(
+        !changed.iter().any(|p| p.starts_with(".git")),
+        "{changed:?}"
+    );
+    // The setsid orphan died with the sandbox's PID namespace.
+    assert_eq!(processes_mentioning("sleep 4243"), Vec::<String>::new());
+    assert_eq!(run.json["processes"]["treeGone"], true);
+}
+
+#[test]
+fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    let secret = sb.root.join("home/.ssh/id_secret");
+    std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
+    std::fs::write(&secret, "SECRET-KEY-MATERIAL\n").unwrap();
+    let seen = sb.root.join("seen.txt");
+    // What the shell can read goes to its stderr, which handoff keeps.
+    let script = format!(
+        "echo x > {inside}; cat {secret} >&2; ls {home} >&2; touch {seen}",
+        inside = q(&wt.join("inside.txt")),
+        secret = q(&secret),
+        home = q(&sb.root.join("home")),
+        seen = q(&seen),
+    );
+    sb.agents.set(SHELL, &script);
+    sb.agents.set(MODE, "no-change");
+    let run = sb.delegate("claude", "opencode", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(sandbox_receipt(&run)["worktree"], "read-only");
+    assert!(!wt.join("inside.txt").exists());
+    assert!(!seen.exists());
+    assert_eq!(run.json["git"]["changed"], false);
+    let stderr = run.json["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!stderr.contains("SECRET-KEY-MATERIAL"), "{stderr}");
+    assert!(stderr.contains("No such file or directory"), "{stderr}");
+}
+
+#[test]
+fn without_a_working_bubblewrap_the_run_is_unconfined_and_says_so() {
+    // The default test sandbox has a `bwrap` stub that runs nothing: the escape the sandbox
+    // stops succeeds, and the receipt says the agent ran unconfined.
+    let sb = Sandbox::new();
+    let outside = sb.root.join("outside.txt");
+    sb.agents.set(SHELL, format!("echo x > {}", q(&outside)));
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}", run.stderr);
+    let receipt = sandbox_receipt(&run);
+    assert_eq!(receipt["enforcement"], "none", "{receipt}");
+    assert!(receipt["unavailable"].as_str().is_some());
+    assert!(
+        outside.exists(),
+        "unconfined, the shell writes outside the worktree"
+    );
+}

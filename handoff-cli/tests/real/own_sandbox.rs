@@ -1,0 +1,87 @@
+//! Real OpenCode under handoff's own sandbox: its bash tool, driven by a hostile model, tries
+//! to write the user's `~/.bashrc`, a file outside the repository and a git hook, and to leave
+//! a process behind; only the worktree edit lands. Its session is imported into the user's
+//! OpenCode store afterwards, so it can be exported (and resumed, and continued) as before.
+
+use std::process::Command;
+
+use handoff_testkit::model_server::{Script, Step, provider_output};
+use serde_json::Value;
+
+use super::Rig;
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_session() {
+    let rig = Rig::new("opencode", Script::text("unused"));
+    let home = rig.root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let bashrc = home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let outside = rig.root.join("outside.txt");
+    let repo = rig.repo.path().to_path_buf();
+    let hook = repo.join(".git/hooks/pre-commit");
+    let edited = rig.file("edited.txt");
+    rig.server.set_script(Script::new([
+        Step::shell(format!(
+            "echo pwned >> {bashrc}; echo x > {outside}; echo 'echo hook' > {hook}; \
+             printf 'edited by the agent\\n' > {edited}",
+            bashrc = bashrc.display(),
+            outside = outside.display(),
+            hook = hook.display(),
+        )),
+        Step::Answer(provider_output("edited the worktree")),
+    ]));
+    let run = rig.run("build", &[]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded", "{}", run.json);
+    let receipt = &run.json["policy"]["sandbox"];
+    assert_eq!(receipt["enforcement"], "handoff", "{}", run.json);
+
+    assert!(std::fs::read_to_string(&edited).is_ok_and(|s| s.contains("edited by the agent")));
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(
+        !outside.exists(),
+        "a file outside the repository was created"
+    );
+    assert!(!hook.exists(), "a git hook was planted");
+    assert_eq!(run.changed(), vec!["edited.txt".to_string()]);
+
+    // The session is in the user's store (XDG_DATA_HOME of handoff's environment).
+    let imported = receipt["stateAfterRun"]["imported"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the session was not imported: {receipt}"));
+    let id = imported
+        .split_whitespace()
+        .find(|w| w.starts_with("ses_"))
+        .unwrap_or_else(|| panic!("{imported}"));
+    let out = Command::new(format!("{}/opencode", super::real_bin().display()))
+        .args(["--pure", "export", id])
+        .current_dir(&repo)
+        .env_clear()
+        .env("PATH", &rig.path)
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", rig.root.join("data"))
+        .env("XDG_CACHE_HOME", super::shared_cache())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: Value = serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap();
+    assert_eq!(doc["info"]["id"], id);
+    assert_eq!(
+        doc["info"]["directory"].as_str(),
+        Some(repo.to_str().unwrap()),
+        "{}",
+        doc["info"]
+    );
+    assert!(
+        doc["messages"].as_array().is_some_and(|m| m.len() >= 2),
+        "{}",
+        doc["messages"]
+    );
+}

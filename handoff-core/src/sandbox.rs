@@ -1,0 +1,531 @@
+//! handoff's own sandbox, for agents whose CLI has none (OpenCode, Kiro): on Linux the agent
+//! runs under bubblewrap (`bwrap`), in a mount, PID, IPC and UTS namespace of its own.
+//!
+//! What the agent sees:
+//!
+//! * the system (`/usr`, `/etc`, `/opt`, `/sys`, the `/bin`-style links) read-only;
+//! * the CLI's install directory and every `PATH` directory read-only, so that the CLI and the
+//!   tools its shell runs are found; the user's toolchains (`~/.cargo`, `~/.rustup`) read-only,
+//!   so that builds that need nothing new work; npm's cache private to the run;
+//! * the worktree read-write for writing runs and read-only otherwise, but its git directories
+//!   (`.git`, a linked worktree's common directory) and the `core.hooksPath` directory
+//!   read-only always ([`crate::Workspace::protected_paths`]): nothing the user's git runs later
+//!   (hooks, `core.fsmonitor`, filters) can be planted;
+//! * the run's private directory read-write (the CLI's configuration roots and state), plus
+//!   what the adapter binds ([`SandboxSpec::binds`]: e.g. credentials, read-only);
+//! * a private `/tmp` that vanishes with the run; nothing else of the user's home directory,
+//!   `/run` (session bus, agent sockets) or `/var`.
+//!
+//! With `--unshare-pid --die-with-parent` nothing the agent starts outlives it: when the
+//! sandbox's first process ends, the kernel kills every process left in the namespace.
+//!
+//! The network is the host's: the CLI must reach its model provider. Its shell therefore
+//! reaches any host and the abstract Unix sockets of the host's network namespace; the receipt
+//! says so, and [`crate::Isolation`] ranks it so.
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde_json::json;
+
+use crate::preflight::locate_on_path;
+
+/// Exit code of the probe command: proves that `bwrap` ran it.
+const PROBE_EXIT: i32 = 42;
+
+/// System directories mounted read-only when they exist (symbolic links are recreated as
+/// links).
+const SYSTEM: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix",
+    "/sys",
+    // `/etc/resolv.conf` may link here (systemd-resolved).
+    "/run/systemd/resolve",
+];
+
+/// Toolchain directories under the user's home mounted read-only when they exist, with the
+/// variable that names each to the tools.
+const TOOLCHAINS: &[(&str, &str)] = &[(".cargo", "CARGO_HOME"), (".rustup", "RUSTUP_HOME")];
+
+/// Files inside the toolchain directories that hold credentials (a crates.io token): covered
+/// with an empty file.
+const TOOLCHAIN_SECRETS: &[&str] = &[".cargo/credentials", ".cargo/credentials.toml"];
+
+/// A path the adapter mounts at a place of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    /// The path on the host.
+    pub source: Utf8PathBuf,
+    /// Where the agent sees it.
+    pub dest: Utf8PathBuf,
+    /// Whether the agent may write it.
+    pub writable: bool,
+}
+
+/// What an adapter asks of handoff's sandbox for one run ([`crate::Invocation::sandbox`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// Paths mounted at a place of their own, after everything else (so a credential can be
+    /// mounted read-only inside the run's writable directory). A source that does not exist
+    /// is left out.
+    pub binds: Vec<Bind>,
+    /// How the CLI's own state is kept, for the receipt.
+    pub state: String,
+}
+
+/// Where the sandbox of one run is: what the engine knows of it beyond the adapter's spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The worktree root.
+    pub worktree: Utf8PathBuf,
+    /// Whether the agent may write the worktree.
+    pub writable: bool,
+    /// Paths in or around the worktree mounted read-only always.
+    pub protected: Vec<Utf8PathBuf>,
+    /// The run's private directory (read-write).
+    pub run_dir: Utf8PathBuf,
+    /// The user's home directory (from the password database), for the toolchains.
+    pub home: Option<Utf8PathBuf>,
+    /// Extra paths the agent needs read-only (the handoff binary of a worker with advice).
+    pub read_only: Vec<Utf8PathBuf>,
+    /// Extra paths the agent needs read-write (a worker's way to its supervisor).
+    pub writable_extra: Vec<Utf8PathBuf>,
+}
+
+/// One bubblewrap operation, in the order given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mount {
+    ReadOnly(Utf8PathBuf, Utf8PathBuf),
+    ReadWrite(Utf8PathBuf, Utf8PathBuf),
+    Symlink(String, Utf8PathBuf),
+    Tmpfs(Utf8PathBuf),
+    Proc,
+    Dev,
+}
+
+/// The sandbox a run was wrapped in, for the receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wrapped {
+    /// The receipt (`policy.sandbox`).
+    pub receipt: serde_json::Value,
+}
+
+/// The bubblewrap of this machine, when it can run a sandbox here: found on `env`'s `PATH`,
+/// and proved by running a command in a PID namespace (so a stub or a `bwrap` that cannot
+/// create namespaces, e.g. inside some containers, is not taken). The answer is kept per
+/// `bwrap` path for the life of the process.
+pub fn bubblewrap(env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let bwrap = locate_on_path("bwrap", env)?;
+    static PROVED: OnceLock<Mutex<HashMap<Utf8PathBuf, bool>>> = OnceLock::new();
+    let proved = PROVED.get_or_init(Default::default);
+    if let Some(&ok) = proved.lock().unwrap_or_else(|e| e.into_inner()).get(&bwrap) {
+        return ok.then_some(bwrap);
+    }
+    let ok = probe(&bwrap);
+    proved
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(bwrap.clone(), ok);
+    ok.then_some(bwrap)
+}
+
+/// [`bubblewrap`] on handoff's own `PATH`: the one answer every run and every ranking of
+/// this process uses.
+pub fn bubblewrap_here() -> Option<Utf8PathBuf> {
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k == "PATH")
+        .collect();
+    bubblewrap(&env)
+}
+
+/// Whether `bwrap` runs a command in a sandbox like the ones [`wrap`] builds.
+fn probe(bwrap: &Utf8Path) -> bool {
+    let mut args: Vec<String> = Vec::new();
+    push_flags(&mut args);
+    for m in [
+        Mount::ReadOnly("/".into(), "/".into()),
+        Mount::Proc,
+        Mount::Dev,
+        Mount::Tmpfs("/tmp".into()),
+    ] {
+        push_mount(&mut args, &m);
+    }
+    args.extend([
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        format!("exit {PROBE_EXIT}"),
+    ]);
+    Command::new(bwrap.as_std_path())
+        .args(&args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.code() == Some(PROBE_EXIT))
+}
+
+fn push_flags(args: &mut Vec<String>) {
+    args.extend(
+        [
+            "--die-with-parent",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--new-session",
+        ]
+        .map(String::from),
+    );
+}
+
+fn push_mount(args: &mut Vec<String>, m: &Mount) {
+    let mut push = |flag: &str, a: &str, b: Option<&str>| {
+        args.push(flag.into());
+        args.push(a.into());
+        if let Some(b) = b {
+            args.push(b.into());
+        }
+    };
+    match m {
+        Mount::ReadOnly(s, d) => push("--ro-bind", s.as_str(), Some(d.as_str())),
+        Mount::ReadWrite(s, d) => push("--bind", s.as_str(), Some(d.as_str())),
+        Mount::Symlink(t, d) => push("--symlink", t, Some(d.as_str())),
+        Mount::Tmpfs(d) => push("--tmpfs", d.as_str(), None),
+        Mount::Proc => push("--proc", "/proc", None),
+        Mount::Dev => push("--dev", "/dev", None),
+    }
+}
+
+/// The directory a CLI is installed in, read-only in the sandbox: for a program inside a
+/// `node_modules` tree the outermost `node_modules` (its launcher finds its native package
+/// there), else the program's own directory.
+fn install_dirs(program: &Utf8Path) -> Vec<Utf8PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(parent) = program.parent() {
+        dirs.push(parent.to_owned());
+    }
+    if let Ok(real) = program.canonicalize_utf8() {
+        let outermost = real
+            .ancestors()
+            .filter(|a| a.file_name() == Some("node_modules"))
+            .last()
+            .map(Utf8Path::to_owned);
+        match outermost {
+            Some(modules) => dirs.push(modules),
+            None => {
+                if let Some(parent) = real.parent() {
+                    dirs.push(parent.to_owned());
+                }
+            }
+        }
+    }
+    dirs
+}
+
+fn exists(p: &Utf8Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+/// The mounts of a run, in order (later ones cover earlier ones).
+fn mounts(
+    layout: &Layout,
+    spec: &SandboxSpec,
+    program: &Utf8Path,
+    env: &BTreeMap<String, String>,
+) -> Vec<Mount> {
+    let mut m = Vec::new();
+    for dir in SYSTEM {
+        let path = Utf8Path::new(dir);
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(path) {
+                    m.push(Mount::Symlink(
+                        target.to_string_lossy().into_owned(),
+                        path.to_owned(),
+                    ));
+                }
+            }
+            Ok(meta) if meta.is_dir() => m.push(Mount::ReadOnly(path.to_owned(), path.to_owned())),
+            _ => {}
+        }
+    }
+    m.push(Mount::Proc);
+    m.push(Mount::Dev);
+    m.push(Mount::Tmpfs("/tmp".into()));
+    m.push(Mount::Tmpfs("/var/tmp".into()));
+    let mut read_only: Vec<Utf8PathBuf> = install_dirs(program);
+    if let Some(path) = env.get("PATH") {
+        read_only.extend(
+            path.split(':')
+                .filter(|p| p.starts_with('/'))
+                .map(Utf8PathBuf::from),
+        );
+    }
+    if let Some(home) = &layout.home {
+        read_only.extend(TOOLCHAINS.iter().map(|(d, _)| home.join(d)));
+    }
+    read_only.extend(layout.read_only.iter().cloned());
+    let mut seen: Vec<Utf8PathBuf> = Vec::new();
+    for p in read_only {
+        if exists(&p) && !seen.contains(&p) && !under_system(&p) {
+            m.push(Mount::ReadOnly(p.clone(), p.clone()));
+            seen.push(p);
+        }
+    }
+    if let Some(home) = &layout.home {
+        for secret in TOOLCHAIN_SECRETS {
+            let path = home.join(secret);
+            if seen.iter().any(|s| path.starts_with(s)) && exists(&path) {
+                m.push(Mount::ReadOnly("/dev/null".into(), path));
+            }
+        }
+    }
+    m.push(Mount::ReadWrite(
+        layout.run_dir.clone(),
+        layout.run_dir.clone(),
+    ));
+    m.push(if layout.writable {
+        Mount::ReadWrite(layout.worktree.clone(), layout.worktree.clone())
+    } else {
+        Mount::ReadOnly(layout.worktree.clone(), layout.worktree.clone())
+    });
+    for p in &layout.protected {
+        m.push(Mount::ReadOnly(p.clone(), p.clone()));
+    }
+    for p in &layout.writable_extra {
+        if exists(p) {
+            m.push(Mount::ReadWrite(p.clone(), p.clone()));
+        }
+    }
+    for b in &spec.binds {
+        if exists(&b.source) {
+            m.push(if b.writable {
+                Mount::ReadWrite(b.source.clone(), b.dest.clone())
+            } else {
+                Mount::ReadOnly(b.source.clone(), b.dest.clone())
+            });
+        }
+    }
+    m
+}
+
+/// Whether `p` is already visible through the system directories (`/bin` included where it
+/// links to `/usr/bin`).
+fn under_system(p: &Utf8Path) -> bool {
+    let real = p.canonicalize_utf8().unwrap_or_else(|_| p.to_owned());
+    ["/usr", "/etc", "/opt", "/nix", "/sys"]
+        .iter()
+        .any(|s| real.starts_with(s))
+}
+
+/// Wraps `invocation` in bubblewrap: its program becomes `bwrap`, the agent's command line
+/// follows `--`, its environment gets a private `TMPDIR` and the toolchains' homes. Returns
+/// the receipt of what the agent can reach.
+pub fn wrap(
+    bwrap: &Utf8Path,
+    layout: &Layout,
+    spec: &SandboxSpec,
+    invocation: &mut crate::provider::Invocation,
+) -> Wrapped {
+    let mounts = mounts(layout, spec, &invocation.program, &invocation.env);
+    let mut args: Vec<String> = Vec::new();
+    push_flags(&mut args);
+    for mount in &mounts {
+        push_mount(&mut args, mount);
+    }
+    args.extend(["--chdir".into(), invocation.cwd.to_string()]);
+    args.push("--".into());
+    args.push(invocation.program.to_string());
+    args.append(&mut invocation.args);
+    invocation.program = bwrap.to_owned();
+    invocation.args = args;
+
+    let env = &mut invocation.env;
+    for k in ["TMPDIR", "TMP", "TEMP"] {
+        env.remove(k);
+    }
+    env.insert("TMPDIR".into(), "/tmp".into());
+    env.insert(
+        "npm_config_cache".into(),
+        layout.run_dir.join("npm-cache").to_string(),
+    );
+    if let Some(home) = &layout.home {
+        for (dir, var) in TOOLCHAINS {
+            let path = home.join(dir);
+            if exists(&path) && !env.contains_key(*var) {
+                env.insert((*var).into(), path.to_string());
+            }
+        }
+    }
+
+    let list = |pick: fn(&Mount) -> Option<&Utf8PathBuf>| -> Vec<String> {
+        mounts
+            .iter()
+            .filter_map(pick)
+            .map(ToString::to_string)
+            .collect()
+    };
+    let receipt = json!({
+        "enforcement": "handoff",
+        "tool": "bubblewrap",
+        "worktree": if layout.writable { "read-write" } else { "read-only" },
+        "protected": layout.protected,
+        "readOnly": list(|m| match m {
+            Mount::ReadOnly(_, d) => Some(d),
+            _ => None,
+        }),
+        "writable": list(|m| match m {
+            Mount::ReadWrite(_, d) => Some(d),
+            _ => None,
+        }),
+        "tmp": "private to the run (/tmp, /var/tmp)",
+        "home": "not mounted: only the paths listed are visible",
+        "state": spec.state,
+        "caches": "~/.cargo (its credentials emptied) and ~/.rustup read-only; npm's cache private to the run",
+        "network": "the host's: the shell reaches any host and the host's abstract Unix sockets",
+        "processes": "own PID namespace (--unshare-pid --die-with-parent): nothing outlives the run",
+    });
+    Wrapped { receipt }
+}
+
+/// The receipt of a run whose adapter asked for handoff's sandbox when none can run here.
+pub fn unavailable_receipt() -> serde_json::Value {
+    json!({
+        "enforcement": "none",
+        "tool": "bubblewrap",
+        "unavailable": "bwrap is not on PATH or cannot create namespaces here: the agent runs unconfined",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(root: &Utf8Path, writable: bool) -> Layout {
+        Layout {
+            worktree: root.join("wt"),
+            writable,
+            protected: vec![root.join("wt/.git")],
+            run_dir: root.join("run"),
+            home: Some(root.join("home")),
+            read_only: vec![],
+            writable_extra: vec![],
+        }
+    }
+
+    #[test]
+    fn the_worktree_is_writable_only_for_writing_runs_and_git_stays_read_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt/.git")).unwrap();
+        let spec = SandboxSpec::default();
+        let env = BTreeMap::new();
+        for writable in [true, false] {
+            let m = mounts(&layout(root, writable), &spec, Utf8Path::new("/x/y"), &env);
+            let wt = root.join("wt");
+            let at = m
+                .iter()
+                .position(
+                    |m| matches!(m, Mount::ReadWrite(_, d) | Mount::ReadOnly(_, d) if *d == wt),
+                )
+                .unwrap();
+            assert_eq!(matches!(m[at], Mount::ReadWrite(..)), writable);
+            let git = m
+                .iter()
+                .position(|m| *m == Mount::ReadOnly(wt.join(".git"), wt.join(".git")))
+                .unwrap();
+            assert!(git > at, "the .git mount must come after the worktree's");
+            // The private /tmp comes before anything that may live under /tmp.
+            let tmpfs = m
+                .iter()
+                .position(|m| *m == Mount::Tmpfs("/tmp".into()))
+                .unwrap();
+            assert!(tmpfs < at);
+        }
+    }
+
+    #[test]
+    fn the_toolchains_are_read_only_and_their_credentials_empty() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::create_dir_all(root.join("home/.cargo")).unwrap();
+        std::fs::write(root.join("home/.cargo/credentials.toml"), "token").unwrap();
+        let m = mounts(
+            &layout(root, true),
+            &SandboxSpec::default(),
+            Utf8Path::new("/x/y"),
+            &BTreeMap::new(),
+        );
+        let cargo = root.join("home/.cargo");
+        let at = m
+            .iter()
+            .position(|m| *m == Mount::ReadOnly(cargo.clone(), cargo.clone()))
+            .unwrap();
+        let masked = m
+            .iter()
+            .position(|m| *m == Mount::ReadOnly("/dev/null".into(), cargo.join("credentials.toml")))
+            .unwrap();
+        assert!(masked > at);
+        assert!(
+            !m.iter()
+                .any(|m| matches!(m, Mount::ReadWrite(_, d) if d.starts_with(&cargo)))
+        );
+    }
+
+    #[test]
+    fn adapter_binds_come_last_and_missing_sources_are_left_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        std::fs::write(root.join("auth.json"), "{}").unwrap();
+        let spec = SandboxSpec {
+            binds: vec![
+                Bind {
+                    source: root.join("auth.json"),
+                    dest: root.join("run/data/auth.json"),
+                    writable: false,
+                },
+                Bind {
+                    source: root.join("missing"),
+                    dest: root.join("run/missing"),
+                    writable: false,
+                },
+            ],
+            state: String::new(),
+        };
+        let m = mounts(
+            &layout(root, true),
+            &spec,
+            Utf8Path::new("/x/y"),
+            &BTreeMap::new(),
+        );
+        assert_eq!(
+            m.last(),
+            Some(&Mount::ReadOnly(
+                root.join("auth.json"),
+                root.join("run/data/auth.json")
+            ))
+        );
+        assert!(
+            !m.iter()
+                .any(|m| matches!(m, Mount::ReadOnly(s, _) if s.ends_with("missing")))
+        );
+    }
+}
