@@ -81,6 +81,11 @@ pub struct SandboxSpec {
     pub binds: Vec<Bind>,
     /// How the CLI's own state is kept, for the receipt.
     pub state: String,
+    /// The CLI runs its model's shell commands through `$SHELL -c`: `SHELL` is set to a
+    /// read-only wrapper that runs each command in a network namespace of its own (no network,
+    /// none of the host's abstract Unix sockets), while the CLI keeps the host's network for
+    /// its model provider.
+    pub offline_shell: bool,
 }
 
 /// Where the sandbox of one run is: what the engine knows of it beyond the adapter's spec.
@@ -342,8 +347,17 @@ pub fn wrap(
     layout: &Layout,
     spec: &SandboxSpec,
     invocation: &mut crate::provider::Invocation,
-) -> Wrapped {
-    let mounts = mounts(layout, spec, &invocation.program, &invocation.env);
+) -> Result<Wrapped, String> {
+    let mut mounts = mounts(layout, spec, &invocation.program, &invocation.env);
+    let shell = if spec.offline_shell {
+        let dir = layout.run_dir.join("sandbox-shell");
+        let path = offline_shell(bwrap, &dir)?;
+        // The directory is a mount point of its own: it can be neither written nor renamed.
+        mounts.push(Mount::ReadOnly(dir.clone(), dir));
+        Some(path)
+    } else {
+        None
+    };
     let mut args: Vec<String> = Vec::new();
     push_flags(&mut args);
     for mount in &mounts {
@@ -361,6 +375,9 @@ pub fn wrap(
         env.remove(k);
     }
     env.insert("TMPDIR".into(), "/tmp".into());
+    if let Some(shell) = &shell {
+        env.insert("SHELL".into(), shell.to_string());
+    }
     env.insert(
         "npm_config_cache".into(),
         layout.run_dir.join("npm-cache").to_string(),
@@ -398,10 +415,54 @@ pub fn wrap(
         "home": "not mounted: only the paths listed are visible",
         "state": spec.state,
         "caches": "~/.cargo (its credentials emptied) and ~/.rustup read-only; npm's cache private to the run",
-        "network": "the host's: the shell reaches any host and the host's abstract Unix sockets",
+        "network": if shell.is_some() {
+            "the CLI's: the host's, for its model provider; its shell commands run in a network \
+             namespace of their own (no network, no abstract Unix sockets)"
+        } else {
+            "the host's: the shell reaches any host and the host's abstract Unix sockets"
+        },
+        "shell": shell,
         "processes": "own PID namespace (--unshare-pid --die-with-parent): nothing outlives the run",
     });
-    Wrapped { receipt }
+    Ok(Wrapped { receipt })
+}
+
+/// Writes the shell wrapper of [`SandboxSpec::offline_shell`] into `dir` (new, 0755) and
+/// returns its path: `bash`, so that a CLI that looks at its shell's name treats it as one.
+fn offline_shell(bwrap: &Utf8Path, dir: &Utf8Path) -> Result<Utf8PathBuf, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(dir)
+        .map_err(|e| format!("cannot create {dir}: {e}"))?;
+    let path = dir.join("bash");
+    let shell = ["/bin/bash", "/usr/bin/bash"]
+        .into_iter()
+        .find(|p| Utf8Path::new(p).is_file())
+        .unwrap_or("/bin/sh");
+    let script = format!(
+        "#!/bin/sh\n\
+         # handoff: each command runs without network, in namespaces of its own.\n\
+         exec {bwrap} --die-with-parent --unshare-net --unshare-pid --unshare-ipc \
+         --bind / / --proc /proc --dev-bind /dev /dev -- {shell} \"$@\"\n",
+        bwrap = sh_quote(bwrap.as_str()),
+    );
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o755)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| format!("cannot write {path}: {e}"))?;
+    f.write_all(script.as_bytes())
+        .map_err(|e| format!("cannot write {path}: {e}"))?;
+    Ok(path)
+}
+
+/// `s` as one single-quoted `sh` word.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 /// The receipt of a run whose adapter asked for handoff's sandbox when none can run here.
@@ -509,6 +570,7 @@ mod tests {
                 },
             ],
             state: String::new(),
+            offline_shell: false,
         };
         let m = mounts(
             &layout(root, true),

@@ -55,8 +55,8 @@ pub fn permission(write: bool, bash: bool, web: bool, mcp_servers: &[String]) ->
 /// What a run of `shape` can do under the configuration [`OpenCode::plan`] builds. OpenCode
 /// has no sandbox of its own. Where handoff's can run, OpenCode runs under it: its shell
 /// writes the worktree only in writing runs (never its git directories), reads nothing of the
-/// user's files outside it, and its processes die with the run's PID namespace; the network
-/// stays the host's. Elsewhere, with bash nothing is confined; without it the permission table
+/// user's files outside it, its processes die with the run's PID namespace, and its commands
+/// run without network (the CLI itself keeps it, for its model provider). Elsewhere, with bash nothing is confined; without it the permission table
 /// holds: `external_directory` denied keeps the file tools in the worktree, `edit` is allowed
 /// only to writing runs, the web tools only when granted.
 pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolation {
@@ -80,13 +80,10 @@ pub(super) fn isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolati
             enforcement: Enforcement::Handoff,
             filesystem_write: write,
             filesystem_read: FilesystemRead::Worktree,
-            // The host's network: a shell reaches any host and the host's abstract sockets.
-            network: if g.bash { Network::Any } else { tools_network },
-            unix_sockets: if g.bash {
-                UnixSockets::All
-            } else {
-                UnixSockets::None
-            },
+            // The CLI keeps the host's network for its model provider; its shell commands run
+            // in a network namespace of their own (no network, no abstract Unix sockets).
+            network: tools_network,
+            unix_sockets: UnixSockets::None,
             process: ProcessContainment::PidNamespace,
         };
     }
@@ -264,6 +261,8 @@ impl OpenCode {
                         mounted read-only); the run's session is imported into the user's \
                         store afterwards"
                     .into(),
+                // OpenCode's bash tool runs commands with `$SHELL -c`.
+                offline_shell: true,
             }
         });
 

@@ -203,13 +203,13 @@ fn opencode_runs_under_handoffs_sandbox_where_one_can_run() {
                         FilesystemWrite::None
                     };
                     assert_eq!(iso.filesystem_write, writes, "{case}");
-                    // The host's network: a shell reaches any host and abstract sockets.
-                    let (network, unix) = if bash {
-                        (Network::Any, UnixSockets::All)
-                    } else {
-                        (Network::None, UnixSockets::None)
-                    };
-                    assert_eq!((iso.network, iso.unix_sockets), (network, unix), "{case}");
+                    // Its commands run without network or abstract sockets (the shell
+                    // wrapper); the web tools are the only way out, when granted.
+                    assert!(spec.offline_shell, "{case}");
+                    let web = validated.request.grants.resolved.web_search;
+                    let network = if web { Network::Web } else { Network::None };
+                    assert_eq!(iso.network, network, "{case}");
+                    assert_eq!(iso.unix_sockets, UnixSockets::None, "{case}");
                 } else {
                     assert!(inv.sandbox.is_none(), "{case}");
                     assert!(!data.starts_with(&fx.run_path), "{case}: {data}");

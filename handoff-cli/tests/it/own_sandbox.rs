@@ -58,12 +58,14 @@ fn an_opencode_build_writes_the_worktree_and_nothing_else() {
     let script = format!(
         "echo pwned >> {bashrc}; echo x > {outside}; \
          printf '#!/bin/sh\\necho hook\\n' > {hook}; echo '[core]' >> {config}; \
-         echo inside > {inside}; (setsid sleep 4243 </dev/null >/dev/null 2>&1 &)",
+         echo inside > {inside}; (setsid sleep 4243 </dev/null >/dev/null 2>&1 &); \
+         grep -c : /proc/net/dev > {interfaces}",
         bashrc = q(&bashrc),
         outside = q(&outside),
         hook = q(&wt.join(".git/hooks/pre-commit")),
         config = q(&wt.join(".git/config")),
         inside = q(&wt.join("inside.txt")),
+        interfaces = q(&wt.join("interfaces.txt")),
     );
     sb.agents.set(SHELL, &script);
     let run = sb.delegate("claude", "opencode", "build", &[]);
@@ -95,6 +97,11 @@ fn an_opencode_build_writes_the_worktree_and_nothing_else() {
     assert!(
         !changed.iter().any(|p| p.starts_with(".git")),
         "{changed:?}"
+    );
+    // The shell's commands had no network: loopback was their only interface.
+    assert_eq!(
+        std::fs::read_to_string(wt.join("interfaces.txt")).unwrap(),
+        "1\n"
     );
     // The setsid orphan died with the sandbox's PID namespace.
     assert_eq!(processes_mentioning("sleep 4243"), Vec::<String>::new());

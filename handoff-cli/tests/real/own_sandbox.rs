@@ -22,10 +22,16 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     let repo = rig.repo.path().to_path_buf();
     let hook = repo.join(".git/hooks/pre-commit");
     let edited = rig.file("edited.txt");
+    let net = rig.file("net.txt");
+    // The scripted model server the CLI itself talks to, on the host's loopback.
+    let server = rig.server.url();
+    let port = server.rsplit(':').next().unwrap().trim_end_matches('/');
     rig.server.set_script(Script::new([
         Step::shell(format!(
             "echo pwned >> {bashrc}; echo x > {outside}; echo 'echo hook' > {hook}; \
-             printf 'edited by the agent\\n' > {edited}",
+             printf 'edited by the agent\\n' > {edited}; \
+             if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached; \
+             else echo blocked; fi > {net}; grep -c : /proc/net/dev >> {net}",
             bashrc = bashrc.display(),
             outside = outside.display(),
             hook = hook.display(),
@@ -45,7 +51,13 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
         "a file outside the repository was created"
     );
     assert!(!hook.exists(), "a git hook was planted");
-    assert_eq!(run.changed(), vec!["edited.txt".to_string()]);
+    assert_eq!(
+        run.changed(),
+        vec!["edited.txt".to_string(), "net.txt".to_string()]
+    );
+    // The model's command could not reach the host's loopback, where its CLI's model is.
+    // It ran in a network namespace with loopback as its only interface.
+    assert_eq!(std::fs::read_to_string(&net).unwrap(), "blocked\n1\n");
 
     // The session is in the user's store (XDG_DATA_HOME of handoff's environment).
     let imported = receipt["stateAfterRun"]["imported"]

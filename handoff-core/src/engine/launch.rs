@@ -270,7 +270,8 @@ impl Engine {
             writable_extra,
         };
         let env = invocation.env.clone();
-        let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation);
+        let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
+            .map_err(|e| Ended::NotRun(format!("cannot set up handoff's sandbox: {e}")))?;
         set_receipt(draft, wrapped.receipt);
         Ok(Some(Sandboxed { env }))
     }

@@ -18,8 +18,9 @@ pub const GRANDCHILD_PID_FILE: &str = "HANDOFF_FAKE_GRANDCHILD_PID_FILE";
 /// When set, a run first starts `sleep 1000` that escapes its process group and session
 /// (`(setsid sleep 1000 &)`: its parent exits at once), and writes the sleep's pid here.
 pub const ESCAPEE_PID_FILE: &str = "HANDOFF_FAKE_ESCAPEE_PID_FILE";
-/// A shell command a run executes first with `/bin/sh -c`, in its working directory (its
-/// output goes to stderr; a failure does not stop the run): the model using its shell tool.
+/// A shell command a run executes first with `$SHELL -c` (`/bin/sh` when unset), as
+/// OpenCode's bash tool does, in its working directory (its output goes to stderr; a failure
+/// does not stop the run): the model using its shell tool.
 pub const SHELL: &str = "HANDOFF_FAKE_SHELL";
 /// `1`: a run sends SIGKILL to its parent process first (an agent killing what watches it);
 /// `STOP`: SIGSTOP (an agent freezing it).

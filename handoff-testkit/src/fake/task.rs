@@ -395,7 +395,8 @@ fn write_pid_file(path: Option<String>, pid: u32) {
 /// The escapes asked for: a shell command, a `setsid` orphan, SIGKILL of the parent.
 fn escape(settings: &Settings) -> Result<(), ExitCode> {
     if let Some(script) = settings.get(settings::SHELL) {
-        let status = std::process::Command::new("/bin/sh")
+        let shell = std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into());
+        let status = std::process::Command::new(shell)
             .args(["-c", script.as_str()])
             .stdin(Stdio::null())
             .stdout(std::io::stderr())
