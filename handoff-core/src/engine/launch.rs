@@ -67,7 +67,9 @@ impl Engine {
                     input.verb.as_str()
                 ))
             })?;
-            let socket_parent = self.runtime_dir().map_err(Ended::NotRun)?;
+            let mailbox_dir = self
+                .private_dir(PrivateDirKind::Mailboxes)
+                .map_err(|e| Ended::NotRun(format!("cannot create the mailbox directory: {e}")))?;
             let snapshot_dir = self
                 .private_dir(PrivateDirKind::Snapshots)
                 .map_err(|e| Ended::NotRun(format!("cannot create the snapshot directory: {e}")))?;
@@ -79,7 +81,7 @@ impl Engine {
                 started_at: &draft.result.timing.started_at,
                 started: draft.started,
                 handoff_exe: exe,
-                socket_parent,
+                mailbox_dir,
                 snapshot_dir,
                 cancel: cancel.clone(),
             })
