@@ -965,6 +965,84 @@ fn a_worker_cannot_start_a_root_run() {
     assert_eq!(dag_nodes(&run).len(), 1);
 }
 
+/// The nested command interrupted while its adviser runs withdraws its request
+/// (`in/<nonce>.cancel`): the adviser is stopped and its node ends `cancelled`, while the root
+/// goes on.
+#[test]
+fn an_interrupted_nested_command_cancels_its_adviser() {
+    let sb = Sandbox::new();
+    sb.record();
+    let ctx_file = sb.root.join("context.json");
+    let go = sb.root.join("go");
+    let ready = sb.root.join("ready");
+    sb.agents.set(CONTEXT_FILE, &ctx_file);
+    sb.agents.set(WAIT_FILE, &go);
+    sb.agents.set(MODE, "hang");
+    sb.agents.set(READY_FILE, &ready);
+    let args = root_args(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    let root_run = spawn(&sb, &args);
+    let context = wait_for_file(&ctx_file, Duration::from_secs(60));
+    let mut asking = sb
+        .command()
+        .env(handoff_core::CONTEXT_ENV, context.trim())
+        .args(["advice", "--harness", "codex", "--cwd", &sb.cwd()])
+        .args(["--instructions", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    asking
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Is this safe?")
+        .unwrap();
+    // The adviser (codex, hanging) is running.
+    let adviser_pid: i32 = wait_for_file(&ready, Duration::from_secs(60))
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(asking.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let asked = asking.wait_with_output().unwrap();
+    let line: Value = serde_json::from_slice(&asked.stdout).unwrap();
+    let message = line["diagnostics"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("interrupted by SIGTERM") && message.contains("withdrawn"),
+        "{line:#}"
+    );
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.contains(") Z"))
+            .unwrap_or(true)
+    };
+    let start = Instant::now();
+    while !gone(adviser_pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the adviser was not stopped"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The root's worker goes on (and hangs): stop the root and read its DAG.
+    std::fs::write(&go, "go").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(root_run.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = root_run.wait_with_output().unwrap();
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = json["dag"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{nodes:#?}");
+    assert_eq!(nodes[1]["state"], "cancelled", "{nodes:#?}");
+}
+
 /// SIGTERM to the root while an adviser runs: every unfinished node ends `cancelled`, nothing
 /// is left running.
 #[test]

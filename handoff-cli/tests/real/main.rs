@@ -633,7 +633,8 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
     }
     let started = std::time::Instant::now();
     // Before it asks, the worker's shell probes what its sandbox opened: its mailbox's in/
-    // (writable), out/ and the mailbox itself (read-only), and a Unix socket listening outside.
+    // (writable; a scratch name, which the supervisor leaves alone), out/ and the mailbox
+    // itself (read-only), and a Unix socket listening outside.
     let probe_dir = tempfile::Builder::new()
         .prefix("hprobe")
         .tempdir_in("/tmp")
@@ -643,7 +644,7 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
     let probe = format!(
         "mb=$(printf '%s' \"$HANDOFF_SUPERVISOR_CONTEXT\" | sed -n 's/.*\"mailbox\":\"\\([^\"]*\\)\".*/\\1/p'); \
          echo \"PROBE-MAILBOX=$mb\"; \
-         if ( : > \"$mb/in/.probe.tmp\" ) 2>/dev/null; then echo PROBE-IN-WRITABLE; rm -f \"$mb/in/.probe.tmp\"; else echo PROBE-IN-CLOSED; fi; \
+         if ( : > \"$mb/in/.probe.tmp\" ) 2>/dev/null; then echo PROBE-IN-WRITABLE; else echo PROBE-IN-CLOSED; fi; \
          if ( : > \"$mb/out/probe\" ) 2>/dev/null; then echo PROBE-OUT-WRITABLE; else echo PROBE-OUT-CLOSED; fi; \
          if ( : > \"$mb/probe\" ) 2>/dev/null; then echo PROBE-BESIDE-WRITABLE; else echo PROBE-BESIDE-CLOSED; fi; \
          if socat -u OPEN:/dev/null UNIX-CONNECT:{} 2>/dev/null; then echo PROBE-SOCKET-REACHED; else echo PROBE-SOCKET-CLOSED; fi",

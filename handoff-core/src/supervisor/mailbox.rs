@@ -16,7 +16,9 @@
 //! [`MAX_REQUEST_BYTES`]), reads it and removes it. Its answer is written under a scratch name
 //! in `out/` and linked to `out/<nonce>.json`, never over an existing file. Names are checked
 //! before anything is built from them: a nonce is 1 to [`MAX_NONCE_BYTES`] characters of
-//! `[A-Za-z0-9_-]`; whatever else appears in `in/` is removed and refused.
+//! `[A-Za-z0-9_-]`; whatever else appears in `in/` is removed and refused, but hidden names
+//! (`.…`), which are never opened: a writer's scratch files, and the mount points a sandbox
+//! may put in a writable directory (Codex protects `.git`, `.agents`… in each).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -60,8 +62,10 @@ pub(crate) enum EntryName {
     Request(String),
     /// `<nonce>.cancel`: the request `<nonce>` is withdrawn.
     Cancel(String),
-    /// `.<word>[.<word>…].tmp`: a writer's scratch file, not taken until renamed.
-    Scratch,
+    /// `.…`: hidden — a writer's scratch file (`.<nonce>.tmp`), not taken until renamed, or
+    /// what a sandbox puts there (Codex mounts over `.git`, `.agents`… in every writable
+    /// directory). Never opened, never removed: it goes with the mailbox.
+    Hidden,
     /// Anything else.
     Invalid,
 }
@@ -70,11 +74,8 @@ pub(crate) fn classify(name: &OsStr) -> EntryName {
     let Some(name) = name.to_str() else {
         return EntryName::Invalid;
     };
-    if let Some(rest) = name.strip_prefix('.') {
-        return match rest.strip_suffix(SCRATCH_SUFFIX) {
-            Some(stem) if stem.split('.').all(nonce_ok) => EntryName::Scratch,
-            _ => EntryName::Invalid,
-        };
+    if name.starts_with('.') {
+        return EntryName::Hidden;
     }
     if let Some(nonce) = name.strip_suffix(REQUEST_SUFFIX).filter(|n| nonce_ok(n)) {
         return EntryName::Request(nonce.to_owned());
@@ -181,7 +182,7 @@ impl Mailbox {
     /// closed or renamed in).
     pub(crate) fn take(&self, name: &OsStr, created: bool) -> Taken {
         let nonce = match classify(name) {
-            EntryName::Scratch => return Taken::Nothing,
+            EntryName::Hidden => return Taken::Nothing,
             EntryName::Invalid => {
                 if !self.discard(name) {
                     return Taken::Nothing;
@@ -561,21 +562,24 @@ mod tests {
         let c = |s: &str| classify(OsStr::new(s));
         assert_eq!(c("ab-1_Z.json"), EntryName::Request("ab-1_Z".into()));
         assert_eq!(c("n1.cancel"), EntryName::Cancel("n1".into()));
-        assert_eq!(c(".n1.tmp"), EntryName::Scratch);
-        assert_eq!(c(".n1.n1_json.tmp"), EntryName::Scratch);
-        for bad in [
+        for hidden in [
+            ".n1.tmp",
+            ".n1.n1_json.tmp",
+            ".git",
             "..json",
-            "a..b.json",
-            "../x.json",
             ".json",
+            "..",
+        ] {
+            assert_eq!(c(hidden), EntryName::Hidden, "{hidden}");
+        }
+        for bad in [
+            "a..b.json",
             "x.txt",
             "x",
             "a b.json",
-            ".x",
-            "..",
             "n1.json.cancel",
             "é.json",
-            ". .tmp",
+            "n1/..json",
         ] {
             assert_eq!(c(bad), EntryName::Invalid, "{bad}");
         }
