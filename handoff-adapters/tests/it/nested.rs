@@ -1,6 +1,6 @@
 //! Workers that may ask for nested advice (`RunDir.nested`): what each adapter opens in its
-//! sandbox so the nested command reaches the supervisor's socket, one snapshot per agent and
-//! mode, and invariants: nothing else changes, and nothing changes without `nested`.
+//! sandbox so the nested command reaches its mailbox to the supervisor, one snapshot per agent
+//! and mode, and invariants: nothing else changes, and nothing changes without `nested`.
 
 use camino::Utf8PathBuf;
 use handoff_core::{
