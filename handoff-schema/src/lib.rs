@@ -55,7 +55,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         ),
         (
             "supervisor-context.schema.json",
-            schema_of::<SupervisorContext>("handoff.supervisor-context.v2"),
+            schema_of::<SupervisorContext>("handoff.supervisor-context.v1"),
         ),
         (
             "supervisor-request.schema.json",

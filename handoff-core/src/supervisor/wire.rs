@@ -11,7 +11,7 @@ use crate::redact::quote;
 /// The environment variable that carries a worker's [`SupervisorContext`].
 pub const CONTEXT_ENV: &str = "HANDOFF_SUPERVISOR_CONTEXT";
 /// Schema version of [`SupervisorContext`].
-pub const CONTEXT_SCHEMA: &str = "handoff.supervisor-context.v2";
+pub const CONTEXT_SCHEMA: &str = "handoff.supervisor-context.v1";
 /// Schema version of [`NestedRequest`].
 pub const NESTED_REQUEST_SCHEMA: &str = "handoff.supervisor-request.v1";
 /// Schema version of [`NestedReply`].
