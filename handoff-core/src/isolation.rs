@@ -107,7 +107,9 @@ levels! {
     UnixSockets {
         /// None.
         None = "none",
-        /// One socket, named by its path (handoff's supervisor).
+        /// One socket, named by its path. No adapter ranks a run here today: the supervisor is
+        /// reached through a mailbox directory, not a socket; the level is kept for a sandbox
+        /// that allows one socket by path.
         Named = "named",
         /// Every socket the user can reach (a Docker socket, an SSH agent, the session bus).
         All = "all",
@@ -290,7 +292,8 @@ impl Isolation {
 }
 
 /// What a run looks like to the isolation an adapter configures: its mode, its grants and
-/// whether it may ask for nested advice (which opens the supervisor's socket to its shell).
+/// whether it may ask for nested advice (which lets its shell write its mailbox's `in/`: the
+/// supervisor's channel, which adapters do not rank as a write).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunShape {
     /// The mode; `None` for advice.

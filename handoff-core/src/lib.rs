@@ -109,10 +109,10 @@ pub use request::*;
 pub use result::*;
 pub use supervisor::{
     AUDIT_LIMIT, Admission, CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, Capability, Clock,
-    DagError, DagStore, GrantRequest, MAX_CONTEXT_BYTES, MAX_NONCE_BYTES, MAX_REPLY_BYTES,
+    DagError, DagStore, GrantRequest, INBOX, MAX_CONTEXT_BYTES, MAX_NONCE_BYTES, MAX_REPLY_BYTES,
     MAX_REQUEST_BYTES, NESTED_REPLY_SCHEMA, NESTED_REQUEST_SCHEMA, NestedReply, NestedRequest,
-    NodeRequest, RedeemError, RegisteredNode, SupervisorContext, TOKEN_PREFIX, Ticket, Token,
-    TokenAudit, TokenBook, TokenError, ask_supervisor, attenuate, check_dag_invariants,
+    NodeRequest, OUTBOX, RedeemError, RegisteredNode, SupervisorContext, TOKEN_PREFIX, Ticket,
+    Token, TokenAudit, TokenBook, TokenError, ask_supervisor, attenuate, check_dag_invariants,
     result_hash,
 };
 pub use task::{

@@ -2,10 +2,10 @@
 //! when it could not clean up (SIGKILL, a crash).
 //!
 //! Every private directory handoff makes while it works — a run's directory for its agent
-//! (settings, MCP configuration, answer files), advisers' snapshots, a continuation's carry
-//! scratch, the MCP server's inline instructions — is a [`PrivateDir`]: 0700, named by its
-//! [`PrivateDirKind`], and held under an exclusive `flock` for as long as it is used; the
-//! kernel drops the lock when the process dies, however it dies. When a root run starts, the
+//! (settings, MCP configuration, answer files), the supervisor's mailboxes, advisers' snapshots,
+//! a continuation's carry scratch, the MCP server's inline instructions — is a [`PrivateDir`]:
+//! 0700, named by its [`PrivateDirKind`], and held under an exclusive `flock` for as long as it
+//! is used; the kernel drops the lock when the process dies, however it dies. When a root run starts, the
 //! directories of this user whose lock can be taken are removed: they may hold an agent's MCP
 //! configuration or a snapshot of a worktree. A directory in use is never touched, whatever
 //! its process id means in this PID namespace; one younger than [`GRACE`] is left alone too,
@@ -32,6 +32,9 @@ use crate::lease::{LeaseError, private_dir_base};
 pub enum PrivateDirKind {
     /// A run's directory for its agent (`handoff-run-…`).
     Run,
+    /// The supervisor's mailboxes, one per node that may ask for advice
+    /// (`handoff-mailboxes-…`).
+    Mailboxes,
     /// Advisers' snapshots of the asking worktree (`handoff-snapshots-…`).
     Snapshots,
     /// A continuation's scratch for the transcript it carries (`handoff-carry-…`).
@@ -42,8 +45,9 @@ pub enum PrivateDirKind {
 
 impl PrivateDirKind {
     /// Every kind.
-    pub const ALL: [PrivateDirKind; 4] = [
+    pub const ALL: [PrivateDirKind; 5] = [
         PrivateDirKind::Run,
+        PrivateDirKind::Mailboxes,
         PrivateDirKind::Snapshots,
         PrivateDirKind::Carry,
         PrivateDirKind::Mcp,
@@ -53,6 +57,7 @@ impl PrivateDirKind {
     pub fn prefix(self) -> &'static str {
         match self {
             PrivateDirKind::Run => "handoff-run-",
+            PrivateDirKind::Mailboxes => "handoff-mailboxes-",
             PrivateDirKind::Snapshots => "handoff-snapshots-",
             PrivateDirKind::Carry => "handoff-carry-",
             PrivateDirKind::Mcp => "handoff-mcp-",

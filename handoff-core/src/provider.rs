@@ -86,13 +86,27 @@ pub struct RunDir {
     pub handoff_sandbox: bool,
 }
 
-/// What a worker with nested advice needs to reach from inside its sandbox.
+/// What a worker with nested advice needs to reach from inside its sandbox: its mailbox to
+/// the supervisor — [`NestedAccess::inbox`] writable, [`NestedAccess::outbox`] readable, the
+/// only path its sandbox opens for this — and the `handoff` binary. No socket, no network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NestedAccess {
-    /// The supervisor's Unix socket.
-    pub endpoint: Utf8PathBuf,
+    /// The worker's mailbox directory (private to the user, in the supervisor's directory).
+    pub mailbox: Utf8PathBuf,
     /// The `handoff` binary the worker runs.
     pub handoff_exe: Utf8PathBuf,
+}
+
+impl NestedAccess {
+    /// Where the worker posts its requests: the one path its sandbox must let it write.
+    pub fn inbox(&self) -> Utf8PathBuf {
+        self.mailbox.join(crate::supervisor::INBOX)
+    }
+
+    /// Where the supervisor's answers arrive: readable, never writable, by the worker.
+    pub fn outbox(&self) -> Utf8PathBuf {
+        self.mailbox.join(crate::supervisor::OUTBOX)
+    }
 }
 
 impl RunDir {

@@ -29,16 +29,12 @@ const PROTECTED_IN_CWD: &[&str] = &[
     ".claude/agents",
 ];
 
-/// Whether Claude Code's sandbox must allow every Unix socket to allow one: on Linux its
-/// seccomp filter blocks creating Unix sockets and cannot tell them apart by path
-/// (`allowUnixSockets` is macOS-only), so only `allowAllUnixSockets` lifts it.
-const UNIX_SOCKETS_ALL_OR_NONE: bool = cfg!(target_os = "linux");
-
 /// The `--settings` JSON: native sandbox on, no fallback to unsandboxed commands, the worktree
 /// the only readable (and, for writing runs, writable) place. A read-only worktree is denied
 /// after Claude's own protected names, so that its sandboxed Bash can start at all. A worker
-/// that may ask for nested advice must reach the supervisor's socket from its sandboxed Bash:
-/// that socket is allowed (on Linux, Unix sockets as a whole).
+/// that may ask for nested advice must reach its mailbox from its sandboxed Bash: the
+/// mailbox's `in/` is writable and the mailbox readable, and nothing else is opened (no Unix
+/// socket, no domain).
 pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_json::Value {
     let mut deny_write: Vec<String> = Vec::new();
     if !write {
@@ -46,12 +42,11 @@ pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_
         deny_write.extend(PROTECTED_IN_CWD.iter().map(|p| root.join(p).to_string()));
         deny_write.push(cwd.to_owned());
     }
-    let mut network = json!({"allowedDomains": []});
+    let mut allow_read = vec![cwd.to_owned()];
+    let mut allow_write = if write { vec![cwd.to_owned()] } else { vec![] };
     if let Some(n) = nested {
-        network["allowUnixSockets"] = json!([n.endpoint]);
-        if UNIX_SOCKETS_ALL_OR_NONE {
-            network["allowAllUnixSockets"] = json!(true);
-        }
+        allow_read.push(n.mailbox.to_string());
+        allow_write.push(n.inbox().to_string());
     }
     json!({
         "sandbox": {
@@ -60,12 +55,12 @@ pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_
             "allowUnsandboxedCommands": false,
             "excludedCommands": [],
             "filesystem": {
-                "allowRead": [cwd],
-                "allowWrite": if write { vec![cwd] } else { vec![] },
+                "allowRead": allow_read,
+                "allowWrite": allow_write,
                 "denyRead": [],
                 "denyWrite": deny_write,
             },
-            "network": network,
+            "network": {"allowedDomains": []},
         }
     })
 }
@@ -73,14 +68,13 @@ pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_
 /// The policy receipt's account of what a nested-advice worker's sandbox opens.
 fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
     json!({
-        "endpoint": nested.endpoint,
+        "mailbox": nested.mailbox,
         "handoffExe": nested.handoff_exe,
-        "unixSockets": if UNIX_SOCKETS_ALL_OR_NONE {
-            "all (sandbox.network.allowAllUnixSockets): Claude Code's Linux sandbox cannot filter Unix sockets by path; TCP stays blocked"
-        } else {
-            "the endpoint only (sandbox.network.allowUnixSockets)"
-        },
-        "filesystem": "unchanged: the endpoint and the handoff binary are readable already",
+        "writable": [nested.inbox()],
+        "readable": [nested.outbox()],
+        "filesystem": "the mailbox's in/ added to sandbox.filesystem.allowWrite (and the mailbox to allowRead); nothing else",
+        "unixSockets": "none: no allowUnixSockets or allowAllUnixSockets, the sandbox blocks every Unix socket",
+        "network": "unchanged: no domain",
         "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches sandboxed commands",
     })
 }
@@ -110,11 +104,10 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
         } else {
             Network::None
         },
-        unix_sockets: match (shape.nested && g.bash, UNIX_SOCKETS_ALL_OR_NONE) {
-            (false, _) => UnixSockets::None,
-            (true, true) => UnixSockets::All,
-            (true, false) => UnixSockets::Named,
-        },
+        // The sandbox blocks every Unix socket; a worker that may ask for advice reaches the
+        // supervisor through its mailbox, a directory. Its `in/` is the supervisor's channel,
+        // not a place anything else reads, so it does not count as a write.
+        unix_sockets: UnixSockets::None,
         process: process_containment(),
     }
 }
@@ -255,7 +248,7 @@ impl Claude {
             policy["nestedAdvice"] = nested_receipt(nested);
         } else if let Some(nested) = &run.nested {
             policy["nestedAdvice"] = json!({
-                "endpoint": nested.endpoint,
+                "mailbox": nested.mailbox,
                 "handoffExe": nested.handoff_exe,
                 "opened": "nothing: without a shell the worker cannot run the nested command",
             });

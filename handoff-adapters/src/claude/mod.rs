@@ -3,8 +3,8 @@
 //! Isolation: `--safe-mode` (no CLAUDE.md, hooks, plugins, user MCP), a tool allowlist with
 //! `--permission-mode dontAsk`, and Claude's native bash sandbox forced on with
 //! `failIfUnavailable` (so a machine without bubblewrap/socat refuses instead of running
-//! unsandboxed). A worker that may ask for nested advice gets a sandbox whose Bash reaches the
-//! supervisor's socket (see `invocation::settings`). Output is `stream-json`: the final `result` event is
+//! unsandboxed). A worker that may ask for nested advice gets a sandbox whose Bash may also write
+//! its mailbox's `in/` (see `invocation::settings`). Output is `stream-json`: the final `result` event is
 //! the envelope whose `structured_output` is the answer (validated by Claude against
 //! `--json-schema`).
 

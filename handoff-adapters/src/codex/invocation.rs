@@ -18,26 +18,29 @@ use crate::common::{PROVIDER_DEFAULT_STR, mcp_secret, toml_array, toml_string};
 const NESTED_PROFILE: &str = "handoff_nested";
 
 /// The `--config` overrides that replace `--sandbox` for a worker that may ask for nested
-/// advice. Codex's Linux sandbox denies `connect()` on every socket while the network is
-/// restricted, and its permission profiles cannot allow one Unix socket by path there, so the
-/// profile keeps the filesystem policy of the sandbox mode and routes the network through
-/// Codex's managed proxy with no domain allowed (its own network namespace: no direct
-/// connection, no reachable host) while Unix sockets may connect. `--sandbox` would override
-/// the profile, so it is not passed.
-fn nested_overrides(write: bool) -> Vec<String> {
+/// advice: a permission profile that extends the sandbox mode's own (`:read-only` or
+/// `:workspace`) with one writable path, the mailbox's `in/`. The network and Unix sockets stay
+/// as the mode has them: closed. `--add-dir` would be ignored under `--sandbox read-only`, and
+/// `--sandbox` would override the profile, so neither is passed.
+fn nested_overrides(write: bool, inbox: &str) -> Vec<String> {
     let p = NESTED_PROFILE;
     vec![
         format!("default_permissions={}", toml_string(p)),
         format!(
             "permissions.{p}.extends={}",
-            toml_string(if write { ":workspace" } else { ":read-only" })
+            toml_string(parent_profile(write))
         ),
-        format!("permissions.{p}.network.enabled=true"),
-        format!("permissions.{p}.network.domains={{}}"),
-        format!("permissions.{p}.network.dangerously_allow_all_unix_sockets=true"),
-        // Without the managed proxy an enabled network is the host's, unfiltered.
-        "features.network_proxy=true".to_owned(),
+        format!(
+            "permissions.{p}.filesystem={{{}={}}}",
+            toml_string(inbox),
+            toml_string("write")
+        ),
     ]
+}
+
+/// The built-in permission profile of the sandbox mode.
+fn parent_profile(write: bool) -> &'static str {
+    if write { ":workspace" } else { ":read-only" }
 }
 
 /// What a run of `shape` can do under the configuration [`Codex::plan`] builds: Codex's
@@ -55,15 +58,12 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
         },
         // Both modes read the whole disk.
         filesystem_read: FilesystemRead::Anywhere,
-        // Network access off, web search disabled; a nested worker's network goes through
-        // the managed proxy with no domain allowed.
+        // Network access off, web search disabled, for a nested worker too.
         network: Network::None,
-        // The nested profile allows every Unix socket; otherwise the sandbox denies them.
-        unix_sockets: if shape.nested && g.bash {
-            UnixSockets::All
-        } else {
-            UnixSockets::None
-        },
+        // The sandbox denies every Unix socket. A worker that may ask for advice writes its
+        // mailbox's `in/` as well: the supervisor's channel, not a place anything else reads,
+        // so it does not count as a write.
+        unix_sockets: UnixSockets::None,
         process: process_containment(),
     }
 }
@@ -278,7 +278,7 @@ impl Codex {
         };
         // Without a shell the worker cannot run the nested command: nothing is opened.
         let nested = run.nested.as_ref().filter(|_| request.grants.resolved.bash);
-        if nested.is_some() {
+        if let Some(nested) = nested {
             if let Some(o) = run
                 .agent_config
                 .config
@@ -290,7 +290,7 @@ impl Codex {
                      asking for nested advice runs under"
                 )));
             }
-            for o in nested_overrides(write) {
+            for o in nested_overrides(write, nested.inbox().as_str()) {
                 args.push("--config".into());
                 args.push(o);
             }
@@ -337,22 +337,22 @@ impl Codex {
             "environment": "allowlist",
         });
         if let Some(nested) = nested {
-            policy["network"] =
-                json!("own namespace through Codex's managed proxy, no domain allowed");
             policy["nestedAdvice"] = json!({
-                "endpoint": nested.endpoint,
+                "mailbox": nested.mailbox,
                 "handoffExe": nested.handoff_exe,
+                "writable": [nested.inbox()],
+                "readable": [nested.outbox()],
                 "sandbox": format!(
-                    "permission profile {NESTED_PROFILE} (extends {}), the filesystem policy of --sandbox {sandbox}",
-                    if write { ":workspace" } else { ":read-only" }
+                    "permission profile {NESTED_PROFILE}: extends {}, the filesystem policy of --sandbox {sandbox}, plus the mailbox's in/ writable",
+                    parent_profile(write)
                 ),
-                "network": "enabled through Codex's managed proxy with an empty allowlist: no domain, no direct connection",
-                "unixSockets": "all (dangerously_allow_all_unix_sockets): Codex's Linux sandbox cannot allow one Unix socket by path",
+                "network": "unchanged: blocked",
+                "unixSockets": "none: the sandbox denies every Unix socket",
                 "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches commands (shell_environment_policy default)",
             });
         } else if let Some(nested) = &run.nested {
             policy["nestedAdvice"] = json!({
-                "endpoint": nested.endpoint,
+                "mailbox": nested.mailbox,
                 "handoffExe": nested.handoff_exe,
                 "opened": "nothing: without a shell the worker cannot run the nested command",
             });

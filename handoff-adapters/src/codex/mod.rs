@@ -5,7 +5,8 @@
 //! does not know is an error instead of silently ignored. Events come as JSONL on stdout
 //! (`--json`); the answer is the schema-constrained last message (`--output-last-message`).
 //! A worker that may ask for nested advice runs under a permission profile of the same
-//! filesystem policy instead, whose network reaches Unix sockets (see `invocation::nested_overrides`).
+//! filesystem policy instead, plus its mailbox's `in/` writable (see
+//! `invocation::nested_overrides`).
 
 mod invocation;
 mod parse;

@@ -306,7 +306,7 @@ impl OpenCode {
             // OpenCode has no sandbox to open: its bash tool runs commands with the agent's
             // own environment, the supervisor context included.
             policy["nestedAdvice"] = json!({
-                "endpoint": nested.endpoint,
+                "mailbox": nested.mailbox,
                 "handoffExe": nested.handoff_exe,
                 "opened": "nothing: OpenCode has no sandbox",
                 "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",

@@ -1,6 +1,6 @@
 //! Workers that may ask for nested advice (`RunDir.nested`): what each adapter opens in its
-//! sandbox so the nested command reaches the supervisor's socket, one snapshot per agent and
-//! mode, and invariants: nothing else changes, and nothing changes without `nested`.
+//! sandbox so the nested command reaches its mailbox to the supervisor, one snapshot per agent
+//! and mode, and invariants: nothing else changes, and nothing changes without `nested`.
 
 use camino::Utf8PathBuf;
 use handoff_core::{
@@ -20,7 +20,7 @@ const HANDOFF_EXE: &str = "/usr/local/bin/handoff";
 
 fn access(fx: &Fixture) -> NestedAccess {
     NestedAccess {
-        endpoint: fx.root.join("handoff-0/sup-abc/s"),
+        mailbox: fx.root.join("handoff-mailboxes-0/mb-abc"),
         handoff_exe: Utf8PathBuf::from(HANDOFF_EXE),
     }
 }
@@ -116,9 +116,10 @@ fn policy_without_receipt(inv: &Invocation) -> Value {
 }
 
 #[test]
-fn nested_access_changes_only_what_reaches_the_socket() {
+fn nested_access_changes_only_what_reaches_the_mailbox() {
     let fx = Fixture::new();
-    let endpoint = access(&fx).endpoint.to_string();
+    let access = access(&fx);
+    let mailbox = access.mailbox.to_string();
     for harness in HARNESSES {
         for mode in MODES {
             let plain = plan(&fx, harness, mode, false);
@@ -128,13 +129,32 @@ fn nested_access_changes_only_what_reaches_the_socket() {
                 "{harness} {mode}"
             );
             let receipt = &nested.policy["nestedAdvice"];
-            assert_eq!(receipt["endpoint"], endpoint.as_str(), "{harness} {mode}");
+            assert_eq!(receipt["mailbox"], mailbox.as_str(), "{harness} {mode}");
+            if matches!(*harness, "claude" | "codex") {
+                // Exactly what the sandbox opened: in/ writable, out/ readable, no socket.
+                assert_eq!(
+                    receipt["writable"],
+                    json!([access.inbox()]),
+                    "{harness} {mode}"
+                );
+                assert_eq!(
+                    receipt["readable"],
+                    json!([access.outbox()]),
+                    "{harness} {mode}"
+                );
+                assert!(
+                    receipt["unixSockets"]
+                        .as_str()
+                        .is_some_and(|s| s.starts_with("none")),
+                    "{harness} {mode}: {receipt}"
+                );
+            }
             assert_eq!(receipt["handoffExe"], HANDOFF_EXE, "{harness} {mode}");
             assert_eq!(plain.env, nested.env, "{harness} {mode}");
             assert_eq!(plain.files, nested.files, "{harness} {mode}");
             assert_eq!(plain.cwd, nested.cwd, "{harness} {mode}");
             let (before, after) = arg_diff(&plain.args, &nested.args);
-            let mut policy = policy_without_receipt(&nested);
+            let policy = policy_without_receipt(&nested);
             match *harness {
                 "claude" => {
                     // Only the sandbox settings change.
@@ -155,9 +175,7 @@ fn nested_access_changes_only_what_reaches_the_socket() {
                     assert_eq!(before, ["--sandbox", sandbox]);
                     assert!(!nested.args.iter().any(|a| a == "--sandbox"));
                     assert!(after.chunks(2).all(|c| c[0] == "--config"), "{after:?}");
-                    // The network line of the receipt says how the network is routed now.
-                    assert_eq!(plain.policy["network"], "blocked");
-                    policy["network"] = json!("blocked");
+                    assert_eq!(nested.policy["network"], "blocked");
                 }
                 _ => {
                     assert!(before.is_empty() && after.is_empty(), "{after:?}");
@@ -185,52 +203,58 @@ fn claude_read_only_runs_deny_its_protected_names_before_the_worktree() {
     assert!(deny.contains(&format!("{cwd}/.gitconfig")), "{deny:?}");
     assert!(deny.contains(&format!("{cwd}/.claude/agents")), "{deny:?}");
     assert!(deny.iter().all(|d| d.starts_with(&cwd)), "{deny:?}");
-    assert_eq!(sandbox["filesystem"]["allowWrite"], json!([]));
-    assert_eq!(sandbox["network"]["allowedDomains"], json!([]));
+    // The mailbox's in/ is the one writable path; the mailbox is readable; no socket, no
+    // domain.
+    let access = access(&fx);
+    assert_eq!(sandbox["filesystem"]["allowWrite"], json!([access.inbox()]));
     assert_eq!(
-        sandbox["network"]["allowUnixSockets"],
-        json!([access(&fx).endpoint])
+        sandbox["filesystem"]["allowRead"],
+        json!([cwd, access.mailbox])
     );
-    assert_eq!(
-        sandbox["network"]["allowAllUnixSockets"]
-            .as_bool()
-            .unwrap_or(false),
-        cfg!(target_os = "linux")
-    );
+    assert_eq!(sandbox["network"], json!({"allowedDomains": []}));
 
     // A writing worker keeps its worktree writable and denies nothing more.
     let sandbox = claude_sandbox(&plan(&fx, "claude", "build", true));
     assert_eq!(sandbox["filesystem"]["denyWrite"], json!([]));
-    assert_eq!(sandbox["filesystem"]["allowWrite"], json!([cwd]));
+    assert_eq!(
+        sandbox["filesystem"]["allowWrite"],
+        json!([cwd, access.inbox()])
+    );
 
-    // Without nested advice no Unix socket is allowed; the protected names are denied the same
-    // way (every read-only Bash needs it).
+    // Without nested advice nothing is added; the protected names are denied the same way
+    // (every read-only Bash needs it).
     let sandbox = claude_sandbox(&plan(&fx, "claude", "review", false));
     assert_eq!(sandbox["network"], json!({"allowedDomains": []}));
+    assert_eq!(sandbox["filesystem"]["allowWrite"], json!([]));
+    assert_eq!(sandbox["filesystem"]["allowRead"], json!([cwd]));
     let plain: Vec<String> = serde_json::from_value(sandbox["filesystem"]["denyWrite"].clone())
         .expect("denyWrite is a list");
     assert_eq!(plain, deny);
 }
 
 #[test]
-fn codex_nested_profile_keeps_the_sandbox_modes_filesystem_policy() {
+fn codex_nested_profile_keeps_the_sandbox_modes_policy_and_adds_the_inbox() {
     let fx = Fixture::new();
+    let inbox = access(&fx).inbox();
     for (mode, extends) in [("review", ":read-only"), ("build", ":workspace")] {
         let inv = plan(&fx, "codex", mode, true);
+        let plain = plan(&fx, "codex", mode, false);
         let overrides = args_after(&inv.args, "--config");
-        for want in [
-            r#"default_permissions="handoff_nested""#.to_owned(),
-            format!(r#"permissions.handoff_nested.extends="{extends}""#),
-            "permissions.handoff_nested.network.enabled=true".to_owned(),
-            "permissions.handoff_nested.network.domains={}".to_owned(),
-            "permissions.handoff_nested.network.dangerously_allow_all_unix_sockets=true".to_owned(),
-            "features.network_proxy=true".to_owned(),
-        ] {
-            assert!(
-                overrides.contains(&want.as_str()),
-                "{mode}: {want} in {overrides:?}"
-            );
-        }
+        let added: Vec<&str> = overrides
+            .iter()
+            .filter(|o| !args_after(&plain.args, "--config").contains(o))
+            .copied()
+            .collect();
+        // Exactly the profile: its parent and one writable path, nothing about the network.
+        assert_eq!(
+            added,
+            [
+                r#"default_permissions="handoff_nested""#.to_owned(),
+                format!(r#"permissions.handoff_nested.extends="{extends}""#),
+                format!(r#"permissions.handoff_nested.filesystem={{"{inbox}"="write"}}"#),
+            ],
+            "{mode}"
+        );
     }
 }
 

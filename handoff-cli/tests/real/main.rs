@@ -633,12 +633,31 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
         return;
     }
     let started = std::time::Instant::now();
+    // Before it asks, the worker's shell probes what its sandbox opened: its mailbox's in/
+    // (writable; a scratch name, which the supervisor leaves alone), out/ and the mailbox
+    // itself (read-only), and a Unix socket listening outside.
+    let probe_dir = tempfile::Builder::new()
+        .prefix("hprobe")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let socket = probe_dir.path().join("s");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let probe = format!(
+        "mb=$(printf '%s' \"$HANDOFF_SUPERVISOR_CONTEXT\" | sed -n 's/.*\"mailbox\":\"\\([^\"]*\\)\".*/\\1/p'); \
+         echo \"PROBE-MAILBOX=$mb\"; \
+         if ( : > \"$mb/in/.probe.tmp\" ) 2>/dev/null; then echo PROBE-IN-WRITABLE; else echo PROBE-IN-CLOSED; fi; \
+         if ( : > \"$mb/out/probe\" ) 2>/dev/null; then echo PROBE-OUT-WRITABLE; else echo PROBE-OUT-CLOSED; fi; \
+         if ( : > \"$mb/probe\" ) 2>/dev/null; then echo PROBE-BESIDE-WRITABLE; else echo PROBE-BESIDE-CLOSED; fi; \
+         if socat -u OPEN:/dev/null UNIX-CONNECT:{} 2>/dev/null; then echo PROBE-SOCKET-REACHED; else echo PROBE-SOCKET-CLOSED; fi",
+        socket.display()
+    );
     let script = Script::route(
         [(
             "Operation: advice",
             Script::new([Step::provider_answer(ADVICE_TEXT)]),
         )],
         Script::new([
+            Step::shell(probe),
             Step::nested_advice(adviser, "Is the README accurate?"),
             Step::provider_answer(WORKER_TEXT),
         ]),
@@ -658,9 +677,30 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
             _ => None,
         })
         .collect();
+    let (probe_id, _) = calls
+        .iter()
+        .find(|(_, input)| input.to_string().contains("PROBE-MAILBOX"))
+        .unwrap_or_else(|| panic!("{cli}: the worker never probed its sandbox: {}", run.json));
+    let probed = rig
+        .server
+        .tool_output(probe_id)
+        .unwrap_or_else(|| panic!("{cli}: no output of the sandbox probe: {}", run.json));
+    assert!(probed.contains("PROBE-MAILBOX=/"), "{cli}: {probed}");
+    if cli != "opencode" {
+        // The sandbox opens the mailbox's in/ and nothing else: no socket.
+        for want in [
+            "PROBE-IN-WRITABLE",
+            "PROBE-OUT-CLOSED",
+            "PROBE-BESIDE-CLOSED",
+            "PROBE-SOCKET-CLOSED",
+        ] {
+            assert!(probed.contains(want), "{cli}: {want} in {probed}");
+        }
+    }
     let (call_id, input) = calls
-        .first()
-        .unwrap_or_else(|| panic!("{cli}: the worker made no tool call: {}", run.json));
+        .iter()
+        .find(|(_, input)| input.to_string().contains(" advice --harness "))
+        .unwrap_or_else(|| panic!("{cli}: the worker made no nested call: {}", run.json));
     let command = input.to_string();
     assert!(
         command.contains(&format!(" advice --harness {adviser} --cwd ")),
@@ -745,13 +785,35 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
         nested["runId"], nested_result["lineage"]["runId"],
         "{cli}: the DAG's node is the result the worker got"
     );
-    // The receipt says what the worker's sandbox opened for the supervisor.
+    // The receipt says what the worker's sandbox opened for the supervisor: its mailbox's in/.
     let receipt = &run.json["policy"]["nestedAdvice"];
+    let mailbox = receipt["mailbox"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{cli}: {}", run.json["policy"]));
     assert!(
-        receipt["endpoint"].is_string(),
-        "{cli}: {}",
-        run.json["policy"]
+        probed.contains(&format!("PROBE-MAILBOX={mailbox}")),
+        "{cli}: {probed}"
     );
+    if cli != "opencode" {
+        assert_eq!(
+            receipt["writable"],
+            serde_json::json!([format!("{mailbox}/in")]),
+            "{cli}"
+        );
+        assert_eq!(
+            receipt["readable"],
+            serde_json::json!([format!("{mailbox}/out")]),
+            "{cli}"
+        );
+        assert!(
+            receipt["unixSockets"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("none")),
+            "{cli}: {receipt}"
+        );
+    }
+    // The mailbox went with the supervisor.
+    assert!(!std::path::Path::new(mailbox).exists(), "{cli}: {mailbox}");
 
     // Nothing of the worker or the adviser keeps running, and the adviser's snapshot is gone.
     let repo = rig.repo.path().to_string_lossy().into_owned();
@@ -771,8 +833,8 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
     );
 }
 
-/// Codex in its read-only sandbox reaches the supervisor's socket (its permission profile for
-/// nested advice) and gets the advice of another Codex, as isolated as itself.
+/// Codex in its read-only sandbox writes its mailbox's in/ (its permission profile for nested
+/// advice), and nothing else, and gets the advice of another Codex, as isolated as itself.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn codex_worker_gets_nested_advice_from_inside_its_sandbox() {
@@ -792,8 +854,8 @@ fn codex_worker_is_refused_a_less_isolated_adviser() {
     );
 }
 
-/// Claude Code's read-only bash sandbox (bubblewrap, no network) reaches the supervisor's
-/// socket and gets Codex's advice.
+/// Claude Code's read-only bash sandbox (bubblewrap, no network, no Unix socket) writes its
+/// mailbox's in/, and nothing else, and gets Codex's advice.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn claude_worker_gets_nested_advice_from_inside_its_sandbox() {

@@ -156,7 +156,7 @@ impl Draft {
                 obj.insert(
                     "supervisor".into(),
                     serde_json::json!({
-                        "endpoint": "unix-socket",
+                        "channel": "mailbox",
                         "tokenRefusals": finished.audit,
                         "tokenRefusalsDropped": finished.audit_dropped,
                     }),

@@ -79,7 +79,9 @@ impl Engine {
                     input.verb.as_str()
                 ))
             })?;
-            let socket_parent = self.runtime_dir().map_err(Ended::NotRun)?;
+            let mailbox_dir = self
+                .private_dir(PrivateDirKind::Mailboxes)
+                .map_err(|e| Ended::NotRun(format!("cannot create the mailbox directory: {e}")))?;
             let snapshot_dir = self
                 .private_dir(PrivateDirKind::Snapshots)
                 .map_err(|e| Ended::NotRun(format!("cannot create the snapshot directory: {e}")))?;
@@ -91,7 +93,7 @@ impl Engine {
                 started_at: &draft.result.timing.started_at,
                 started: draft.started,
                 handoff_exe: exe,
-                socket_parent,
+                mailbox_dir,
                 snapshot_dir,
                 cancel: cancel.clone(),
             })
@@ -257,8 +259,10 @@ impl Engine {
         let mut read_only = Vec::new();
         let mut writable_extra = Vec::new();
         if let Some(n) = nested {
+            // The mailbox: its answers readable, its `in/` the one writable path.
             read_only.push(n.handoff_exe.clone());
-            writable_extra.push(n.endpoint.clone());
+            read_only.push(n.mailbox.clone());
+            writable_extra.push(n.inbox());
         }
         let layout = crate::sandbox::Layout {
             worktree,

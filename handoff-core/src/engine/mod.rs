@@ -80,7 +80,7 @@ pub struct EngineOptions {
     /// library may name its own binary here if it calls [`crate::reaper::main_if_reaper`]
     /// first thing in `main`.
     pub handoff_exe: Option<Utf8PathBuf>,
-    /// The per-user runtime directory (root leases, supervisor sockets); `None`: the default
+    /// The per-user runtime directory (root leases); `None`: the default
     /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
     pub runtime_dir: Option<Utf8PathBuf>,
     /// Where live progress goes; `None` reads none.
@@ -225,7 +225,7 @@ impl Engine {
         Arc::clone(&self.workspace)
     }
 
-    /// The runtime directory of root leases and supervisor sockets:
+    /// The runtime directory of root leases:
     /// [`EngineOptions::runtime_dir`] (created 0700 if needed), else the per-user default.
     pub fn runtime_dir(&self) -> Result<Utf8PathBuf, String> {
         match &self.options.runtime_dir {

@@ -1,7 +1,7 @@
 //! The advice supervisor's pure core: the budgeted DAG of one root run ([`DagStore`]), the
 //! capability tokens that let a worker ask for nested advice ([`TokenBook`]) and grant
-//! attenuation ([`attenuate`]). No process, socket or file: the supervisor that serves nested
-//! requests is built on top of these.
+//! attenuation ([`attenuate`]), and the mailbox through which a worker reaches its supervisor
+//! ([`INBOX`], [`OUTBOX`]). The supervisor that serves nested requests is built on top of these.
 //!
 //! A nested request is handled as: [`TokenBook::check`] the token and nonce → [`attenuate`]
 //! the grants against the [`Capability`] → [`crate::confine`] the adviser's isolation against
@@ -14,11 +14,13 @@ mod client;
 mod clock;
 mod dag;
 mod grants;
+mod mailbox;
 mod server;
 mod token;
 mod wire;
 
 pub use client::ask_supervisor;
+pub use mailbox::{INBOX, OUTBOX};
 pub(crate) use server::{Finished, Supervisor, SupervisorSetup};
 pub use wire::{
     CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, MAX_CONTEXT_BYTES, MAX_REPLY_BYTES,

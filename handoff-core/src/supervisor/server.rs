@@ -1,24 +1,25 @@
-//! The supervisor of one root run: listens on a private Unix socket, admits nested advice
-//! requests into the budgeted DAG and runs each adviser through the same engine, on a
-//! read-only snapshot of the asking worker's worktree.
+//! The supervisor of one root run: watches the mailbox of every node that may ask (see
+//! [`super::mailbox`]), admits nested advice requests into the budgeted DAG and runs each
+//! adviser through the same engine, on a read-only snapshot of the asking worker's worktree.
 //!
-//! One request per connection: the client writes one [`NestedRequest`] line and reads one
-//! [`NestedReply`] line. The connection stays open while the adviser runs; if the client goes
-//! away (its worker was stopped), the adviser is cancelled. Nothing outlives the supervisor:
-//! [`Supervisor::shutdown`] cancels every adviser still running and waits for it.
+//! One request per file: the client posts one [`NestedRequest`] as `in/<nonce>.json` and reads
+//! one [`NestedReply`] from `out/<nonce>.json`. A request is bound to its mailbox: its token
+//! must be the one minted for that mailbox's node. The adviser is cancelled when the client
+//! withdraws the request (`in/<nonce>.cancel`: its worker was interrupted or gave up) and when
+//! the asking node ends. Nothing outlives the supervisor: [`Supervisor::shutdown`] cancels every
+//! adviser still running, waits for it, and the mailboxes go with the supervisor's directory.
 
 use std::collections::HashMap;
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::OsStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::dag::{DagError, DagStore, NodeRequest};
+use super::mailbox::{Mailbox, Taken, Watcher, Wd};
 use super::token::{Capability, TokenAudit, TokenBook};
 use super::wire::*;
 use crate::engine::{Engine, Launch, RunOutcome};
@@ -32,9 +33,6 @@ use crate::request::{BudgetLimits, DelegationMode, GrantsResolved, Request};
 /// Time kept back from a nested node's budget when the root deadline bounds it, so that its
 /// `timed_out` reply reaches the asking worker before the deadline stops that worker too.
 const REPLY_MARGIN: Duration = Duration::from_millis(500);
-
-/// How long a client may take to send its request line.
-const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What the supervisor knows of a node that may ask for advice.
 #[derive(Debug, Clone)]
@@ -52,13 +50,26 @@ struct NodeInfo {
     isolation: Isolation,
 }
 
+/// The mailbox of a node that may ask, with the requests it has in flight.
+struct Inbox {
+    /// The node whose worker posts here: the only node its requests may come from.
+    node: String,
+    mailbox: Mailbox,
+    wd: Wd,
+    /// Each request being served, by nonce: send `true` to cancel its adviser.
+    pending: Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
 struct Shared {
     engine: Engine,
     dag: Mutex<DagStore>,
     tokens: Mutex<TokenBook>,
     nodes: Mutex<HashMap<String, NodeInfo>>,
     handlers: Mutex<Vec<JoinHandle<()>>>,
-    endpoint: Utf8PathBuf,
+    /// Where the mailboxes are made (the supervisor's private directory).
+    mailboxes: Utf8PathBuf,
+    watcher: Watcher,
+    inboxes: Mutex<HashMap<Wd, Arc<Inbox>>>,
     handoff_exe: Utf8PathBuf,
     snapshots: Utf8PathBuf,
     deadline_unix_ms: u64,
@@ -73,9 +84,10 @@ pub(crate) struct Supervisor {
     accept: Option<JoinHandle<()>>,
     stop_tx: watch::Sender<bool>,
     forward: JoinHandle<()>,
-    _socket_dir: tempfile::TempDir,
+    _mailbox_dir: crate::private_dir::PrivateDir,
     _snapshot_dir: crate::private_dir::PrivateDir,
     root_context: SupervisorContext,
+    root_mailbox: Utf8PathBuf,
 }
 
 /// What is left once a supervisor has shut down.
@@ -97,29 +109,11 @@ pub(crate) struct SupervisorSetup<'a> {
     pub started_at: &'a str,
     pub started: std::time::Instant,
     pub handoff_exe: Utf8PathBuf,
-    /// Parent of the 0700 socket directory (short: socket paths are limited to 107 bytes).
-    pub socket_parent: Utf8PathBuf,
+    /// The private directory the mailboxes go in (held for the supervisor's life).
+    pub mailbox_dir: crate::private_dir::PrivateDir,
     /// The private directory advisers' snapshots go in (held for the supervisor's life).
     pub snapshot_dir: crate::private_dir::PrivateDir,
     pub cancel: watch::Receiver<bool>,
-}
-
-/// A new directory in `parent`, 0700 from the moment it exists (the umask can only take bits
-/// away, which the chmod gives back), removed when dropped.
-fn private_dir(parent: &Utf8Path, prefix: &str) -> std::io::Result<tempfile::TempDir> {
-    let private = std::fs::Permissions::from_mode(0o700);
-    let dir = tempfile::Builder::new()
-        .prefix(prefix)
-        .permissions(private.clone())
-        .tempdir_in(parent.as_std_path())?;
-    std::fs::set_permissions(dir.path(), private)?;
-    Ok(dir)
-}
-
-fn utf8(dir: &tempfile::TempDir) -> std::io::Result<Utf8PathBuf> {
-    Utf8Path::from_path(dir.path())
-        .map(Utf8Path::to_owned)
-        .ok_or_else(|| std::io::Error::other("the directory path is not UTF-8"))
 }
 
 fn unix_ms(at: time::OffsetDateTime) -> u64 {
@@ -127,7 +121,7 @@ fn unix_ms(at: time::OffsetDateTime) -> u64 {
 }
 
 impl Supervisor {
-    /// Creates the socket and the DAG, mints the root's token and starts serving.
+    /// Creates the root's mailbox and the DAG, mints the root's token and starts serving.
     pub(crate) fn start(setup: SupervisorSetup<'_>) -> Result<Supervisor, String> {
         let SupervisorSetup {
             engine,
@@ -137,30 +131,12 @@ impl Supervisor {
             started_at,
             started,
             handoff_exe,
-            socket_parent,
+            mailbox_dir,
             snapshot_dir,
             mut cancel,
         } = setup;
-        let socket_dir = private_dir(&socket_parent, "sup-").map_err(|e| {
-            format!("cannot create the supervisor directory in {socket_parent}: {e}")
-        })?;
-        let endpoint = utf8(&socket_dir).map_err(|e| e.to_string())?.join("s");
-        if endpoint.as_str().len() > 107 {
-            return Err(format!(
-                "the supervisor socket path {endpoint} is longer than 107 bytes"
-            ));
-        }
-        let listener = std::os::unix::net::UnixListener::bind(endpoint.as_std_path())
-            .and_then(|l| {
-                l.set_nonblocking(true)?;
-                Ok(l)
-            })
-            .and_then(UnixListener::from_std)
-            .map_err(|e| format!("cannot listen on {endpoint}: {e}"))?;
-        let _ = std::fs::set_permissions(
-            endpoint.as_std_path(),
-            std::fs::Permissions::from_mode(0o600),
-        );
+        let watcher =
+            Watcher::new().map_err(|e| format!("cannot watch the supervisor's mailboxes: {e}"))?;
 
         let root_isolation = crate::isolation::of_request(engine.registry(), root);
         let dag = DagStore::new(root, started_at, started).with_root_isolation(root_isolation);
@@ -179,9 +155,11 @@ impl Supervisor {
                 limits.max_nodes,
             )
             .map_err(|e| format!("cannot make the root's capability token: {e}"))?;
+        let root_inbox = open_inbox(&watcher, mailbox_dir.path(), &root.lineage.run_id)?;
+        let root_mailbox = root_inbox.mailbox.path().to_owned();
         let root_context = SupervisorContext {
             schema_version: CONTEXT_SCHEMA.into(),
-            endpoint: endpoint.to_string(),
+            mailbox: root_mailbox.to_string(),
             token: token.expose().to_owned(),
             caller_harness: root.target.harness.clone(),
             root_run_id: root.lineage.root_run_id.clone(),
@@ -221,22 +199,25 @@ impl Supervisor {
             tokens: Mutex::new(tokens),
             nodes: Mutex::new(nodes),
             handlers: Mutex::new(Vec::new()),
-            endpoint,
+            mailboxes: mailbox_dir.path().to_owned(),
+            inboxes: Mutex::new(HashMap::from([(root_inbox.wd, Arc::new(root_inbox))])),
+            watcher,
             handoff_exe,
             snapshots: snapshot_dir.path().to_owned(),
             deadline_unix_ms,
             limits,
             stop: stop_rx,
         });
-        let accept = tokio::spawn(accept_loop(Arc::clone(&shared), listener));
+        let accept = tokio::spawn(watch_loop(Arc::clone(&shared)));
         Ok(Supervisor {
             shared,
             accept: Some(accept),
             stop_tx,
             forward,
-            _socket_dir: socket_dir,
+            _mailbox_dir: mailbox_dir,
             _snapshot_dir: snapshot_dir,
             root_context,
+            root_mailbox,
         })
     }
 
@@ -245,10 +226,10 @@ impl Supervisor {
         &self.root_context
     }
 
-    /// The socket and binary the root worker must reach.
+    /// The mailbox and binary the root worker must reach.
     pub(crate) fn access(&self) -> crate::provider::NestedAccess {
         crate::provider::NestedAccess {
-            endpoint: self.shared.endpoint.clone(),
+            mailbox: self.root_mailbox.clone(),
             handoff_exe: self.shared.handoff_exe.clone(),
         }
     }
@@ -276,6 +257,11 @@ impl Supervisor {
             }
         }
         self.forward.abort();
+        let inboxes: Vec<Arc<Inbox>> = lock(&self.shared.inboxes).drain().map(|(_, i)| i).collect();
+        for inbox in inboxes {
+            self.shared.watcher.unwatch(inbox.wd);
+            inbox.mailbox.remove();
+        }
         let mut tokens = lock(&self.shared.tokens);
         tokens.revoke_all();
         Finished {
@@ -300,79 +286,180 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: UnixListener) {
+/// Makes a mailbox for `node` in `dir` and starts watching its `in/`.
+fn open_inbox(watcher: &Watcher, dir: &Utf8Path, node: &str) -> Result<Inbox, String> {
+    let mailbox =
+        Mailbox::create(dir).map_err(|e| format!("cannot create a mailbox in {dir}: {e}"))?;
+    let wd = match watcher.watch(&mailbox.inbox_path()) {
+        Ok(wd) => wd,
+        Err(e) => {
+            mailbox.remove();
+            return Err(format!("cannot watch the mailbox {}: {e}", mailbox.path()));
+        }
+    };
+    Ok(Inbox {
+        node: node.to_owned(),
+        mailbox,
+        wd,
+        pending: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Opens the mailbox of `node`, an adviser that may ask further, while it runs.
+fn add_inbox(shared: &Shared, node: &str) -> Result<Utf8PathBuf, String> {
+    let inbox = open_inbox(&shared.watcher, &shared.mailboxes, node)?;
+    let path = inbox.mailbox.path().to_owned();
+    lock(&shared.inboxes).insert(inbox.wd, Arc::new(inbox));
+    Ok(path)
+}
+
+/// Closes the mailbox of `node` once it has ended: what it asked and is still running is
+/// cancelled (nobody is left to read the answer), and the mailbox is removed.
+fn close_inbox(shared: &Shared, node: &str) {
+    let inbox = {
+        let mut inboxes = lock(&shared.inboxes);
+        let wd = inboxes
+            .iter()
+            .find(|(_, i)| i.node == node)
+            .map(|(wd, _)| *wd);
+        wd.and_then(|wd| inboxes.remove(&wd))
+    };
+    if let Some(inbox) = inbox {
+        shared.watcher.unwatch(inbox.wd);
+        for cancel in lock(&inbox.pending).values() {
+            let _ = cancel.send(true);
+        }
+        inbox.mailbox.remove();
+    }
+}
+
+/// Takes what arrives in the mailboxes until the supervisor stops. Taking an entry never
+/// blocks (see [`Mailbox::take`]); each request is then served by a task of its own.
+async fn watch_loop(shared: Arc<Shared>) {
     let mut stop = shared.stop.clone();
     loop {
-        tokio::select! {
-            conn = listener.accept() => {
-                let Ok((stream, _)) = conn else { continue };
-                let handler = tokio::spawn(serve_connection(Arc::clone(&shared), stream));
-                let mut handlers = lock(&shared.handlers);
-                handlers.retain(|h| !h.is_finished());
-                handlers.push(handler);
-            }
-            _ = stop.changed() => {
-                if *stop.borrow() {
-                    return;
+        let events = tokio::select! {
+            e = shared.watcher.next() => e,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let Ok(events) = events else { return };
+        for event in events {
+            if event.overflow {
+                // Events were lost: look at every entry of every mailbox again.
+                let inboxes: Vec<Arc<Inbox>> = lock(&shared.inboxes).values().cloned().collect();
+                for inbox in inboxes {
+                    for name in inbox.mailbox.names() {
+                        take(&shared, &inbox, &name, false);
+                    }
                 }
+                continue;
             }
+            let Some(name) = event.name else { continue };
+            let Some(inbox) = lock(&shared.inboxes).get(&event.wd).cloned() else {
+                continue;
+            };
+            take(&shared, &inbox, &name, event.created);
         }
     }
 }
 
-async fn serve_connection(shared: Arc<Shared>, stream: UnixStream) {
-    // Only processes of this user may talk to the supervisor.
-    let uid = nix::unistd::geteuid().as_raw();
-    match stream.peer_cred() {
-        Ok(cred) if cred.uid() == uid => {}
-        _ => return,
-    }
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
-    let mut line = Vec::new();
-    let mut limited = (&mut reader).take(MAX_REQUEST_BYTES as u64 + 1);
-    let read_line = limited.read_until(b'\n', &mut line);
-    let mut stop = shared.stop.clone();
-    // A client that never sends its request must not hold up the supervisor's shutdown.
-    let read = tokio::select! {
-        r = tokio::time::timeout(REQUEST_READ_TIMEOUT, read_line) => r,
-        _ = stop.wait_for(|s| *s) => return,
-    };
-    drop(limited);
-    let reply = match read {
-        Ok(Ok(_)) if line.len() > MAX_REQUEST_BYTES => {
-            refusal(
-                &shared,
-                None,
-                None,
-                format!("the request exceeds {MAX_REQUEST_BYTES} bytes"),
-            )
-            .await
+fn spawn_handler(
+    shared: &Arc<Shared>,
+    task: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let handler = tokio::spawn(task);
+    let mut handlers = lock(&shared.handlers);
+    handlers.retain(|h| !h.is_finished());
+    handlers.push(handler);
+}
+
+/// Takes the entry `name` of `inbox` and acts on it.
+fn take(shared: &Arc<Shared>, inbox: &Arc<Inbox>, name: &OsStr, created: bool) {
+    match inbox.mailbox.take(name, created) {
+        Taken::Nothing => {}
+        Taken::Cancel { nonce } => {
+            if let Some(cancel) = lock(&inbox.pending).get(&nonce) {
+                let _ = cancel.send(true);
+            }
         }
-        Ok(Ok(_)) => {
-            // The client closing its end while the adviser runs means its worker is gone.
-            let (gone_tx, gone_rx) = watch::channel(false);
-            let watcher = tokio::spawn(async move {
-                let mut sink = [0u8; 64];
-                loop {
-                    match reader.read(&mut sink).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) => {}
-                    }
+        Taken::Refused { nonce, why } => {
+            lock(&shared.tokens).record_malformed(&inbox.node, nonce.as_deref());
+            if let Some(nonce) = nonce {
+                let (shared2, inbox) = (Arc::clone(shared), Arc::clone(inbox));
+                spawn_handler(shared, async move {
+                    let reply = refusal(&shared2, None, None, why).await;
+                    answer(&inbox, &nonce, &reply);
+                });
+            }
+        }
+        Taken::Request { nonce, body } => {
+            let (cancel_tx, cancel_rx) = watch::channel(false);
+            let fresh = {
+                let mut pending = lock(&inbox.pending);
+                let fresh = !pending.contains_key(&nonce);
+                if fresh {
+                    pending.insert(nonce.clone(), cancel_tx);
                 }
-                let _ = gone_tx.send(true);
+                fresh
+            };
+            let (shared2, inbox) = (Arc::clone(shared), Arc::clone(inbox));
+            spawn_handler(shared, async move {
+                let reply = if fresh {
+                    let reply = serve_entry(&shared2, &inbox, &nonce, &body, cancel_rx).await;
+                    lock(&inbox.pending).remove(&nonce);
+                    reply
+                } else {
+                    // Its answer would land where the first one's goes.
+                    lock(&shared2.tokens).record_malformed(&inbox.node, Some(&nonce));
+                    let m = "a request with this nonce is already being served".to_owned();
+                    refusal(&shared2, None, None, m).await
+                };
+                answer(&inbox, &nonce, &reply);
             });
-            let reply = serve(&shared, &line, gone_rx).await;
-            watcher.abort();
-            reply
         }
-        Ok(Err(e)) => refusal(&shared, None, None, format!("cannot read the request: {e}")).await,
-        Err(_) => refusal(&shared, None, None, "no request arrived in time".into()).await,
-    };
-    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    }
+}
+
+/// Writes `reply` as the answer to `nonce` (dropped when the mailbox is already gone).
+fn answer(inbox: &Inbox, nonce: &str, reply: &NestedReply) {
+    let mut bytes = serde_json::to_vec(reply).unwrap_or_default();
     bytes.push(b'\n');
-    let _ = write.write_all(&bytes).await;
-    let _ = write.shutdown().await;
+    let _ = inbox.mailbox.answer(nonce, &bytes);
+}
+
+/// Serves one request read from `inbox`: it must parse, carry the nonce it is named after, and
+/// come from the mailbox's node.
+async fn serve_entry(
+    shared: &Shared,
+    inbox: &Inbox,
+    nonce: &str,
+    body: &[u8],
+    gone: watch::Receiver<bool>,
+) -> NestedReply {
+    let req: NestedRequest = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            lock(&shared.tokens).record_malformed(&inbox.node, Some(nonce));
+            return refusal(
+                shared,
+                None,
+                None,
+                format!("the nested request is not valid: {e}"),
+            )
+            .await;
+        }
+    };
+    if req.nonce != nonce {
+        lock(&shared.tokens).record_malformed(&inbox.node, Some(nonce));
+        return refusal(
+            shared,
+            None,
+            None,
+            "the request's nonce is not the name it was posted under".into(),
+        )
+        .await;
+    }
+    serve(shared, &inbox.node, req, gone).await
 }
 
 /// A refusal: nothing ran, no node was added. `caller`, when known, is echoed in the result.
@@ -418,19 +505,12 @@ fn input_of(req: &NestedRequest) -> RunInput {
     input
 }
 
-async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> NestedReply {
-    let req: NestedRequest = match serde_json::from_slice(line) {
-        Ok(r) => r,
-        Err(e) => {
-            return refusal(
-                shared,
-                None,
-                None,
-                format!("the nested request is not valid: {e}"),
-            )
-            .await;
-        }
-    };
+async fn serve(
+    shared: &Shared,
+    node: &str,
+    req: NestedRequest,
+    gone: watch::Receiver<bool>,
+) -> NestedReply {
     if req.schema_version != NESTED_REQUEST_SCHEMA {
         return refusal(
             shared,
@@ -443,9 +523,10 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
         )
         .await;
     }
-    // 1. The token and nonce (nothing is spent yet).
+    // 1. The token and nonce, and that the token is the mailbox's node's (nothing is spent
+    //    yet).
     let checked = lock(&shared.tokens)
-        .check(&req.token, &req.nonce)
+        .check_from(&req.token, &req.nonce, node)
         .map(|ticket| ticket.capability().clone());
     let capability = match checked {
         Ok(c) => c,
@@ -558,8 +639,9 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
     };
     let run_id = registered.node.run_id.clone();
 
-    // 4. The adviser's own capability, when it may ask further.
-    // A token the system cannot draw leaves the adviser unstarted (below), not the handler dead.
+    // 4. The adviser's own capability and mailbox, when it may ask further.
+    // A token the system cannot draw, or a mailbox it cannot make, leaves the adviser unstarted
+    // (below), not the handler dead.
     let child_context = if request.delegation.mode == DelegationMode::AdviceOnly {
         let capability = Capability {
             parent_run_id: run_id.clone(),
@@ -567,11 +649,14 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
             parent_grants: request.grants.resolved.clone(),
             parent_mcp_servers: request.grants.mcp.servers.clone(),
         };
-        let minted = lock(&shared.tokens).mint(capability, shared.limits.max_nodes);
-        minted.map(|token| {
+        let minted = lock(&shared.tokens)
+            .mint(capability, shared.limits.max_nodes)
+            .map_err(|e| format!("cannot make the adviser's capability token: {e}"));
+        let mailbox = minted.and_then(|token| Ok((token, add_inbox(shared, &run_id)?)));
+        mailbox.map(|(token, mailbox)| {
             Some(SupervisorContext {
                 schema_version: CONTEXT_SCHEMA.into(),
-                endpoint: shared.endpoint.to_string(),
+                mailbox: mailbox.to_string(),
                 token: token.expose().to_owned(),
                 caller_harness: request.target.harness.clone(),
                 root_run_id: request.lineage.root_run_id.clone(),
@@ -622,15 +707,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
         per_node
     };
     let outcome = match child_context {
-        Err(e) => {
-            shared
-                .engine
-                .nested_not_run(
-                    request,
-                    format!("cannot make the adviser's capability token: {e}"),
-                )
-                .await
-        }
+        Err(m) => shared.engine.nested_not_run(request, m).await,
         Ok(child_context) => {
             let workspace = shared.engine.workspace();
             let source = asked_cwd.clone();
@@ -648,8 +725,8 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
                         context: child_context.clone(),
                         access: child_context
                             .as_ref()
-                            .map(|_| crate::provider::NestedAccess {
-                                endpoint: shared.endpoint.clone(),
+                            .map(|c| crate::provider::NestedAccess {
+                                mailbox: Utf8PathBuf::from(&c.mailbox),
                                 handoff_exe: shared.handoff_exe.clone(),
                             }),
                         timeout,
@@ -681,6 +758,7 @@ async fn serve(shared: &Shared, line: &[u8], gone: watch::Receiver<bool>) -> Nes
         let _ = dag.terminalize(&run_id, outcome.result.status, Some(hash));
     }
     lock(&shared.tokens).revoke(&run_id);
+    close_inbox(shared, &run_id);
     let dest = snapshot_root.clone();
     let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dest)).await;
     reply(true, Some(run_id), &outcome)
@@ -763,6 +841,8 @@ pub(crate) fn nested_text(
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     /// The command line of the nested-advice prompt, run by `sh` with `AGENT` filled in, reaches
@@ -801,18 +881,6 @@ mod tests {
             String::from_utf8(out.stdout).unwrap(),
             format!("<advice><--harness><codex><--cwd><{cwd}><--instructions><->")
         );
-    }
-
-    #[test]
-    fn private_dirs_are_owner_only_and_removed_when_dropped() {
-        let parent = tempfile::tempdir().unwrap();
-        let parent = Utf8Path::from_path(parent.path()).unwrap();
-        let dir = private_dir(parent, "handoff-sv-").unwrap();
-        let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o700);
-        let path = dir.path().to_owned();
-        drop(dir);
-        assert!(!path.exists());
     }
 
     #[test]

@@ -85,6 +85,14 @@ pub enum TokenError {
     /// The ticket was issued by another book.
     #[error("the ticket was not issued by this supervisor")]
     ForeignTicket,
+    /// The token is genuine but arrived in another node's mailbox.
+    #[error("the capability token belongs to another node's mailbox")]
+    WrongMailbox,
+    /// The request could not be read as one: not a regular file of this user's, a symbolic
+    /// link, a FIFO, too large, not a nested request, or under a name that is not
+    /// `<nonce>.json`. No token was looked at.
+    #[error("the mailbox entry is not a readable nested request")]
+    Malformed,
 }
 
 /// One refused attempt.
@@ -95,7 +103,8 @@ pub struct TokenAudit {
     pub at: String,
     /// Why.
     pub rejection: TokenError,
-    /// The node the token was minted for, when the token was genuine.
+    /// The node the token was minted for, when the token was genuine; for a malformed request,
+    /// the node whose mailbox it arrived in.
     pub parent_run_id: Option<String>,
     /// The nonce, when it was well-formed.
     pub nonce: Option<String>,
@@ -226,6 +235,36 @@ impl TokenBook {
             nonce: nonce.to_owned(),
             capability,
         })
+    }
+
+    /// [`check`](Self::check), and that the token was minted for `node`: the node whose
+    /// mailbox the request arrived in ([`TokenError::WrongMailbox`] otherwise, audited).
+    pub fn check_from(
+        &mut self,
+        token: &str,
+        nonce: &str,
+        node: &str,
+    ) -> Result<Ticket, TokenError> {
+        let ticket = self.check(token, nonce)?;
+        if ticket.capability.parent_run_id != node {
+            return Err(self.refuse(TokenError::WrongMailbox, Some(ticket.entry), nonce));
+        }
+        Ok(ticket)
+    }
+
+    /// Records a request refused before any token was looked at ([`TokenError::Malformed`]),
+    /// under the node whose mailbox it arrived in and its nonce when its name gave one.
+    pub fn record_malformed(&mut self, node: &str, nonce: Option<&str>) {
+        if self.audit.len() >= AUDIT_LIMIT {
+            self.audit_dropped += 1;
+            return;
+        }
+        self.audit.push(TokenAudit {
+            at: now_iso(),
+            rejection: TokenError::Malformed,
+            parent_run_id: Some(node.to_owned()),
+            nonce: nonce.filter(|n| nonce_ok(n)).map(str::to_owned),
+        });
     }
 
     /// Spends one use of the ticket's token and records its nonce. Call it only once the
@@ -405,6 +444,30 @@ mod tests {
         let book_dbg = format!("{book:?}");
         assert!(!book_dbg.contains(&a.expose()[TOKEN_PREFIX.len()..]));
         assert_eq!(book.root_run_id(), "run-root");
+    }
+
+    #[test]
+    fn a_token_is_accepted_only_from_its_nodes_mailbox() {
+        let (mut book, token) = book_with(5);
+        assert!(book.check_from(token.expose(), "n1", "run-root").is_ok());
+        assert_eq!(
+            book.check_from(token.expose(), "n2", "run-other")
+                .unwrap_err(),
+            TokenError::WrongMailbox
+        );
+        book.record_malformed("run-root", Some("../x"));
+        book.record_malformed("run-root", Some("n3"));
+        let audit = book.audit();
+        assert_eq!(audit.len(), 3);
+        assert_eq!(audit[0].rejection, TokenError::WrongMailbox);
+        assert_eq!(audit[0].parent_run_id.as_deref(), Some("run-root"));
+        assert_eq!(audit[1].rejection, TokenError::Malformed);
+        assert_eq!(audit[1].nonce.as_deref(), Some("../x"));
+        assert_eq!(audit[2].nonce.as_deref(), Some("n3"));
+        assert_eq!(
+            serde_json::to_value(TokenError::WrongMailbox).unwrap(),
+            "wrong_mailbox"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What travels between a worker and its root's supervisor: the context a worker receives in
-//! `HANDOFF_SUPERVISOR_CONTEXT`, and the one request / one reply exchanged over the supervisor's
-//! Unix socket (each one JSON line).
+//! `HANDOFF_SUPERVISOR_CONTEXT`, and the one request / one reply exchanged through the node's
+//! mailbox (each one JSON file, see [`super::mailbox`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,24 +18,25 @@ pub const NESTED_REQUEST_SCHEMA: &str = "handoff.supervisor-request.v1";
 pub const NESTED_REPLY_SCHEMA: &str = "handoff.supervisor-reply.v1";
 /// Largest context accepted, in bytes.
 pub const MAX_CONTEXT_BYTES: usize = 16_384;
-/// Largest request frame accepted, in bytes (instructions ≤ 2,000,000 plus the rest).
+/// Largest request file accepted, in bytes (instructions ≤ 2,000,000 plus the rest).
 pub const MAX_REQUEST_BYTES: usize = 2_300_000;
-/// Largest reply frame accepted, in bytes.
+/// Largest reply file accepted, in bytes.
 pub const MAX_REPLY_BYTES: usize = 4_000_000;
 /// How long a nested client waits past the root deadline before giving up (the supervisor
 /// stops every node at the deadline; this covers the reply's way back).
 pub const CLIENT_GRACE_MS: u64 = 15_000;
 
-/// What a worker allowed to ask for advice receives: where its supervisor listens and the
+/// What a worker allowed to ask for advice receives: its mailbox to the supervisor and the
 /// capability that authorizes it. Bounded to [`MAX_CONTEXT_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SupervisorContext {
     /// Always [`CONTEXT_SCHEMA`].
     pub schema_version: String,
-    /// Absolute path of the supervisor's Unix socket (in a 0700 directory of the user's).
-    #[schemars(length(min = 2, max = 107))]
-    pub endpoint: String,
+    /// Absolute path of the worker's mailbox (a 0700 directory of the user's): requests go to
+    /// its `in/`, answers come in its `out/`.
+    #[schemars(length(min = 2, max = 4096))]
+    pub mailbox: String,
     /// The capability token (`hcap_` + 64 hex digits). A secret.
     #[schemars(regex(pattern = r"^hcap_[0-9a-f]{64}$"))]
     pub token: String,
@@ -54,7 +55,7 @@ pub struct SupervisorContext {
 }
 
 impl SupervisorContext {
-    /// Parses and checks a context: size, exact keys, version, absolute endpoint, token shape.
+    /// Parses and checks a context: size, exact keys, version, absolute mailbox, token shape.
     pub fn parse(text: &str) -> Result<SupervisorContext, String> {
         if text.len() > MAX_CONTEXT_BYTES {
             return Err(format!("{CONTEXT_ENV} exceeds {MAX_CONTEXT_BYTES} bytes"));
@@ -67,9 +68,9 @@ impl SupervisorContext {
                 quote(&c.schema_version)
             ));
         }
-        if !c.endpoint.starts_with('/') || c.endpoint.len() > 107 {
+        if !c.mailbox.starts_with('/') || c.mailbox.len() > 4096 {
             return Err(format!(
-                "{CONTEXT_ENV} endpoint must be an absolute socket path of at most 107 bytes"
+                "{CONTEXT_ENV} mailbox must be an absolute path of at most 4096 bytes"
             ));
         }
         if !c.token.starts_with(super::TOKEN_PREFIX) {
@@ -96,8 +97,9 @@ pub struct NestedRequest {
     pub schema_version: String,
     /// The capability token from the context.
     pub token: String,
-    /// A fresh random value per request (replay protection).
-    #[schemars(length(min = 1, max = 128))]
+    /// A fresh random value per request (replay protection): 1 to 128 characters of
+    /// `[A-Za-z0-9_-]`, the request's name in the mailbox.
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9_-]{1,128}$"))]
     pub nonce: String,
     /// Must be `advice`.
     pub operation: Operation,
