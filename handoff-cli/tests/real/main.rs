@@ -686,8 +686,9 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
         .tool_output(probe_id)
         .unwrap_or_else(|| panic!("{cli}: no output of the sandbox probe: {}", run.json));
     assert!(probed.contains("PROBE-MAILBOX=/"), "{cli}: {probed}");
-    if cli != "opencode" {
-        // The sandbox opens the mailbox's in/ and nothing else: no socket.
+    {
+        // The sandbox (OpenCode's: handoff's own) opens the mailbox's in/ and nothing else:
+        // no socket.
         for want in [
             "PROBE-IN-WRITABLE",
             "PROBE-OUT-CLOSED",
@@ -794,7 +795,7 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
         probed.contains(&format!("PROBE-MAILBOX={mailbox}")),
         "{cli}: {probed}"
     );
-    if cli != "opencode" {
+    {
         assert_eq!(
             receipt["writable"],
             serde_json::json!([format!("{mailbox}/in")]),
@@ -867,5 +868,125 @@ fn claude_worker_gets_nested_advice_from_inside_its_sandbox() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn opencode_worker_gets_nested_advice() {
-    worker_gets_nested_advice("opencode", "codex");
+    // Under handoff's sandbox OpenCode reads only the worktree and its processes die with a
+    // PID namespace: an OpenCode adviser (sandboxed alike) is at least as isolated.
+    worker_gets_nested_advice("opencode", "opencode");
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn opencode_worker_is_refused_a_less_isolated_adviser() {
+    // Codex's sandbox reads the whole disk.
+    worker_is_refused_nested_advice(
+        "opencode",
+        "codex",
+        "filesystem read anywhere (caller: worktree)",
+    );
+}
+
+/// A Claude Code or Codex review worker asks an OpenCode adviser whose model is hostile: its
+/// shell tries to append to `~/.bashrc`, to write into the asking worktree and to create a
+/// file outside the repository. OpenCode has no sandbox of its own; under handoff's it is at
+/// least as isolated as the worker, so it is admitted, and none of the writes lands.
+fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
+    let only = clis();
+    if !only.contains(&cli) || !only.contains(&"opencode") {
+        return;
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("hhostile")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let outside = scratch.path().join("outside.txt");
+    let script = Script::text("unused");
+    let rig = Rig::new(cli, script);
+    // The adviser's command names the asking worktree and the user's home literally.
+    let asker = rig.repo.path().to_path_buf();
+    rig.server.set_script(Script::route(
+        [(
+            "Operation: advice",
+            Script::new([
+                Step::shell(format!(
+                    "echo pwned >> {real_bashrc}; echo x > {outside}; echo x > {planted}",
+                    real_bashrc = rig.root.join("home/.bashrc").display(),
+                    outside = outside.display(),
+                    planted = asker.join("planted.txt").display(),
+                )),
+                Step::provider_answer(ADVICE_TEXT),
+            ]),
+        )],
+        Script::new([
+            Step::nested_advice("opencode", "Is the README accurate?"),
+            Step::provider_answer(WORKER_TEXT),
+        ]),
+    ));
+    std::fs::create_dir_all(rig.root.join("home")).unwrap();
+    std::fs::write(rig.root.join("home/.bashrc"), "# the user's\n").unwrap();
+    let run = rig.run_with_advice("review", &["--timeout-ms", "240000"]);
+    assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
+    assert_eq!(run.json["output"]["response"], WORKER_TEXT, "{}", run.json);
+    let nodes = run.json["dag"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        nodes.len(),
+        2,
+        "{cli}: the adviser was not admitted: {}",
+        run.json["dag"]
+    );
+    let adviser = &nodes[1];
+    assert_eq!(adviser["targetHarness"], "opencode", "{adviser}");
+    assert_eq!(adviser["isolation"]["enforcement"], "handoff", "{adviser}");
+    assert!(
+        rig.server
+            .model_calls()
+            .iter()
+            .any(|r| r.route.as_deref() == Some("Operation: advice")),
+        "{cli}: the adviser never reached the model"
+    );
+    // The adviser's shell ran, and nothing it tried landed.
+    let (call_id, _) = rig
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.route.as_deref() == Some("Operation: advice"))
+        .find_map(|r| match r.reply {
+            Reply::ToolCall { call_id, input, .. } if input.to_string().contains("planted.txt") => {
+                Some((call_id, input))
+            }
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{cli}: the adviser never called its shell: {}", run.json));
+    let shell_output = rig
+        .server
+        .tool_output(&call_id)
+        .unwrap_or_else(|| panic!("{cli}: the adviser's shell output never came back"));
+    eprintln!("[{cli}] the hostile adviser's shell said: {shell_output}");
+    assert_eq!(
+        std::fs::read_to_string(rig.root.join("home/.bashrc")).unwrap(),
+        "# the user's\n"
+    );
+    assert!(
+        !outside.exists(),
+        "{cli}: a file outside the repository was created"
+    );
+    assert!(
+        !asker.join("planted.txt").exists(),
+        "{cli}: the asking worktree was written"
+    );
+    assert_eq!(run.json["git"]["changed"], false, "{}", run.json["git"]);
+    drop(scratch);
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn claude_worker_asks_a_hostile_opencode_adviser_and_nothing_changes() {
+    worker_asks_a_hostile_opencode_adviser("claude");
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_worker_asks_a_hostile_opencode_adviser_and_nothing_changes() {
+    worker_asks_a_hostile_opencode_adviser("codex");
 }
