@@ -143,6 +143,92 @@ pub fn bench(args: &[String]) -> Result<()> {
         "(median of {runs} interleaved runs after one warm-up each; `vs git` is handoff / git status)"
     );
     reaper_cost(&handoff, runs * 10)?;
+    sandbox_cost(&handoff, runs * 4)?;
+    Ok(())
+}
+
+/// What handoff's own sandbox costs a run: `handoff run` of a fake OpenCode review (no model,
+/// no change) with a working `bwrap` on `PATH` and with a stub that makes the sandbox
+/// unavailable, `runs` times each, interleaved. The difference is everything the sandbox adds:
+/// proving `bwrap` once per process, the git paths to protect, the namespaces, the shell
+/// wrapper and the attempt to import the run's session.
+fn sandbox_cost(handoff: &Path, runs: usize) -> Result<()> {
+    use handoff_testkit::FakeAgents;
+    use handoff_testkit::keys::MODE;
+
+    if !["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        println!("sandbox: bwrap is not installed; not measured");
+        return Ok(());
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("handoff-bench-sandbox-")
+        .tempdir()?;
+    let root = tmp.path();
+    let confined = FakeAgents::install(&root.join("confined"));
+    let unconfined = FakeAgents::install(&root.join("unconfined")).with_sandbox_tools();
+    for agents in [&confined, &unconfined] {
+        agents.set(MODE, "no-change");
+    }
+    let repo = handoff_testkit::ScratchRepo::new();
+    let home = root.join("home");
+    std::fs::create_dir_all(&home)?;
+    let instructions = root.join("instructions.txt");
+    std::fs::write(&instructions, "Review the change.")?;
+    let once = |agents: &FakeAgents| -> Result<(Duration, String)> {
+        let start = Instant::now();
+        let out = Command::new(handoff)
+            .env_clear()
+            .env("PATH", agents.path_env())
+            .env("HOME", &home)
+            .env("LANG", "C.UTF-8")
+            .args(["run", "--caller-harness", "claude", "--harness", "opencode"])
+            .args(["--mode", "review", "--cwd"])
+            .arg(repo.path())
+            .arg("--instructions")
+            .arg(&instructions)
+            .stdin(Stdio::null())
+            .output()?;
+        let elapsed = start.elapsed();
+        let json: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        if json["status"] != "succeeded" {
+            bail!(
+                "the fake OpenCode review did not succeed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let enforcement = json["policy"]["sandbox"]["enforcement"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        Ok((elapsed, enforcement))
+    };
+    let (_, with) = once(&confined)?;
+    let (_, without) = once(&unconfined)?;
+    if with != "handoff" || without != "none" {
+        bail!("expected the sandbox with bwrap and none with the stub, got {with} / {without}");
+    }
+    let mut inside = Vec::with_capacity(runs);
+    let mut outside = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        inside.push(once(&confined)?.0);
+        outside.push(once(&unconfined)?.0);
+    }
+    inside.sort();
+    outside.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let (i, o) = (inside[runs / 2], outside[runs / 2]);
+    println!(
+        "sandbox: a fake OpenCode review takes {:.1} ms unconfined, {:.1} ms under handoff's \
+         sandbox: +{:.1} ms per run (median of {runs}; target ≤ 50 ms)",
+        ms(o),
+        ms(i),
+        ms(i) - ms(o)
+    );
     Ok(())
 }
 
