@@ -112,6 +112,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         "config": config_report,
         "taskStore": store_report,
         "runtimeDir": runtime,
+        "sandbox": caps.sandbox,
         "agents": agents,
         "plugin": plugins,
     });
@@ -169,6 +170,20 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
         writeln!(out, "runtime     {}", s(&d["path"]))?;
     } else {
         writeln!(out, "runtime     BROKEN: {}", s(&d["error"]))?;
+    }
+    let b = &r["sandbox"];
+    if b["available"] == true {
+        writeln!(
+            out,
+            "sandbox     bubblewrap {} (for OpenCode)",
+            s(&b["path"])
+        )?;
+    } else {
+        writeln!(
+            out,
+            "sandbox     unavailable: no working bwrap on PATH, OpenCode runs unconfined \
+             (Debian: apt-get install bubblewrap)"
+        )?;
     }
     writeln!(out, "agents")?;
     for a in r["agents"].as_array().into_iter().flatten() {

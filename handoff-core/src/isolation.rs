@@ -366,8 +366,9 @@ pub fn confine(caller: &Isolation, configured: Isolation) -> Confinement {
     if weaker.is_empty() {
         return Confinement::AsConfigured(configured);
     }
-    // handoff's own sandbox (bubblewrap / sandbox-exec around the CLI) is to be tried here,
-    // before refusing: an adviser it makes strong enough runs under `Enforcement::Handoff`.
+    // An agent that runs under handoff's own sandbox (OpenCode) is ranked with it by its
+    // adapter already. Wrapping a CLI that has a sandbox of its own (Codex, Claude Code) in
+    // handoff's as well, to make it strong enough here, is not done: it is refused.
     Confinement::Refused(weaker)
 }
 
