@@ -156,3 +156,71 @@ fn without_a_working_bubblewrap_the_run_is_unconfined_and_says_so() {
         "unconfined, the shell writes outside the worktree"
     );
 }
+
+#[test]
+fn a_claude_worker_gets_advice_from_opencode_under_handoffs_sandbox_and_nothing_lands() {
+    let sb = confined();
+    sb.record();
+    let wt = sb.repo.path().to_path_buf();
+    let bashrc = sb.root.join("home/.bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let outside = sb.root.join("outside.txt");
+    // Only the adviser (whose supervisor context names OpenCode as the asker) attacks.
+    let script = format!(
+        "case \"$HANDOFF_SUPERVISOR_CONTEXT\" in *'\"callerHarness\":\"opencode\"'*) \
+         echo pwned >> {bashrc}; echo x > {outside}; echo x > {planted};; esac",
+        bashrc = q(&bashrc),
+        outside = q(&outside),
+        planted = q(&wt.join("planted.txt")),
+    );
+    sb.agents.set(SHELL, &script);
+    sb.agents.set(handoff_testkit::keys::ADVICE, "opencode");
+    let ins = sb.instructions("Review; ask OpenCode for advice.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "run-with-advice",
+        "--caller-harness",
+        "codex",
+        "--harness",
+        "claude",
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let nodes = run.json["dag"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{}", run.json["dag"]);
+    let adviser = &nodes[1];
+    assert_eq!(adviser["targetHarness"], "opencode");
+    assert_eq!(adviser["state"], "succeeded", "{adviser}");
+    assert_eq!(adviser["isolation"]["enforcement"], "handoff", "{adviser}");
+    assert_eq!(
+        adviser["isolation"]["process"], "pid-namespace",
+        "{adviser}"
+    );
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(!outside.exists());
+    assert!(!wt.join("planted.txt").exists());
+    assert_eq!(run.json["git"]["changed"], false);
+    // The adviser's shell did run and was refused: its errors reached the worker in the
+    // adviser's result.
+    let worker = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .find(|r| r.get("nested").is_some())
+        .expect("the worker's record");
+    let stdout = worker["nested"][0]["stdout"].as_str().unwrap_or_default();
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let stderr = result["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(stderr.contains("shell command ended"), "{stderr}");
+    assert!(
+        stderr.contains("No such file or directory") || stderr.contains("Read-only file system"),
+        "{stderr}"
+    );
+}
