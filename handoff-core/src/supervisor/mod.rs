@@ -16,6 +16,7 @@ mod dag;
 mod grants;
 mod server;
 mod token;
+mod view;
 mod wire;
 
 pub use client::ask_supervisor;
