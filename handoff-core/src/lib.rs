@@ -127,5 +127,5 @@ pub use transcript::{
 };
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,
-    Workspace, WorkspaceError, WorktreeLocation,
+    Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
 };

@@ -68,7 +68,13 @@ pub struct HandoffResult {
     /// How the agent's processes were contained, once it started.
     #[serde(default)]
     pub processes: Option<Processes>,
-    /// For a nested adviser: the read-only snapshot it ran on (the asked `cwd` maps into it).
+    /// For a nested adviser: what it worked on, `live` (the asking worker's own worktree, read
+    /// only: `git` then fingerprints that worktree, and any change to it during the run, even
+    /// one the adviser did not make, fails the advice) or `snapshot` (a read-only copy, below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<crate::workspace::WorktreeView>,
+    /// For a nested adviser on a snapshot: the read-only snapshot it ran on (the asked `cwd`
+    /// maps into it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<crate::workspace::Snapshot>,
     /// Human diagnostics, redacted and bounded.
@@ -317,6 +323,10 @@ pub struct DagNode {
     pub finished_at: Option<String>,
     /// The isolation it ran under (null when its agent is not registered).
     pub isolation: Option<crate::isolation::Isolation>,
+    /// For a nested node: whether its adviser worked on the asking node's live worktree or on a
+    /// snapshot of it (absent for the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<crate::workspace::WorktreeView>,
 }
 
 /// State of a DAG node.

@@ -62,6 +62,29 @@ pub struct WorktreeLocation {
     pub branch: Option<String>,
 }
 
+/// What a nested adviser works on: the asking node's own worktree, or a copy of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorktreeView {
+    /// The asking node's worktree itself, which the adviser's sandbox cannot write (its
+    /// filesystem write level is `none` or `temp`). Its fingerprints before and after the
+    /// adviser's run must be equal: a change made meanwhile, by anyone, fails the advice.
+    Live,
+    /// A read-only copy made by [`Workspace::snapshot`], for an adviser that could write the
+    /// worktree it runs in.
+    Snapshot,
+}
+
+impl WorktreeView {
+    /// The view as it reads in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorktreeView::Live => "live",
+            WorktreeView::Snapshot => "snapshot",
+        }
+    }
+}
+
 /// A read-only copy of a worktree's state, made by [`Workspace::snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -140,6 +140,9 @@
 //!    first 200 characters of its `output.response` (left out, with its space, when absent).
 //! 3. `HANDOFF_FAKE_WAIT_FILE=<path>`: polls every 20 ms until `<path>` exists.
 //!
+//! An advice run (an `Operation: advice` prompt) then sleeps `HANDOFF_FAKE_ADVICE_DELAY_MS`
+//! milliseconds, when set, before it answers.
+//!
 //! With `HANDOFF_FAKE_ADVICE` set, the invocation record gains `"nestedCommand"` (the trimmed
 //! template line, or `null`) and `"nested"`: one `{"target", "command", "exitCode", "stdout",
 //! "stderrTail", "durationMs"}` per call (`command` as run; `exitCode` `null` when killed by a
@@ -168,9 +171,9 @@ pub use ssh::SshHost;
 /// The switches the fake reads (environment variables or `fake-agent.env` lines).
 pub mod keys {
     pub use crate::fake::settings::{
-        ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
-        ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, HELP, KILL_PARENT, MODE,
-        PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR, SHELL, VERSION,
-        WAIT_FILE,
+        ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
+        CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, HELP,
+        KILL_PARENT, MODE, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR,
+        SHELL, VERSION, WAIT_FILE,
     };
 }

@@ -11,12 +11,16 @@
 //!   costs),
 //!
 //! each after one warm-up run, interleaved run by run, plus each one's peak RSS (through
-//! `/usr/bin/time`, when it is there). Then what the reaper adds to starting an agent:
-//! `/bin/true` directly and under `handoff __reap`.
+//! `/usr/bin/time`, when it is there). Then how long a nested adviser takes to start on each
+//! repository (see [`adviser`]): on the live worktree and on a snapshot. Then what the
+//! reaper adds to starting an agent: `/bin/true` directly and under `handoff __reap`.
 //!
 //! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
 //! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
-//! `handoff` binary; default: `cargo build --release -p handoff-cli`).
+//! `handoff` binary; default: `cargo build --release -p handoff-cli`), `--only SECTION`
+//! (`fingerprint`, `adviser` or `reaper`: that section alone).
+
+mod adviser;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -43,6 +47,7 @@ pub fn bench(args: &[String]) -> Result<()> {
     let mut runs = 5usize;
     let mut dir: Option<PathBuf> = None;
     let mut handoff: Option<PathBuf> = None;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
@@ -57,12 +62,21 @@ pub fn bench(args: &[String]) -> Result<()> {
             "--runs" => runs = value()?.parse().context("--runs takes a number")?,
             "--dir" => dir = Some(PathBuf::from(value()?)),
             "--handoff" => handoff = Some(PathBuf::from(value()?)),
+            "--only" => {
+                let section = value()?;
+                if !SECTIONS.contains(&section.as_str()) {
+                    bail!("--only takes one of {}", SECTIONS.join(", "));
+                }
+                only = Some(section.clone());
+            }
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask bench [--sizes 10000,100000] \
-                 [--runs N] [--dir DIR] [--handoff PATH]"
+                 [--runs N] [--dir DIR] [--handoff PATH] [--only {}]",
+                SECTIONS.join("|")
             ),
         }
     }
+    let section = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let runs = runs.max(1);
     let handoff = match handoff {
         Some(path) => path,
@@ -86,18 +100,44 @@ pub fn bench(args: &[String]) -> Result<()> {
         }
     };
 
+    if section("fingerprint") {
+        fingerprints(&handoff, &base, &sizes, runs, time_v)?;
+    }
+    if section("adviser") {
+        adviser::adviser_start(&handoff, &base, &sizes, runs)?;
+    }
+    if section("reaper") {
+        reaper_cost(&handoff, runs * 10)?;
+    }
+    if section("sandbox") {
+        sandbox_cost(&handoff, runs * 4)?;
+    }
+    Ok(())
+}
+
+/// The sections `--only` can name, in the order they run.
+const SECTIONS: [&str; 4] = ["fingerprint", "adviser", "reaper", "sandbox"];
+
+/// `handoff fingerprint`, `git status` and a full hash, clean and with 1% of the files modified.
+fn fingerprints(
+    handoff: &Path,
+    base: &Path,
+    sizes: &[usize],
+    runs: usize,
+    time_v: bool,
+) -> Result<()> {
     println!(
         "{:>8}  {:<9} {:>12} {:>12} {:>12} {:>9}   peak RSS MiB (handoff / git / full)",
         "files", "state", "handoff", "git status", "full hash", "vs git"
     );
-    for &files in &sizes {
+    for &files in sizes {
         let repo = base.join(format!("repo-{files}"));
         eprintln!("==> generating {files} files in {}", repo.display());
         generate(&repo, files)?;
         let tools = [
             Tool {
                 name: "handoff fingerprint",
-                program: handoff.clone(),
+                program: handoff.to_owned(),
                 args: vec!["fingerprint".into(), "--cwd".into(), path_arg(&repo)?],
             },
             Tool {
@@ -107,7 +147,7 @@ pub fn bench(args: &[String]) -> Result<()> {
             },
             Tool {
                 name: "full hash",
-                program: handoff.clone(),
+                program: handoff.to_owned(),
                 args: vec![
                     "fingerprint".into(),
                     "--full-hash".into(),
@@ -142,8 +182,6 @@ pub fn bench(args: &[String]) -> Result<()> {
     println!(
         "(median of {runs} interleaved runs after one warm-up each; `vs git` is handoff / git status)"
     );
-    reaper_cost(&handoff, runs * 10)?;
-    sandbox_cost(&handoff, runs * 4)?;
     Ok(())
 }
 

@@ -1,14 +1,15 @@
 //! Nested advice end to end: a root run with advice, its worker (the fake agent) calling
 //! `handoff advice` through the command its prompt names, the supervisor admitting each request
-//! into the budgeted DAG and running the adviser on a snapshot of the worktree.
+//! into the budgeted DAG and running the adviser on the worker's worktree, read-only (live), or
+//! on a snapshot of it when the adviser could write.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use handoff_testkit::keys::{
-    ADVICE, ADVICE_ARGS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE, MODE,
-    READY_FILE, WAIT_FILE,
+    ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
+    MODE, READY_FILE, WAIT_FILE,
 };
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -193,9 +194,10 @@ fn admitted_for(worker: &str) -> &'static [&'static str] {
 }
 
 /// Every agent as a worker asks every agent for advice (six calls per root, 36 in all); an
-/// adviser no less isolated than the worker runs on a snapshot, is recorded in the DAG with the
-/// worker as derived caller, and its reply is the result the DAG hashed; a weaker one is
-/// refused (exit 5) naming the dimensions, and nothing of it runs.
+/// adviser no less isolated than the worker runs on the live worktree when it cannot write it
+/// (else on a snapshot), is recorded in the DAG with the worker as derived caller and its view,
+/// and its reply is the result the DAG hashed; a weaker one is refused (exit 5) naming the
+/// dimensions, and nothing of it runs.
 #[test]
 fn every_worker_asks_every_target() {
     for worker_agent in AGENTS {
@@ -251,8 +253,18 @@ fn every_worker_asks_every_target() {
             assert_eq!(result["lineage"]["depth"], 1);
             assert_eq!(result["grants"]["resolved"]["write"], false);
             assert_eq!(result["git"]["changed"], false);
+            // Only Kiro and OpenCode with a shell could write the worktree they run in.
+            let live = !matches!(target.as_str(), "kiro" | "opencode");
+            let view = if live { "live" } else { "snapshot" };
+            assert_eq!(result["view"], view, "{worker_agent}→{target}: {result:#}");
             let snap = &result["snapshot"];
-            assert_eq!(snap["sourceRoot"], sb.cwd().as_str());
+            if live {
+                assert!(snap.is_null(), "{result:#}");
+                assert_eq!(result["git"]["before"]["root"], sb.cwd().as_str());
+            } else {
+                assert_eq!(snap["sourceRoot"], sb.cwd().as_str());
+                assert_eq!(result["git"]["before"]["root"], snap["root"]);
+            }
             assert!(
                 result["output"]["response"]
                     .as_str()
@@ -266,6 +278,7 @@ fn every_worker_asks_every_target() {
             assert_eq!(node["callerHarness"], worker_agent);
             assert_eq!(node["parentRunId"], root_id.as_str());
             assert_eq!(node["requestHash"], result["requestHash"]);
+            assert_eq!(node["view"], view);
             let raw = w["nested"]
                 .as_array()
                 .unwrap()
@@ -274,10 +287,15 @@ fn every_worker_asks_every_target() {
                 .and_then(|c| c["stdout"].as_str())
                 .unwrap();
             assert_eq!(node["resultHash"], sha256_tagged(raw.as_bytes()).as_str());
-            // The snapshot is gone once the adviser finished.
-            assert!(!std::path::Path::new(snap["root"].as_str().unwrap()).exists());
+            if live {
+                assert!(std::path::Path::new(&sb.cwd()).is_dir());
+            } else {
+                // The snapshot is gone once the adviser finished.
+                assert!(!std::path::Path::new(snap["root"].as_str().unwrap()).exists());
+            }
         }
         assert_eq!(run.json["dag"]["status"], "succeeded");
+        assert!(nodes[0].get("view").is_none(), "the root has no view");
         assert_dag_consistent(&run.json["dag"]);
         // The worker's evidence carries each adviser's answer.
         let evidence = run.json["output"]["evidence"].as_array().unwrap();
@@ -663,11 +681,134 @@ fn an_adviser_without_a_shell_can_be_admitted() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Snapshots
+// The adviser's view: the live worktree or a snapshot
 // ---------------------------------------------------------------------------------------------
 
-/// A building worker with uncommitted work asks for advice: the adviser sees that work in its
-/// snapshot, changes nothing, and succeeds; the worker's own change is still verified.
+/// The prompt line every adviser's prompt has (see `handoff_core::prompt`).
+const ADVICE_PROMPT: &str = "Operation: advice\n";
+
+/// Starts a with-advice `mode` root on `worker_agent` whose worker asks each of `targets`, every
+/// adviser taking `delay_ms` before it answers.
+fn slow_advice(
+    worker_agent: &str,
+    mode: &str,
+    targets: &str,
+    delay_ms: u64,
+) -> (Sandbox, std::process::Child) {
+    let sb = advising(targets);
+    sb.agents.set(ADVICE_DELAY_MS, delay_ms.to_string());
+    let args = root_args(&sb, "run-with-advice", worker_agent, Some(mode), &[]);
+    let child = spawn(&sb, &args);
+    (sb, child)
+}
+
+/// The record of the `n`th adviser (1-based, by start) once it has read its prompt.
+fn wait_for_adviser(sb: &Sandbox, n: usize) -> Value {
+    let start = Instant::now();
+    loop {
+        let mut advisers: Vec<Value> = agent_runs(sb)
+            .into_iter()
+            .filter(|(_, prompt)| prompt.contains(ADVICE_PROMPT))
+            .map(|(record, _)| record)
+            .collect();
+        if advisers.len() >= n {
+            return advisers.swap_remove(n - 1);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "adviser {n} never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The directory the root handoff process `pid` keeps advisers' snapshots in (it holds it open
+/// for the run's life), and the names in it now.
+fn snapshot_dir_of(pid: u32) -> (std::path::PathBuf, Vec<String>) {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .find(|target| target.to_string_lossy().contains("/handoff-snapshots-"))
+        .unwrap_or_else(|| panic!("handoff {pid} holds no snapshot directory"));
+    let names = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    (dir, names)
+}
+
+/// The root's result once its process has ended.
+fn finished(child: std::process::Child) -> Run {
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// An adviser that cannot write the worktree (Codex, read-only) works in the worker's own
+/// worktree: no snapshot is made, its working directory is the worker's, and its result and
+/// node say `view: live`. An adviser that could write (OpenCode with a shell) still gets a
+/// snapshot in the private work directory, removed afterwards.
+#[test]
+fn a_read_only_adviser_works_on_the_live_worktree() {
+    let (sb, child) = slow_advice("opencode", "review", "codex,opencode", 1000);
+    let pid = child.id();
+
+    let live = wait_for_adviser(&sb, 1);
+    assert_eq!(live["exe"], "codex");
+    assert_eq!(live["cwd"], sb.cwd().as_str(), "{live:#}");
+    let (snapshots, names) = snapshot_dir_of(pid);
+    assert!(names.is_empty(), "no snapshot for a live view: {names:?}");
+
+    let copied = wait_for_adviser(&sb, 2);
+    assert_eq!(copied["exe"], "opencode");
+    let (_, names) = snapshot_dir_of(pid);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("snap-"), "{names:?}");
+    let cwd = copied["cwd"].as_str().unwrap();
+    assert_eq!(
+        std::path::Path::new(cwd),
+        snapshots.join(&names[0]),
+        "{copied:#}"
+    );
+    // The snapshot is in the private work directory, out of the temporary directories a
+    // sandboxed build worker may write (its own TMPDIR here).
+    assert!(cwd.starts_with(crate::support::work_dir().to_str().unwrap()));
+    assert!(!cwd.contains(&*sb.tmp.to_string_lossy()));
+
+    let run = finished(child);
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    let nodes = dag_nodes(&run);
+    for ((target, code, result), view) in calls.iter().zip(["live", "snapshot"]) {
+        assert_eq!(*code, 0, "{target}: {result:#}");
+        assert_eq!(result["status"], "succeeded");
+        assert_eq!(result["view"], view, "{result:#}");
+        assert_eq!(result["git"]["changed"], false);
+        let id = result["lineage"]["runId"].as_str().unwrap();
+        let node = nodes.iter().find(|n| n["runId"] == id).unwrap();
+        assert_eq!(node["view"], view, "{node:#}");
+    }
+    let (live, copied) = (&calls[0].2, &calls[1].2);
+    assert!(live.get("snapshot").is_none(), "{live:#}");
+    assert_eq!(live["git"]["before"]["root"], sb.cwd().as_str());
+    assert_eq!(copied["snapshot"]["sourceRoot"], sb.cwd().as_str());
+    assert_eq!(copied["snapshot"]["root"], cwd);
+    assert!(
+        !std::path::Path::new(cwd).exists(),
+        "the snapshot is removed"
+    );
+}
+
+/// A building worker with uncommitted work asks for advice: the read-only advisers (Claude Code
+/// sandboxed, Codex) see that work in place, change nothing, and succeed; the worker's own
+/// change, made after the advice, is still verified.
 #[test]
 fn a_writing_parent_does_not_make_its_adviser_guilty() {
     let sb = Sandbox::new();
@@ -685,30 +826,58 @@ fn a_writing_parent_does_not_make_its_adviser_guilty() {
     assert!(changed.contains(&"fake-build.txt"), "{changed:?}");
     for (_, code, result) in nested(&worker(&sb)) {
         assert_eq!(code, 0, "{result:#}");
+        assert_eq!(result["view"], "live");
         assert_eq!(result["git"]["changed"], false);
         let before = &result["git"]["before"];
         assert_eq!(
-            before["changeCounts"]["untracked"], 0,
-            "a clean snapshot: {before:#}"
+            before["changeCounts"]["untracked"], 1,
+            "the worker's draft, as it is: {before:#}"
         );
     }
-    // The advisers ran in the snapshot, where the uncommitted file was present.
     let line = format!("Working directory: {}\n", sb.cwd());
     let advisers: Vec<String> = agent_runs(&sb)
         .into_iter()
         .map(|(_, p)| p)
-        .filter(|p| !p.contains(&line))
+        .filter(|p| p.contains(ADVICE_PROMPT))
         .collect();
     assert_eq!(advisers.len(), 2);
-    // The snapshot is in the private work directory, out of the temporary directories a
-    // sandboxed build worker may write (its own TMPDIR here), so the worker can't rewrite what
-    // its adviser reads.
-    let work = handoff_core::private_work_dir().unwrap();
     for prompt in advisers {
-        assert!(prompt.contains("/handoff-snapshots-"), "{prompt}");
-        assert!(prompt.contains(work.as_str()), "{prompt}");
-        assert!(!prompt.contains(&*sb.tmp.to_string_lossy()), "{prompt}");
+        assert!(prompt.contains(&line), "{prompt}");
+        assert!(!prompt.contains("/handoff-snapshots-"), "{prompt}");
     }
+}
+
+/// The worktree changes while a live adviser works on it (a process the worker left running
+/// writes a file): the advice fails closed, `blocked`, and its result says it ran live.
+#[test]
+fn a_change_during_live_advice_fails_the_advice() {
+    let (sb, child) = slow_advice("codex", "build", "codex", 1500);
+    let adviser = wait_for_adviser(&sb, 1);
+    assert_eq!(adviser["cwd"], sb.cwd().as_str());
+    std::fs::write(sb.repo.path().join("background.txt"), "written meanwhile\n").unwrap();
+    let run = finished(child);
+    let calls = nested(&worker(&sb));
+    let (_, code, result) = &calls[0];
+    assert_eq!(*code, 10, "{result:#}");
+    assert_eq!(result["status"], "blocked");
+    assert_eq!(result["view"], "live");
+    assert_eq!(result["git"]["changed"], true);
+    assert_eq!(
+        result["git"]["changedFiles"],
+        serde_json::json!(["background.txt"])
+    );
+    let message = result["diagnostics"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("the worktree changed while read-only advice worked on it live"),
+        "{message}"
+    );
+    let id = result["lineage"]["runId"].as_str().unwrap();
+    let node = dag_nodes(&run)
+        .into_iter()
+        .find(|n| n["runId"] == id)
+        .unwrap();
+    assert_eq!(node["state"], "blocked");
+    assert_eq!(node["view"], "live");
 }
 
 // ---------------------------------------------------------------------------------------------

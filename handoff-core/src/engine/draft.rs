@@ -90,6 +90,7 @@ impl Draft {
                 policy: serde_json::json!({"enforcement": "not-established"}),
                 dag: None,
                 processes: None,
+                view: None,
                 snapshot: None,
                 diagnostics: Diagnostics::default(),
             },
@@ -250,6 +251,7 @@ fn root_dag(r: &Request, started_at: &str, isolation: Option<Isolation>) -> Dag 
             started_at: Some(started_at.to_owned()),
             finished_at: None,
             isolation,
+            view: None,
         }],
     }
 }

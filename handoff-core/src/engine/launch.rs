@@ -69,7 +69,7 @@ impl Engine {
             access: None,
             nested_text: None,
             timeout: Duration::from_millis(request.budgets.limits.timeout_ms),
-            snapshot: None,
+            view: None,
         };
         if request.delegation.mode == DelegationMode::AdviceOnly {
             let exe = self.options.handoff_exe.clone().ok_or_else(|| {

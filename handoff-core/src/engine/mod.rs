@@ -10,7 +10,8 @@
 //! A run with advice stops its supervisor before the verdict (every adviser still running is
 //! cancelled and awaited), and its result embeds the final DAG. Nested advisers go through the
 //! same steps from the plan on (the supervisor has done the contract and the admission), on
-//! their snapshot.
+//! the asking worker's live worktree or a snapshot of it; on the live worktree any change
+//! between their before- and after-fingerprints fails them, whoever made it.
 
 mod contract;
 mod draft;
@@ -52,7 +53,7 @@ use crate::request::{BudgetLimits, Request};
 use crate::result::*;
 use crate::supervisor::SupervisorContext;
 use crate::timestamp::now_iso;
-use crate::workspace::{Snapshot, Workspace};
+use crate::workspace::{Snapshot, Workspace, WorktreeView};
 
 /// How an engine is set up.
 #[derive(Debug, Clone, Default)]
@@ -190,8 +191,17 @@ pub(crate) struct Launch {
     pub nested_text: Option<String>,
     /// The agent's time budget.
     pub timeout: Duration,
-    /// The snapshot a nested adviser runs on.
-    pub snapshot: Option<Snapshot>,
+    /// What a nested adviser works on; `None` for a root run.
+    pub view: Option<NestedView>,
+}
+
+/// The worktree a nested adviser works on, made ready by the supervisor.
+#[derive(Debug, Clone)]
+pub(crate) enum NestedView {
+    /// The asking node's own worktree, which the adviser cannot write.
+    Live,
+    /// A read-only snapshot of it.
+    Snapshot(Snapshot),
 }
 
 impl Engine {
@@ -409,7 +419,14 @@ impl Engine {
         cancel: watch::Receiver<bool>,
     ) -> RunOutcome {
         let mut draft = Draft::nested(&request, &self.registry);
-        draft.result.snapshot = launch.snapshot.clone();
+        match &launch.view {
+            Some(NestedView::Live) => draft.result.view = Some(WorktreeView::Live),
+            Some(NestedView::Snapshot(snapshot)) => {
+                draft.result.view = Some(WorktreeView::Snapshot);
+                draft.result.snapshot = Some(snapshot.clone());
+            }
+            None => {}
+        }
         let ended = self
             .nested_execute(&request, mcp, &mut draft, cancel, launch)
             .await
@@ -484,6 +501,7 @@ impl Engine {
             ended,
             after,
             writes: draft.writes.unwrap_or(false),
+            shared: draft.result.view == Some(WorktreeView::Live),
             task: draft
                 .request
                 .as_ref()

@@ -114,6 +114,9 @@ pub(crate) struct Evidence {
     pub after: Option<After>,
     /// Whether the run was to change the worktree (`build`, `phase`).
     pub writes: bool,
+    /// Whether the run worked on a worktree another run works in too (a nested adviser's live
+    /// view of the asking worker's worktree): a change there may not be the run's own.
+    pub shared: bool,
     /// The run's name in messages: its mode, `advice`, or `run` before the request was known.
     pub task: &'static str,
     /// Why the result file could not be written; `None` when it was, or there is none.
@@ -148,11 +151,21 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                     .map(|m| format!("; before that: {m}"))
                     .unwrap_or_default();
                 verdict = Verdict::POLICY_BLOCKED;
-                message = Some(format!(
-                    "read-only {} changed the worktree ({}){prior}",
-                    e.task,
-                    summarize(files)
-                ));
+                message = Some(if e.shared {
+                    format!(
+                        "the worktree changed while read-only {} worked on it live ({}): the \
+                         adviser or another process, such as one the asking worker left \
+                         running, changed it{prior}",
+                        e.task,
+                        summarize(files),
+                    )
+                } else {
+                    format!(
+                        "read-only {} changed the worktree ({}){prior}",
+                        e.task,
+                        summarize(files)
+                    )
+                });
             }
         }
         Some(After::Unreadable(error)) => {
@@ -324,9 +337,16 @@ mod tests {
             ended,
             after,
             writes,
+            shared: false,
             task: if writes { "build" } else { "review" },
             result_file: None,
         }
+    }
+
+    fn live(mut e: Evidence) -> Evidence {
+        e.shared = true;
+        e.task = "advice";
+        e
     }
 
     fn unwritable(mut e: Evidence) -> Evidence {
@@ -482,6 +502,16 @@ mod tests {
                 evidence(completed(), changed(&["a", "b"]), READ_ONLY),
                 V::POLICY_BLOCKED,
                 Some("read-only review changed the worktree (a, b)"),
+            ),
+            (
+                "10: the live worktree of an adviser changed",
+                live(evidence(completed(), changed(&["a"]), READ_ONLY)),
+                V::POLICY_BLOCKED,
+                Some(
+                    "the worktree changed while read-only advice worked on it live (a): the \
+                     adviser or another process, such as one the asking worker left running, \
+                     changed it",
+                ),
             ),
             // Precedence: a non-zero exit over the answer.
             (

@@ -17,6 +17,7 @@ mod grants;
 mod mailbox;
 mod server;
 mod token;
+mod view;
 mod wire;
 
 pub use client::ask_supervisor;

@@ -1,6 +1,7 @@
 //! The supervisor of one root run: watches the mailbox of every node that may ask (see
 //! [`super::mailbox`]), admits nested advice requests into the budgeted DAG and runs each
-//! adviser through the same engine, on a read-only snapshot of the asking worker's worktree.
+//! adviser through the same engine, on the asking worker's worktree read-only or on a snapshot
+//! of it (see [`super::view`]).
 //!
 //! One request per file: the client posts one [`NestedRequest`] as `in/<nonce>.json` and reads
 //! one [`NestedReply`] from `out/<nonce>.json`. A request is bound to its mailbox: its token
@@ -21,6 +22,7 @@ use tokio::task::JoinHandle;
 use super::dag::{DagError, DagStore, NodeRequest};
 use super::mailbox::{Mailbox, Taken, Watcher, Wd};
 use super::token::{Capability, TokenAudit, TokenBook};
+use super::view::AdviserWorktree;
 use super::wire::*;
 use crate::engine::{Engine, Launch, RunOutcome};
 use crate::input::{Instructions, NestedParent, RunInput, Verb, intent_hash, request_hash};
@@ -37,10 +39,11 @@ const REPLY_MARGIN: Duration = Duration::from_millis(500);
 /// What the supervisor knows of a node that may ask for advice.
 #[derive(Debug, Clone)]
 struct NodeInfo {
-    /// Where the node's agent works: the root's worktree, or a nested node's snapshot.
+    /// Where the node's agent works: the root's worktree, or a nested node's view of its
+    /// asking node's (that worktree itself when live, else a snapshot).
     worktree: Utf8PathBuf,
-    /// The root's worktree, which every snapshot copies: intents are computed on paths in it,
-    /// so that an adviser re-asking its parent's question is caught by the loop guard.
+    /// The root's worktree, which every view shows: intents are computed on paths in it, so
+    /// that an adviser re-asking its parent's question is caught by the loop guard.
     origin: Utf8PathBuf,
     target: AgentId,
     depth: u32,
@@ -586,15 +589,15 @@ async fn serve(
         return refusal(shared, Some(input), caller, m).await;
     };
 
+    // The adviser's view of the asking node's worktree follows from its isolation.
+    let view = AdviserWorktree::new(
+        super::view::choose(&isolation),
+        &parent.worktree,
+        &shared.snapshots,
+    );
+    let exec_cwd = view.join(&rel);
+
     // 3. Admission: token, DAG and budgets decided together, so that a refusal spends nothing.
-    let snapshot_root = shared
-        .snapshots
-        .join(format!("snap-{}", uuid::Uuid::new_v4().simple()));
-    let exec_cwd = if rel.as_str().is_empty() {
-        snapshot_root.clone()
-    } else {
-        snapshot_root.join(&rel)
-    };
     // The intent names the place in the root's worktree, wherever the asker runs.
     request.cwd = if rel.as_str().is_empty() {
         parent.origin.to_string()
@@ -618,6 +621,7 @@ async fn serve(
                     intent_hash: request.intent_hash.clone(),
                     dependencies: request.lineage.dependencies.clone(),
                     isolation: Some(isolation),
+                    view: Some(view.view()),
                 };
                 let outcome = dag.register(node, |admission| {
                     request.lineage = admission.lineage().clone();
@@ -671,7 +675,7 @@ async fn serve(
     lock(&shared.nodes).insert(
         run_id.clone(),
         NodeInfo {
-            worktree: snapshot_root.clone(),
+            worktree: view.root().to_owned(),
             origin: parent.origin.clone(),
             target: request.target.harness.clone(),
             depth: request.lineage.depth,
@@ -681,8 +685,8 @@ async fn serve(
         },
     );
 
-    // 5. The snapshot, then the adviser, bounded by its time budget and cancelled with the
-    //    root, the supervisor or the client.
+    // 5. The adviser's view (a snapshot, when it needs one), then the adviser, bounded by its
+    //    time budget and cancelled with the root, the supervisor or the client.
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let relay = {
         let mut stop = shared.stop.clone();
@@ -709,15 +713,9 @@ async fn serve(
     let outcome = match child_context {
         Err(m) => shared.engine.nested_not_run(request, m).await,
         Ok(child_context) => {
-            let workspace = shared.engine.workspace();
-            let source = asked_cwd.clone();
-            let dest = snapshot_root.clone();
-            let made = tokio::task::spawn_blocking(move || workspace.snapshot(&source, &dest))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let made = view.prepare(shared.engine.workspace(), &asked_cwd).await;
             match made {
-                Ok(snapshot) => {
+                Ok(made) => {
                     let launch = Launch {
                         nested_text: child_context
                             .as_ref()
@@ -730,22 +728,14 @@ async fn serve(
                                 handoff_exe: shared.handoff_exe.clone(),
                             }),
                         timeout,
-                        snapshot: Some(snapshot),
+                        view: Some(made),
                     };
                     shared
                         .engine
                         .run_nested(request, validated.mcp, launch, cancel_rx)
                         .await
                 }
-                Err(m) => {
-                    shared
-                        .engine
-                        .nested_not_run(
-                            request,
-                            format!("cannot snapshot the worktree for the adviser: {m}"),
-                        )
-                        .await
-                }
+                Err(m) => shared.engine.nested_not_run(request, m).await,
             }
         }
     };
@@ -759,8 +749,7 @@ async fn serve(
     }
     lock(&shared.tokens).revoke(&run_id);
     close_inbox(shared, &run_id);
-    let dest = snapshot_root.clone();
-    let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dest)).await;
+    view.remove().await;
     reply(true, Some(run_id), &outcome)
 }
 
@@ -826,8 +815,10 @@ pub(crate) fn nested_text(
          exit code 0 with status \"succeeded\" means the adviser answered. Optional flags: --model \
          NAME, --effort LEVEL, --bash false, --web-search true (only if you have web search), \
          --timeout-ms N, --dependency advises:<runId> (a lineage.runId from an earlier result). \
-         Do not pass --caller-harness or budget flags. The adviser works on a read-only snapshot \
-         of this worktree as it is when you ask, and cannot change your files. Limits for the \
+         Do not pass --caller-harness or budget flags. The adviser reads this worktree as it is \
+         while you wait (read-only: in place, or a snapshot when its sandbox could write) and \
+         cannot change your files; change nothing until it answers: a change made meanwhile, \
+         even by a process you left running, fails the advice. Limits for the \
          whole run: {advice} advice nodes, depth {depth}, {conc} nodes running at once (you \
          included); every nested call ends by {deadline}.",
         agents = agents.join(", "),

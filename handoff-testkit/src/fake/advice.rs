@@ -157,6 +157,16 @@ fn is_root_worker() -> bool {
     v.get("runId") == v.get("rootRunId")
 }
 
+/// `HANDOFF_FAKE_ADVICE_DELAY_MS`: an advice run sleeps that long before it answers.
+pub(crate) fn delay(settings: &settings::Settings) {
+    if let Some(ms) = settings
+        .get(settings::ADVICE_DELAY_MS)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
 fn write_context_file(path: Option<String>) {
     let Some(path) = path else { return };
     let context = std::env::var_os(SUPERVISOR_CONTEXT).unwrap_or_default();

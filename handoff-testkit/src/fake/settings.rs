@@ -56,6 +56,9 @@ pub const CONTEXT_FILE: &str = "HANDOFF_FAKE_CONTEXT_FILE";
 /// A run waits (polling every 20 ms) until this file exists before it answers, after writing
 /// the context file and asking for nested advice.
 pub const WAIT_FILE: &str = "HANDOFF_FAKE_WAIT_FILE";
+/// Milliseconds an advice run (an `Operation: advice` prompt) sleeps before it answers, after
+/// the nested-advice steps: an adviser that takes its time.
+pub const ADVICE_DELAY_MS: &str = "HANDOFF_FAKE_ADVICE_DELAY_MS";
 
 /// A continuation receiver whose prompt contains `What were you last working on? Answer in one or
 /// two sentences.` answers with this text (instead of the last assistant text of the session it

@@ -217,6 +217,9 @@ pub(crate) fn perform(
     prompt: &str,
 ) -> Result<Outcome, ExitCode> {
     let nested = advice::before_answer(ctx, task.exe, prompt);
+    if task.is_advice() {
+        advice::delay(&ctx.settings);
+    }
     side_effects(&ctx.settings, behaviour, task.exe)?;
 
     // An advisor never writes, whatever the switches say: nested advice runs in the worktree of

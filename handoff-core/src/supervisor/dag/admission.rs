@@ -15,6 +15,7 @@ use crate::request::{
 };
 use crate::result::{DagNode, DagStatus, NodeState};
 use crate::timestamp::iso;
+use crate::workspace::WorktreeView;
 
 /// What a nested request asks of the DAG: everything [`DagStore::admit`] needs to decide.
 ///
@@ -40,6 +41,8 @@ pub struct NodeRequest {
     pub dependencies: Vec<Dependency>,
     /// The isolation the node will run under, decided by the supervisor against its caller's.
     pub isolation: Option<Isolation>,
+    /// What its adviser will work on, decided by the supervisor from that isolation.
+    pub view: Option<WorktreeView>,
 }
 
 /// A request the DAG would accept now, with the lineage and budgets the request must carry.
@@ -341,6 +344,7 @@ impl DagStore {
             started_at: Some(iso(self.wall(now))),
             finished_at: None,
             isolation: request.isolation,
+            view: request.view,
         };
         self.index.insert(run_id, self.nodes.len());
         self.nodes.push(node.clone());

@@ -84,6 +84,7 @@ impl DagStore {
             started_at: Some(started_at.to_owned()),
             finished_at: None,
             isolation: None,
+            view: None,
         };
         DagStore {
             root_run_id: root.lineage.root_run_id.clone(),

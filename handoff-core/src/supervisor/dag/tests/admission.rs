@@ -425,6 +425,7 @@ fn the_decision_order_is_the_documented_one() {
         intent_hash: h(0),
         dependencies: vec![dep("run-x", DependencyKind::Requires); 2],
         isolation: None,
+        view: None,
     };
     let tight = BudgetLimits {
         max_depth: 0,

@@ -224,6 +224,7 @@ fn apply(s: &mut DagStore, clock: &Clock, op: &Op) -> Result<(), DagError> {
                     .map(|(i, k)| dep(&pick(*i), kinds[usize::from(*k)]))
                     .collect(),
                 isolation: None,
+                view: None,
             };
             let left = s.time_left();
             let per_node = Duration::from_millis(s.limits().timeout_ms);

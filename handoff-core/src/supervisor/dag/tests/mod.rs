@@ -132,6 +132,7 @@ fn ask(parent: &str, caller: AgentId, intent: u8) -> NodeRequest {
         intent_hash: h(intent),
         dependencies: Vec::new(),
         isolation: Some(crate::isolation::Isolation::unconfined()),
+        view: Some(crate::workspace::WorktreeView::Snapshot),
     }
 }
 
@@ -198,6 +199,7 @@ fn a_new_store_is_the_engines_single_node_dag() {
                 started_at: Some(STARTED_AT.into()),
                 finished_at: None,
                 isolation: None,
+                view: None,
             }]
         );
         s.check_invariants().unwrap();
