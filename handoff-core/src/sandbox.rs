@@ -70,6 +70,9 @@ pub struct Bind {
     pub dest: Utf8PathBuf,
     /// Whether the agent may write it.
     pub writable: bool,
+    /// A credential the CLI reads but its model's shell commands must not: under
+    /// [`SandboxSpec::offline_shell`] each command sees it empty.
+    pub secret: bool,
 }
 
 /// What an adapter asks of handoff's sandbox for one run ([`crate::Invocation::sandbox`]).
@@ -351,7 +354,13 @@ pub fn wrap(
     let mut mounts = mounts(layout, spec, &invocation.program, &invocation.env);
     let shell = if spec.offline_shell {
         let dir = layout.run_dir.join("sandbox-shell");
-        let path = offline_shell(bwrap, &dir)?;
+        let hidden: Vec<Utf8PathBuf> = spec
+            .binds
+            .iter()
+            .filter(|b| b.secret && b.source.is_file())
+            .map(|b| b.dest.clone())
+            .collect();
+        let path = offline_shell(bwrap, &dir, &hidden)?;
         // The directory is a mount point of its own: it can be neither written nor renamed.
         mounts.push(Mount::ReadOnly(dir.clone(), dir));
         Some(path)
@@ -429,7 +438,11 @@ pub fn wrap(
 
 /// Writes the shell wrapper of [`SandboxSpec::offline_shell`] into `dir` (new, 0755) and
 /// returns its path: `bash`, so that a CLI that looks at its shell's name treats it as one.
-fn offline_shell(bwrap: &Utf8Path, dir: &Utf8Path) -> Result<Utf8PathBuf, String> {
+fn offline_shell(
+    bwrap: &Utf8Path,
+    dir: &Utf8Path,
+    hidden: &[Utf8PathBuf],
+) -> Result<Utf8PathBuf, String> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     std::fs::DirBuilder::new()
@@ -441,11 +454,16 @@ fn offline_shell(bwrap: &Utf8Path, dir: &Utf8Path) -> Result<Utf8PathBuf, String
         .into_iter()
         .find(|p| Utf8Path::new(p).is_file())
         .unwrap_or("/bin/sh");
+    let masks: String = hidden
+        .iter()
+        .map(|p| format!(" --ro-bind /dev/null {}", sh_quote(p.as_str())))
+        .collect();
     let script = format!(
         "#!/bin/sh\n\
-         # handoff: each command runs without network, in namespaces of its own.\n\
+         # handoff: each command runs without network, in namespaces of its own, and without\n\
+         # the CLI's credentials.\n\
          exec {bwrap} --die-with-parent --unshare-net --unshare-pid --unshare-ipc \
-         --bind / / --proc /proc --dev-bind /dev /dev -- {shell} \"$@\"\n",
+         --bind / / --proc /proc --dev-bind /dev /dev{masks} -- {shell} \"$@\"\n",
         bwrap = sh_quote(bwrap.as_str()),
     );
     let mut f = std::fs::OpenOptions::new()
@@ -562,11 +580,13 @@ mod tests {
                     source: root.join("auth.json"),
                     dest: root.join("run/data/auth.json"),
                     writable: false,
+                    secret: true,
                 },
                 Bind {
                     source: root.join("missing"),
                     dest: root.join("run/missing"),
                     writable: false,
+                    secret: false,
                 },
             ],
             state: String::new(),

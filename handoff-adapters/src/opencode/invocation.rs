@@ -248,11 +248,15 @@ impl OpenCode {
                 .iter()
                 .flat_map(|user| {
                     // Logins, and the tools OpenCode downloaded and runs: read-only.
-                    ["auth.json", "mcp-auth.json", "bin"].map(|name| handoff_core::sandbox::Bind {
-                        source: user.join(name),
-                        dest: own.join(name),
-                        writable: false,
-                    })
+                    // The logins are for the CLI, not for its model's commands.
+                    [("auth.json", true), ("mcp-auth.json", true), ("bin", false)].map(
+                        |(name, secret)| handoff_core::sandbox::Bind {
+                            source: user.join(name),
+                            dest: own.join(name),
+                            writable: false,
+                            secret,
+                        },
+                    )
                 })
                 .collect();
             handoff_core::sandbox::SandboxSpec {

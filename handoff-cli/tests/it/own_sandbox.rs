@@ -116,9 +116,15 @@ fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
     std::fs::create_dir_all(secret.parent().unwrap()).unwrap();
     std::fs::write(&secret, "SECRET-KEY-MATERIAL\n").unwrap();
     let seen = sb.root.join("seen.txt");
+    // OpenCode's login, which the CLI reads and its model's commands must not.
+    let auth = sb.root.join("home/.local/share/opencode/auth.json");
+    std::fs::create_dir_all(auth.parent().unwrap()).unwrap();
+    std::fs::write(&auth, "{\"e2e\":{\"key\":\"LOGIN-TOKEN-VALUE\"}}").unwrap();
     // What the shell can read goes to its stderr, which handoff keeps.
     let script = format!(
-        "echo x > {inside}; cat {secret} >&2; ls {home} >&2; touch {seen}",
+        "echo x > {inside}; cat {secret} >&2; ls {home} >&2; touch {seen}; \
+         a=\"$XDG_DATA_HOME/opencode/auth.json\"; \
+         if [ -e \"$a\" ] && [ ! -s \"$a\" ]; then echo AUTH-MASKED >&2; fi; cat \"$a\" >&2",
         inside = q(&wt.join("inside.txt")),
         secret = q(&secret),
         home = q(&sb.root.join("home")),
@@ -137,6 +143,9 @@ fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
         .unwrap_or_default();
     assert!(!stderr.contains("SECRET-KEY-MATERIAL"), "{stderr}");
     assert!(stderr.contains("No such file or directory"), "{stderr}");
+    // The login is mounted for the CLI, and empty for its commands.
+    assert!(stderr.contains("AUTH-MASKED"), "{stderr}");
+    assert!(!stderr.contains("LOGIN-TOKEN-VALUE"), "{stderr}");
 }
 
 #[test]
