@@ -1,7 +1,7 @@
 //! Real OpenCode under handoff's own sandbox: its bash tool, driven by a hostile model, tries
 //! to write the user's `~/.bashrc`, a file outside the repository and a git hook, and to leave
 //! a process behind; only the worktree edit lands. Its session is imported into the user's
-//! OpenCode store afterwards, so it can be exported (and resumed, and continued) as before.
+//! OpenCode store afterwards, so it can be exported and resumed (and continued) as before.
 
 use std::process::Command;
 
@@ -95,5 +95,55 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
         doc["messages"].as_array().is_some_and(|m| m.len() >= 2),
         "{}",
         doc["messages"]
+    );
+
+    // And it resumes: the user's own `opencode run --session` continues it in the worktree.
+    const RESUMED: &str = "resumed after the sandboxed run";
+    rig.server.set_script(Script::text(RESUMED));
+    let provider = serde_json::json!({
+        "provider": {
+            "e2e": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "E2E",
+                "options": { "baseURL": rig.server.v1_url(), "apiKey": super::MODEL_KEY },
+                "models": { "fake-model": { "name": "Fake Model", "tool_call": true } },
+            }
+        }
+    });
+    let out = Command::new(format!("{}/opencode", super::real_bin().display()))
+        .args([
+            "--pure",
+            "run",
+            "--session",
+            id,
+            "--model",
+            "e2e/fake-model",
+        ])
+        .args(["--format", "json", "Go on."])
+        .current_dir(&repo)
+        .env_clear()
+        .env("PATH", &rig.path)
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", rig.root.join("data"))
+        .env("XDG_CACHE_HOME", super::shared_cache())
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_CONFIG_CONTENT", provider.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(RESUMED), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .all(|e| e["sessionID"] == id),
+        "{stdout}"
     );
 }
