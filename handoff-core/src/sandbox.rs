@@ -380,12 +380,19 @@ pub fn wrap(
     invocation.args = args;
 
     let env = &mut invocation.env;
-    for k in ["TMPDIR", "TMP", "TEMP"] {
+    for k in ["TMPDIR", "TMP", "TEMP", "HANDOFF_OFFLINE_SHELL"] {
         env.remove(k);
     }
     env.insert("TMPDIR".into(), "/tmp".into());
     if let Some(shell) = &shell {
         env.insert("SHELL".into(), shell.to_string());
+        // A CLI that runs `bash` by name finds the wrapper first.
+        if let Some(dir) = shell.parent() {
+            let path = env
+                .get("PATH")
+                .map_or_else(String::new, |p| format!(":{p}"));
+            env.insert("PATH".into(), format!("{dir}{path}"));
+        }
     }
     env.insert(
         "npm_config_cache".into(),
@@ -458,12 +465,15 @@ fn offline_shell(
         .iter()
         .map(|p| format!(" --ro-bind /dev/null {}", sh_quote(p.as_str())))
         .collect();
+    // Inside, the wrapper is still first on PATH: a command that runs `bash` again is already
+    // offline and gets the shell itself (the variable can only be set from inside).
     let script = format!(
         "#!/bin/sh\n\
          # handoff: each command runs without network, in namespaces of its own, and without\n\
          # the CLI's credentials.\n\
-         exec {bwrap} --die-with-parent --unshare-net --unshare-pid --unshare-ipc \
-         --bind / / --proc /proc --dev-bind /dev /dev{masks} -- {shell} \"$@\"\n",
+         if [ \"$HANDOFF_OFFLINE_SHELL\" = 1 ]; then exec {shell} \"$@\"; fi\n\
+         HANDOFF_OFFLINE_SHELL=1 exec {bwrap} --die-with-parent --unshare-net --unshare-pid \
+         --unshare-ipc --bind / / --proc /proc --dev-bind /dev /dev{masks} -- {shell} \"$@\"\n",
         bwrap = sh_quote(bwrap.as_str()),
     );
     let mut f = std::fs::OpenOptions::new()

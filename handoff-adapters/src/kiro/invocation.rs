@@ -26,8 +26,33 @@ pub fn trusted_tools(request: &Request) -> Vec<&'static str> {
 
 /// What a run of `shape` can do under the configuration [`Kiro::plan`] builds. Kiro has no
 /// sandbox: the trusted tools take any path, and a trusted `execute_bash` runs any command.
+/// Where handoff's own sandbox can run, Kiro runs under it: it writes the worktree only in
+/// writing runs (never its git directories) and its own data directory (its database of logins
+/// and conversations, kept in place), and its processes die with a PID namespace. What it reads
+/// includes its own state under the home directory, and nothing proves that its shell goes
+/// through the network-less wrapper, so reads and the network rank as open.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
     let g = &shape.grants;
+    if shape.handoff_sandbox {
+        return Isolation {
+            enforcement: Enforcement::Handoff,
+            // Its own data directory counts as the CLI's state, like temporary directories;
+            // without a shell or `fs_write`, nothing the model has can write at all.
+            filesystem_write: match (g.write, g.bash) {
+                (true, _) => FilesystemWrite::WorktreeAndTemp,
+                (false, true) => FilesystemWrite::Temp,
+                (false, false) => FilesystemWrite::None,
+            },
+            filesystem_read: FilesystemRead::Anywhere,
+            network: if g.bash { Network::Any } else { Network::None },
+            unix_sockets: if g.bash {
+                UnixSockets::All
+            } else {
+                UnixSockets::None
+            },
+            process: handoff_core::ProcessContainment::PidNamespace,
+        };
+    }
     if g.bash {
         // A shell and no sandbox: everything is open but its processes, which handoff's
         // reaper contains.
@@ -47,6 +72,49 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
         network: Network::None,
         unix_sockets: UnixSockets::None,
         process: process_containment(),
+    }
+}
+
+/// What Kiro needs in handoff's sandbox: `~/.kiro` (settings, agents, MCP configuration)
+/// read-only, so that no run plants configuration for the next; its data directory
+/// (`$XDG_DATA_HOME/kiro-cli`, its logins and conversations) writable in place, so that its
+/// conversations stay where `kiro-cli chat --resume` finds them.
+fn sandbox_spec(
+    env: &std::collections::BTreeMap<String, String>,
+) -> handoff_core::sandbox::SandboxSpec {
+    use camino::Utf8PathBuf;
+    let home = env
+        .get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(Utf8PathBuf::from);
+    let data = env
+        .get("XDG_DATA_HOME")
+        .filter(|d| d.starts_with('/'))
+        .map(Utf8PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".local/share")));
+    let mut binds = Vec::new();
+    if let Some(home) = &home {
+        binds.push(handoff_core::sandbox::Bind {
+            source: home.join(".kiro"),
+            dest: home.join(".kiro"),
+            writable: false,
+            secret: false,
+        });
+    }
+    if let Some(data) = data {
+        binds.push(handoff_core::sandbox::Bind {
+            source: data.join("kiro-cli"),
+            dest: data.join("kiro-cli"),
+            writable: true,
+            secret: false,
+        });
+    }
+    handoff_core::sandbox::SandboxSpec {
+        binds,
+        state: "Kiro's data directory (logins, conversations) writable in place; ~/.kiro \
+                read-only"
+            .into(),
+        offline_shell: true,
     }
 }
 
@@ -99,14 +167,23 @@ impl Kiro {
             "nativeFilesystemIsolation": false,
             "nativeBashSandbox": false,
             "mutationGuarantee": "final-state-detection-only",
-            "bash": if request.grants.resolved.bash { "trusted, unsandboxed" } else { "not trusted" },
+            "bash": match (request.grants.resolved.bash, run.handoff_sandbox) {
+                (true, true) => "trusted, under handoff's sandbox",
+                (true, false) => "trusted, unsandboxed",
+                (false, _) => "not trusted",
+            },
             "webSearch": "unsupported",
             "mcpServers": [],
             "structuredResult": "driver-extracted: the one JSON object ending the final `> ` answer block",
             "environment": "allowlist",
         });
+        let sandbox = run.handoff_sandbox.then(|| sandbox_spec(&env));
+        let mut policy = policy;
+        if sandbox.is_none() {
+            policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
+        }
         Ok(Invocation {
-            sandbox: None,
+            sandbox,
             program: run.executable.clone(),
             args,
             env,

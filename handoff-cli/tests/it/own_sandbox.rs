@@ -233,3 +233,45 @@ fn a_claude_worker_gets_advice_from_opencode_under_handoffs_sandbox_and_nothing_
         "{stderr}"
     );
 }
+
+#[test]
+fn a_kiro_build_writes_the_worktree_and_its_own_data_and_nothing_else() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    let home = sb.root.join("home");
+    let bashrc = home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let settings = home.join(".kiro/settings/cli.json");
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, "{}").unwrap();
+    let data = home.join(".local/share/kiro-cli");
+    std::fs::create_dir_all(&data).unwrap();
+    let script = format!(
+        "echo pwned >> {bashrc}; echo '{{\"mcpServers\":{{}}}}' > {settings}; \
+         echo kept > {data}/conversation.txt; echo inside > {inside}; \
+         grep -c : /proc/net/dev > {interfaces}",
+        bashrc = q(&bashrc),
+        settings = q(&settings),
+        data = q(&data),
+        inside = q(&wt.join("inside.txt")),
+        interfaces = q(&wt.join("interfaces.txt")),
+    );
+    sb.agents.set(SHELL, &script);
+    let run = sb.delegate("claude", "kiro", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(sandbox_receipt(&run)["enforcement"], "handoff");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), "{}");
+    assert_eq!(
+        std::fs::read_to_string(data.join("conversation.txt")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("interfaces.txt")).unwrap(),
+        "1\n"
+    );
+}
