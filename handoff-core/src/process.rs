@@ -50,6 +50,9 @@ pub enum Containment {
     Reaper {
         /// Descendants still running when the agent ended (killed by the reaper).
         leftover: u32,
+        /// The cgroup v2 the agent ran in and that was killed with it, where one could be
+        /// made.
+        cgroup: Option<String>,
     },
     /// The reaper cannot vouch for the tree: it ended without reporting (something killed
     /// it), was stopped, or gave up on a tree that outran it. Processes of the agent's tree
@@ -430,6 +433,13 @@ async fn run(
         .and_then(|s| s.signal())
         .and_then(|n| Signal::try_from(n).ok())
         .map(|s| s.as_str().to_owned());
+    if matches!(&reaper_report, Some(None)) || tampered {
+        // The reaper cannot vouch for the tree; where it had put the agent in a cgroup of its
+        // own, that cgroup still holds whatever survived, and goes now.
+        if let Some(pid) = pid {
+            let _ = crate::reaper::cgroup::kill_left_by(pid);
+        }
+    }
     let containment = match reaper_report {
         None => Containment::ProcessGroup,
         Some(None) => Containment::ReaperLost,
@@ -447,6 +457,7 @@ async fn run(
             }
             Containment::Reaper {
                 leftover: report.leftover,
+                cgroup: report.cgroup,
             }
         }
     };

@@ -96,6 +96,11 @@ pub struct Processes {
     /// How many descendants were still running when the agent ended (the reaper killed
     /// them); null without a reaper's report.
     pub leftover: Option<u32>,
+    /// The cgroup v2 the agent ran in, killed as a whole (`cgroup.kill`) with the rest of its
+    /// tree; null where none could be made (cgroup v1, Linux < 5.14, no delegation to this
+    /// user) or without a reaper's report.
+    #[serde(default)]
+    pub cgroup: Option<String>,
 }
 
 /// The mechanism that contained an agent's processes.
@@ -116,16 +121,19 @@ impl From<&crate::process::Containment> for Processes {
                 containment: ContainmentKind::ProcessGroup,
                 tree_gone: None,
                 leftover: None,
+                cgroup: None,
             },
-            C::Reaper { leftover } => Processes {
+            C::Reaper { leftover, cgroup } => Processes {
                 containment: ContainmentKind::Reaper,
                 tree_gone: Some(true),
                 leftover: Some(*leftover),
+                cgroup: cgroup.clone(),
             },
             C::ReaperLost => Processes {
                 containment: ContainmentKind::Reaper,
                 tree_gone: Some(false),
                 leftover: None,
+                cgroup: None,
             },
         }
     }

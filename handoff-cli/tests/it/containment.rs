@@ -228,11 +228,21 @@ fn sigkill_of_handoff_leaves_no_agent_process() {
     eprintln!("after SIGKILL of handoff: agent gone in {agent_took:?}, orphan in {orphan_took:?}");
 }
 
+/// An agent that kills its reaper is blocked: the reaper cannot vouch for the tree. Where the
+/// agent ran in a cgroup of its own, handoff still kills that cgroup, so the agent's `setsid`
+/// orphan dies all the same.
 #[test]
 fn an_agent_that_kills_its_reaper_is_blocked() {
     let sb = Sandbox::new();
+    let escapee = sb.root.join("escapee.pid");
+    sb.agents.set(ESCAPEE_PID_FILE, escapee.to_str().unwrap());
     sb.agents.set(KILL_PARENT, "1");
     let run = sb.delegate("claude", "codex", "build", &[]);
+    let pid = read_pid(&escapee).expect("the fake started its escapee");
+    let _reap = Reap(vec![pid]);
+    if delegated_cgroup().is_some() {
+        wait_gone(pid, "the orphan of an agent that killed its reaper");
+    }
     assert_eq!(run.code, 10, "{run:?}");
     assert_eq!(run.status(), "blocked", "{run:?}");
     assert_eq!(run.json["processes"]["treeGone"], false, "{run:?}");
@@ -277,4 +287,73 @@ fn the_reaper_refuses_a_bad_command_line() {
         String::from_utf8_lossy(&out.stderr).contains("--stdin is required"),
         "{out:?}"
     );
+}
+
+/// Where this process's cgroup v2 is, when the user may make cgroups under it (as the reaper
+/// would): the run's cgroup is then expected.
+fn delegated_cgroup() -> Option<std::path::PathBuf> {
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))?
+        .to_owned();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let fields: Vec<&str> = left.split_whitespace().collect();
+        (right.starts_with("cgroup2 ") && fields.get(3) == Some(&"/"))
+            .then(|| fields.get(4).map(|m| (*m).to_owned()))?
+    })?;
+    let dir = Path::new(&mount).join(rel.trim_start_matches('/'));
+    let probe = dir.join(format!("handoff-probe-{}", std::process::id()));
+    std::fs::create_dir(&probe).ok()?;
+    let killable = probe.join("cgroup.kill").exists();
+    let _ = std::fs::remove_dir(&probe);
+    killable.then_some(dir)
+}
+
+/// A chain of processes that each ignore SIGTERM, start the next and exit: the agent leaves
+/// it running. Where a cgroup v2 can be made, the run's cgroup is killed as a whole
+/// (`cgroup.kill`) and removed; either way nothing of the chain is left when handoff returns.
+#[test]
+fn a_fork_and_exit_chain_dies_with_the_run_and_its_cgroup() {
+    let sb = Sandbox::new();
+    let chain = sb.root.join("chain-4321.sh");
+    std::fs::write(
+        &chain,
+        format!(
+            "trap '' TERM\nsleep 0.01\nsh {} </dev/null >/dev/null 2>&1 &\n",
+            chain.display()
+        ),
+    )
+    .unwrap();
+    sb.agents.set(
+        handoff_testkit::keys::SHELL,
+        format!("sh {} </dev/null >/dev/null 2>&1 &", chain.display()),
+    );
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains("chain-4321.sh"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "the chain outlived the run");
+    let processes = &run.json["processes"];
+    assert_eq!(processes["treeGone"], true, "{run:?}");
+    match delegated_cgroup() {
+        Some(dir) => {
+            let used = processes["cgroup"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{run:?}"));
+            assert!(used.starts_with(dir.to_str().unwrap()), "{used}");
+            assert!(
+                !Path::new(used).exists(),
+                "the run's cgroup was left: {used}"
+            );
+        }
+        None => assert!(processes["cgroup"].is_null(), "{run:?}"),
+    }
 }

@@ -126,7 +126,12 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
         })
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    let mut child = match command.spawn() {
+    // The agent starts in a cgroup of its own where one can be made; the reaper steps back
+    // out of it at once, so that killing the cgroup spares the reaper.
+    let cgroup = super::cgroup::RunCgroup::enter();
+    let spawned = command.spawn();
+    let cgroup = cgroup.filter(|c| c.leave());
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             let report = Report {
@@ -157,7 +162,15 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
         })
         .ok();
 
-    let report = watch(args.parent, agent, &mut listening, lifeline).await;
+    let mut report = watch(
+        args.parent,
+        agent,
+        &mut listening,
+        lifeline,
+        cgroup.as_ref(),
+    )
+    .await;
+    report.cgroup = cgroup.as_ref().map(|c| c.path().display().to_string());
     send(&channel, &report);
     match (report.exit_code, report.signal_number) {
         (Some(code), _) => code,
@@ -184,7 +197,15 @@ async fn watch(
     agent: u32,
     on: &mut Listening,
     mut lifeline: Option<tokio::net::UnixStream>,
+    cgroup: Option<&super::cgroup::RunCgroup>,
 ) -> Report {
+    // SIGKILL to the tree: to each process found, and to the whole cgroup at once.
+    let kill_all = |me: u32| {
+        if let Some(c) = cgroup {
+            c.kill();
+        }
+        signal_all(&tree::descendants(&tree::scan(), me), Signal::SIGKILL);
+    };
     let me = std::process::id();
     let mut report = Report::default();
     let mut agent_done = false;
@@ -194,6 +215,10 @@ async fn watch(
     loop {
         let none_left = reap(agent, &mut report, &mut agent_done);
         if agent_done && none_left {
+            if let Some(c) = cgroup.filter(|c| c.populated()) {
+                // Something left the reaper's tree but not the cgroup: it goes too.
+                c.kill();
+            }
             return report;
         }
         if let Stop::Killing = stop {
@@ -236,11 +261,9 @@ async fn watch(
         match stop {
             Stop::Terminating { until } if Instant::now() >= until => {
                 stop = Stop::Killing;
-                signal_all(&tree::descendants(&tree::scan(), me), Signal::SIGKILL);
+                kill_all(me);
             }
-            Stop::Killing => {
-                signal_all(&tree::descendants(&tree::scan(), me), Signal::SIGKILL);
-            }
+            Stop::Killing => kill_all(me),
             _ => {}
         }
     }

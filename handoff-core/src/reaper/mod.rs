@@ -30,6 +30,7 @@
 //! same user may); handoff then reports the containment as lost. An agent under handoff's own
 //! sandbox or in a PID namespace is contained by the namespace instead.
 
+pub(crate) mod cgroup;
 mod child;
 pub(crate) mod tree;
 
@@ -60,6 +61,10 @@ pub(crate) struct Report {
     /// up: processes of the tree may still run.
     #[serde(default)]
     pub escaped: bool,
+    /// The cgroup v2 the agent ran in, killed with `cgroup.kill`; `None` where none could be
+    /// made.
+    #[serde(default)]
+    pub cgroup: Option<String>,
 }
 
 /// The reaper's command line after [`REAPER_ARG`]:
