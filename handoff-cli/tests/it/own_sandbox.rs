@@ -123,6 +123,10 @@ fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
     // What the shell can read goes to its stderr, which handoff keeps.
     let script = format!(
         "echo x > {inside}; cat {secret} >&2; ls {home} >&2; touch {seen}; \
+         (echo evil > \"$SHELL\") 2>/dev/null && echo WRAPPER-WRITTEN >&2; \
+         mv \"$(dirname \"$SHELL\")\" \"$(dirname \"$SHELL\").moved\" 2>/dev/null \
+           && echo WRAPPER-MOVED >&2; \
+         head -c 9 \"$SHELL\" >&2; echo >&2; \
          a=\"$XDG_DATA_HOME/opencode/auth.json\"; \
          if [ -e \"$a\" ] && [ ! -s \"$a\" ]; then echo AUTH-MASKED >&2; fi; cat \"$a\" >&2",
         inside = q(&wt.join("inside.txt")),
@@ -145,6 +149,11 @@ fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
     assert!(stderr.contains("No such file or directory"), "{stderr}");
     // The login is mounted for the CLI, and empty for its commands.
     assert!(stderr.contains("AUTH-MASKED"), "{stderr}");
+    // The shell wrapper (the one thing between a command and the network) can be neither
+    // rewritten nor moved away by a command.
+    assert!(stderr.contains("#!/bin/sh"), "{stderr}");
+    assert!(!stderr.contains("WRAPPER-WRITTEN"), "{stderr}");
+    assert!(!stderr.contains("WRAPPER-MOVED"), "{stderr}");
     assert!(!stderr.contains("LOGIN-TOKEN-VALUE"), "{stderr}");
 }
 
