@@ -437,7 +437,8 @@ async fn run(
         // The reaper cannot vouch for the tree; where it had put the agent in a cgroup of its
         // own, that cgroup still holds whatever survived, and goes now.
         if let Some(pid) = pid {
-            let _ = crate::reaper::cgroup::kill_left_by(pid);
+            let _ =
+                tokio::task::spawn_blocking(move || crate::reaper::cgroup::kill_left_by(pid)).await;
         }
     }
     let containment = match reaper_report {

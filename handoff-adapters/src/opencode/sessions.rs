@@ -550,3 +550,23 @@ impl Sessions for OpenCode {
         copy(store, source, target).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::session_of_run;
+
+    #[test]
+    fn a_run_names_one_session_or_none() {
+        let id = "ses_01a234256f215a869b7614ea48";
+        let other = "ses_01a234256f215a869b7614ea49";
+        let line = |s: &str| format!("{{\"type\":\"text\",\"sessionID\":\"{s}\"}}\n");
+        let one = format!("{}not json\n{}", line(id), line(id));
+        assert_eq!(session_of_run(one.as_bytes()).as_deref(), Some(id));
+        // Two sessions in one run: which to carry is not clear, so none is.
+        let two = format!("{}{}", line(id), line(other));
+        assert_eq!(session_of_run(two.as_bytes()), None);
+        // Not an OpenCode session id (an agent writing its own event stream).
+        assert_eq!(session_of_run(line("../../x").as_bytes()), None);
+        assert_eq!(session_of_run(b""), None);
+    }
+}
