@@ -70,8 +70,9 @@ pub struct Bind {
     pub dest: Utf8PathBuf,
     /// Whether the agent may write it.
     pub writable: bool,
-    /// A credential the CLI reads but its model's shell commands must not: under
-    /// [`SandboxSpec::offline_shell`] each command sees it empty.
+    /// A credential or state the CLI reads but its model's shell commands must not: under
+    /// [`SandboxSpec::offline_shell`] each command sees it empty (an empty file, or an empty
+    /// directory).
     pub secret: bool,
 }
 
@@ -351,15 +352,26 @@ pub fn wrap(
     spec: &SandboxSpec,
     invocation: &mut crate::provider::Invocation,
 ) -> Result<Wrapped, String> {
+    // A writable place the CLI keeps its state in (the user's own, for a receiver) may not
+    // exist yet: it is made, as the CLI would make it, so that its writes land there and not
+    // in the sandbox's throwaway root.
+    for b in spec.binds.iter().filter(|b| b.writable) {
+        if !exists(&b.source) {
+            std::fs::create_dir_all(&b.source)
+                .map_err(|e| format!("cannot create {}: {e}", b.source))?;
+        }
+    }
     let mut mounts = mounts(layout, spec, &invocation.program, &invocation.env);
     let shell = if spec.offline_shell {
         let dir = layout.run_dir.join("sandbox-shell");
-        let hidden: Vec<Utf8PathBuf> = spec
+        // Directories first: a file hidden inside a hidden directory is covered again.
+        let mut hidden: Vec<(bool, Utf8PathBuf)> = spec
             .binds
             .iter()
-            .filter(|b| b.secret && b.source.is_file())
-            .map(|b| b.dest.clone())
+            .filter(|b| b.secret && exists(&b.source))
+            .map(|b| (!b.source.is_dir(), b.dest.clone()))
             .collect();
+        hidden.sort();
         let path = offline_shell(bwrap, &dir, &hidden)?;
         // The directory is a mount point of its own: it can be neither written nor renamed.
         mounts.push(Mount::ReadOnly(dir.clone(), dir));
@@ -372,6 +384,9 @@ pub fn wrap(
     for mount in &mounts {
         push_mount(&mut args, mount);
     }
+    // The sandbox's own root (where the mount points live) is read-only too: a write outside
+    // the writable mounts fails instead of landing in a directory that vanishes.
+    args.extend(["--remount-ro".into(), "/".into()]);
     args.extend(["--chdir".into(), invocation.cwd.to_string()]);
     args.push("--".into());
     args.push(invocation.program.to_string());
@@ -448,7 +463,7 @@ pub fn wrap(
 fn offline_shell(
     bwrap: &Utf8Path,
     dir: &Utf8Path,
-    hidden: &[Utf8PathBuf],
+    hidden: &[(bool, Utf8PathBuf)],
 ) -> Result<Utf8PathBuf, String> {
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -461,9 +476,16 @@ fn offline_shell(
         .into_iter()
         .find(|p| Utf8Path::new(p).is_file())
         .unwrap_or("/bin/sh");
+    // A hidden directory is an empty tmpfs to a command, a hidden file an empty file.
     let masks: String = hidden
         .iter()
-        .map(|p| format!(" --ro-bind /dev/null {}", sh_quote(p.as_str())))
+        .map(|(file, p)| {
+            if *file {
+                format!(" --ro-bind /dev/null {}", sh_quote(p.as_str()))
+            } else {
+                format!(" --tmpfs {}", sh_quote(p.as_str()))
+            }
+        })
         .collect();
     // Inside, the wrapper is still first on PATH: a command that runs `bash` again is already
     // offline and gets the shell itself (the variable can only be set from inside).

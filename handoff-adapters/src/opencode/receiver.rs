@@ -1,6 +1,9 @@
 //! OpenCode as a continuation receiver: an `opencode run` whose session OpenCode keeps
 //! (`--session` for a carried one), read back from its `--format json` events.
 
+use std::collections::BTreeMap;
+
+use camino::Utf8PathBuf;
 use handoff_core::{
     AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
     ReceiverRequest, RunDir, StdinSource, agent_env,
@@ -111,8 +114,12 @@ impl OpenCode {
                 "cwd": "the session's own directory (OpenCode resumes a session only where it is filed)",
             });
         }
+        let sandbox = run.handoff_sandbox.then(|| receiver_sandbox(&env));
+        if sandbox.is_none() {
+            policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
+        }
         Ok(Invocation {
-            sandbox: None,
+            sandbox,
             program: run.executable.clone(),
             args,
             env,
@@ -124,6 +131,57 @@ impl OpenCode {
             policy,
             secrets: Vec::new(),
         })
+    }
+}
+
+/// What a receiver needs in handoff's sandbox: OpenCode's own directories of the user, in
+/// place, so that the session lands in the user's store. Its configuration, data, cache and
+/// state are writable for the CLI and hidden from its model's commands (which see empty
+/// directories); the logins and the tools it downloaded are read-only.
+fn receiver_sandbox(env: &BTreeMap<String, String>) -> handoff_core::sandbox::SandboxSpec {
+    use handoff_core::sandbox::{Bind, SandboxSpec};
+    let home = env
+        .get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(Utf8PathBuf::from);
+    let xdg = |var: &str, fallback: &str| {
+        env.get(var)
+            .filter(|d| d.starts_with('/'))
+            .map(Utf8PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(fallback)))
+            .map(|d| d.join("opencode"))
+    };
+    let bind = |path: Utf8PathBuf, writable: bool, secret: bool| Bind {
+        source: path.clone(),
+        dest: path,
+        writable,
+        secret,
+    };
+    // OpenCode makes and writes its configuration, cache and state directories as it starts
+    // (its plugins' packages among them): the CLI may, its model's commands see none of them.
+    let mut binds = Vec::new();
+    for (var, fallback) in [
+        ("XDG_CONFIG_HOME", ".config"),
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_STATE_HOME", ".local/state"),
+    ] {
+        if let Some(dir) = xdg(var, fallback) {
+            binds.push(bind(dir, true, true));
+        }
+    }
+    if let Some(data) = xdg("XDG_DATA_HOME", ".local/share") {
+        binds.push(bind(data.clone(), true, true));
+        binds.push(bind(data.join("auth.json"), false, true));
+        binds.push(bind(data.join("mcp-auth.json"), false, true));
+        binds.push(bind(data.join("bin"), false, false));
+    }
+    SandboxSpec {
+        binds,
+        state: "the user's own OpenCode directories in place (the session lands in their \
+                store): configuration, data, cache and state writable for the CLI and empty to \
+                its commands; logins and downloaded tools read-only"
+            .into(),
+        offline_shell: true,
     }
 }
 

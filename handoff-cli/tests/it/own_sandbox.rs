@@ -284,3 +284,73 @@ fn a_kiro_build_writes_the_worktree_and_its_own_data_and_nothing_else() {
         "1\n"
     );
 }
+
+#[test]
+fn an_opencode_receiver_runs_under_handoffs_sandbox_and_keeps_its_session_in_the_users_store() {
+    let sb = confined();
+    for (k, v) in [
+        ("user.name", "handoff test"),
+        ("user.email", "test@example.invalid"),
+        ("commit.gpgsign", "false"),
+    ] {
+        sb.repo.git(&["config", k, v]);
+    }
+    sb.repo.write("fake-receiver-opencode.txt", "\n");
+    sb.repo.commit_all("receiver files");
+    let wt = sb.repo.path().to_path_buf();
+    let bashrc = sb.root.join("home/.bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let script = format!(
+        "echo pwned >> {bashrc}; printf '#!/bin/sh\\n' > {hook}",
+        bashrc = q(&bashrc),
+        hook = q(&wt.join(".git/hooks/post-checkout")),
+    );
+    sb.agents.set(SHELL, &script);
+    let note = sb.private.join("note.md");
+    std::fs::write(
+        &note,
+        crate::note::SECTIONS
+            .iter()
+            .map(|s| format!("## {s}\n\nAbout {s}.\n\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "continue",
+        "--cwd",
+        &cwd,
+        "--note-file",
+        note.to_str().unwrap(),
+        "--fallback",
+        "fresh-agent",
+        "--from",
+        "claude",
+        "--to",
+        "opencode",
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let receiver = &run.json["receiver"];
+    assert_eq!(
+        receiver["policy"]["sandbox"]["enforcement"], "handoff",
+        "{receiver:#}"
+    );
+    assert_eq!(receiver["policy"]["sandbox"]["worktree"], "read-write");
+    // The receiver did its work in the worktree; its shell reached neither the user's files
+    // nor the git hooks.
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(!wt.join(".git/hooks/post-checkout").exists());
+    assert!(
+        std::fs::read_to_string(wt.join("fake-receiver-opencode.txt"))
+            .unwrap()
+            .contains("continued the task"),
+        "{receiver:#}"
+    );
+    // The session is in the user's store, where the resume command finds it.
+    let session = receiver["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{receiver:#}"));
+    assert!(!session.is_empty());
+    let store = sb.root.join("home/.local/share/opencode");
+    assert!(store.is_dir(), "no OpenCode store at {}", store.display());
+}

@@ -27,6 +27,9 @@ pub struct PreparedReceiver {
     // Kept for its Drop: the private directory lives as long as the receiver.
     _run_dir: crate::private_dir::PrivateDir,
     invocation: crate::provider::Invocation,
+    /// The CLI and its environment as the adapter planned them (before handoff's sandbox, if
+    /// any, wrapped the command line): what reads and writes the CLI's session store.
+    plain: (Utf8PathBuf, BTreeMap<String, String>),
     provider: Arc<dyn Provider>,
     prompt: String,
     secrets: Vec<String>,
@@ -63,8 +66,8 @@ impl PreparedReceiver {
     /// executable, and its private directory as scratch.
     pub fn store_env(&self) -> crate::carry::StoreEnv {
         crate::carry::StoreEnv {
-            vars: self.invocation.env.clone(),
-            executable: Some(self.invocation.program.clone()),
+            vars: self.plain.1.clone(),
+            executable: Some(self.plain.0.clone()),
             scratch: Some(self._run_dir.path().to_owned()),
         }
     }
@@ -242,7 +245,7 @@ impl Engine {
         let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
         let plan = RunDir {
-            handoff_sandbox: false,
+            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
             path: run_path.clone(),
             executable: exe
                 .clone()
@@ -316,9 +319,12 @@ impl Engine {
         let mut secrets = invocation.secrets.clone();
         secrets.extend(credential_values(&invocation.env));
         secrets.extend(config_secrets(&agent_config));
+        let plain = (invocation.program.clone(), invocation.env.clone());
+        self.sandbox_receiver(&request, &run_path, &mut invocation)?;
         Ok(PreparedReceiver {
             _run_dir: run_dir,
             policy: invocation.policy.clone(),
+            plain,
             invocation,
             provider,
             prompt: prompt.to_owned(),
@@ -345,6 +351,52 @@ impl Engine {
     ) -> ReceiverRun {
         self.start_receiver_holding(prepared, timeout, cancel, None)
             .await
+    }
+
+    /// Puts a receiver under handoff's own sandbox when its adapter asks for one and one can
+    /// run here, as a delegated run ([`crate::sandbox`]): the worktree writable for the
+    /// `implement` role only, its git directories read-only always. The receipt goes in
+    /// `policy.sandbox`.
+    fn sandbox_receiver(
+        &self,
+        request: &ReceiverRequest,
+        run_path: &Utf8Path,
+        invocation: &mut crate::provider::Invocation,
+    ) -> Result<(), String> {
+        let Some(spec) = invocation.sandbox.clone() else {
+            return Ok(());
+        };
+        let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
+            if let Some(policy) = invocation.policy.as_object_mut() {
+                policy.insert("sandbox".into(), crate::sandbox::unavailable_receipt());
+            }
+            return Ok(());
+        };
+        let protected = self
+            .workspace()
+            .protected_paths(&request.cwd)
+            .map_err(|e| format!("cannot find the git paths to protect: {e}"))?;
+        // The worktree's root holds its `.git`, the first protected path.
+        let worktree = protected
+            .first()
+            .filter(|p| p.file_name() == Some(".git"))
+            .and_then(|p| p.parent())
+            .map_or_else(|| request.cwd.clone(), Utf8Path::to_owned);
+        let layout = crate::sandbox::Layout {
+            worktree,
+            writable: request.role == crate::continuation::ReceiverRole::Implement,
+            protected,
+            run_dir: run_path.to_owned(),
+            home: crate::lease::passwd_home(),
+            read_only: Vec::new(),
+            writable_extra: Vec::new(),
+        };
+        let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
+            .map_err(|e| format!("cannot set up handoff's sandbox: {e}"))?;
+        if let Some(policy) = invocation.policy.as_object_mut() {
+            policy.insert("sandbox".into(), wrapped.receipt);
+        }
+        Ok(())
     }
 
     /// [`Engine::start_receiver`], its reaper holding `hold` (a descriptor of the worktree
