@@ -55,7 +55,11 @@ const SYSTEM: &[&str] = &[
 
 /// Toolchain directories under the user's home mounted read-only when they exist, with the
 /// variable that names each to the tools.
-const TOOLCHAINS: &[(&str, &str)] = &[(".cargo", "CARGO_HOME"), (".rustup", "RUSTUP_HOME")];
+const TOOLCHAINS: &[(&str, &str)] = &[
+    (".cargo", "CARGO_HOME"),
+    (".rustup", "RUSTUP_HOME"),
+    ("go", "GOPATH"),
+];
 
 /// Files inside the toolchain directories that hold credentials (a crates.io token): covered
 /// with an empty file.
@@ -280,11 +284,17 @@ fn mounts(
     m.push(Mount::Tmpfs("/var/tmp".into()));
     let mut read_only: Vec<Utf8PathBuf> = install_dirs(program);
     if let Some(path) = env.get("PATH") {
-        read_only.extend(
-            path.split(':')
-                .filter(|p| p.starts_with('/'))
-                .map(Utf8PathBuf::from),
-        );
+        for dir in path.split(':').filter(|p| p.starts_with('/')) {
+            let dir = Utf8PathBuf::from(dir);
+            // A prefix's `bin/` links into its `lib/` (nvm's Node, `~/.local`, a `--prefix`
+            // install): the tools on PATH need both.
+            if dir.file_name() == Some("bin")
+                && let Some(prefix) = dir.parent()
+            {
+                read_only.extend(["lib", "lib64"].map(|l| prefix.join(l)));
+            }
+            read_only.push(dir);
+        }
     }
     if let Some(home) = &layout.home {
         read_only.extend(TOOLCHAINS.iter().map(|(d, _)| home.join(d)));
@@ -409,9 +419,14 @@ pub fn wrap(
             env.insert("PATH".into(), format!("{dir}{path}"));
         }
     }
+    // Caches a build writes go to the run's own directory.
     env.insert(
         "npm_config_cache".into(),
         layout.run_dir.join("npm-cache").to_string(),
+    );
+    env.insert(
+        "GOCACHE".into(),
+        layout.run_dir.join("go-build").to_string(),
     );
     if let Some(home) = &layout.home {
         for (dir, var) in TOOLCHAINS {
@@ -445,7 +460,7 @@ pub fn wrap(
         "tmp": "private to the run (/tmp, /var/tmp)",
         "home": "not mounted: only the paths listed are visible",
         "state": spec.state,
-        "caches": "~/.cargo (its credentials emptied) and ~/.rustup read-only; npm's cache private to the run",
+        "caches": "~/.cargo (its credentials emptied), ~/.rustup and ~/go read-only; npm's and Go's build caches private to the run",
         "network": if shell.is_some() {
             "the CLI's: the host's, for its model provider; its shell commands run in a network \
              namespace of their own (no network, no abstract Unix sockets)"
@@ -598,6 +613,41 @@ mod tests {
             !m.iter()
                 .any(|m| matches!(m, Mount::ReadWrite(_, d) if d.starts_with(&cargo)))
         );
+    }
+
+    #[test]
+    fn a_prefix_on_path_brings_its_lib_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt")).unwrap();
+        for d in ["nvm/bin", "nvm/lib/node_modules", "tools"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        let mut env = BTreeMap::new();
+        env.insert(
+            "PATH".to_owned(),
+            format!(
+                "{}:{}:relative/bin",
+                root.join("nvm/bin"),
+                root.join("tools")
+            ),
+        );
+        let m = mounts(
+            &layout(root, false),
+            &SandboxSpec::default(),
+            Utf8Path::new("/x/y"),
+            &env,
+        );
+        let ro = |p: Utf8PathBuf| Mount::ReadOnly(p.clone(), p);
+        assert!(m.contains(&ro(root.join("nvm/bin"))));
+        assert!(m.contains(&ro(root.join("nvm/lib"))));
+        assert!(m.contains(&ro(root.join("tools"))));
+        // No `lib` next to a directory that is not a `bin/`; nothing relative.
+        assert!(
+            !m.iter()
+                .any(|m| matches!(m, Mount::ReadOnly(_, d) if d.as_str().contains("relative")))
+        );
+        assert!(!m.contains(&ro(root.join("lib"))));
     }
 
     #[test]
