@@ -324,6 +324,27 @@ fn mounts(
     } else {
         Mount::ReadOnly(layout.worktree.clone(), layout.worktree.clone())
     });
+    if layout.writable {
+        // A protected path deeper in the worktree (a `core.hooksPath` such as `.husky/_`)
+        // cannot be swapped out by renaming a directory above it: each directory between the
+        // worktree and it is a mount point of its own, still writable, which can be neither
+        // renamed nor removed.
+        let mut pinned: Vec<Utf8PathBuf> = Vec::new();
+        for p in &layout.protected {
+            let Ok(rel) = p.strip_prefix(&layout.worktree) else {
+                continue;
+            };
+            let mut dir = layout.worktree.clone();
+            let parts: Vec<&str> = rel.iter().collect();
+            for part in parts.iter().take(parts.len().saturating_sub(1)) {
+                dir.push(part);
+                if !pinned.contains(&dir) {
+                    m.push(Mount::ReadWrite(dir.clone(), dir.clone()));
+                    pinned.push(dir.clone());
+                }
+            }
+        }
+    }
     for p in &layout.protected {
         m.push(Mount::ReadOnly(p.clone(), p.clone()));
     }
@@ -584,6 +605,41 @@ mod tests {
                 .unwrap();
             assert!(tmpfs < at);
         }
+    }
+
+    #[test]
+    fn the_directories_above_a_protected_path_in_the_worktree_are_pinned() {
+        // A hooks directory at `scripts/hooks`: renaming `scripts` away and making a new
+        // `scripts/hooks` would plant hooks past its read-only mount.
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(tmp.path()).unwrap();
+        std::fs::create_dir_all(root.join("wt/.git")).unwrap();
+        std::fs::create_dir_all(root.join("wt/scripts/git/hooks")).unwrap();
+        let mut layout = layout(root, true);
+        let hooks = root.join("wt/scripts/git/hooks");
+        layout.protected.push(hooks.clone());
+        let spec = SandboxSpec::default();
+        let env = BTreeMap::new();
+        let m = mounts(&layout, &spec, Utf8Path::new("/x/y"), &env);
+        let at = |mount: &Mount| m.iter().position(|x| x == mount);
+        let ro = at(&Mount::ReadOnly(hooks.clone(), hooks.clone())).unwrap();
+        for dir in ["wt/scripts", "wt/scripts/git"] {
+            let dir = root.join(dir);
+            let pinned = at(&Mount::ReadWrite(dir.clone(), dir.clone()))
+                .unwrap_or_else(|| panic!("{dir} is not pinned: {m:?}"));
+            assert!(pinned < ro);
+        }
+        // Nothing is pinned in a read-only worktree, nor above `.git`.
+        let m = mounts(
+            &self::layout(root, false),
+            &spec,
+            Utf8Path::new("/x/y"),
+            &env,
+        );
+        assert!(
+            !m.iter()
+                .any(|m| matches!(m, Mount::ReadWrite(_, d) if d.starts_with(root.join("wt"))))
+        );
     }
 
     #[test]

@@ -354,3 +354,30 @@ fn an_opencode_receiver_runs_under_handoffs_sandbox_and_keeps_its_session_in_the
     let store = sb.root.join("home/.local/share/opencode");
     assert!(store.is_dir(), "no OpenCode store at {}", store.display());
 }
+
+#[test]
+fn a_build_cannot_swap_out_a_hooks_directory_deep_in_the_worktree() {
+    // `core.hooksPath` at `scripts/hooks`: the directory is read-only, but renaming `scripts`
+    // away and making a new `scripts/hooks` would plant a hook the user's next commit runs.
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    std::fs::create_dir_all(wt.join("scripts/hooks")).unwrap();
+    std::fs::write(wt.join("scripts/hooks/README"), "hooks\n").unwrap();
+    sb.repo.git(&["config", "core.hooksPath", "scripts/hooks"]);
+    let script = "mv scripts scripts.old; mkdir -p scripts/hooks; \
+                  printf '#!/bin/sh\\necho pwned\\n' > scripts/hooks/pre-commit; \
+                  echo inside > inside.txt";
+    sb.agents.set(SHELL, script);
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(sandbox_receipt(&run)["enforcement"], "handoff");
+    assert_eq!(
+        std::fs::read_to_string(wt.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert!(
+        !wt.join("scripts/hooks/pre-commit").exists(),
+        "a hook was planted"
+    );
+    assert!(!wt.join("scripts.old").exists());
+}
