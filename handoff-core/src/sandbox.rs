@@ -525,13 +525,19 @@ fn offline_shell(
         .collect();
     // Inside, the wrapper is still first on PATH: a command that runs `bash` again is already
     // offline and gets the shell itself (the variable can only be set from inside).
+    // `--cap-drop ALL`: when handoff runs as root, bubblewrap keeps root's capabilities for the
+    // sandbox's first process (the CLI, which needs them to start this wrapper's namespaces);
+    // a command gets none, so it can neither unmount the read-only covers (`.git`) nor make
+    // device nodes, and bubblewrap's no-new-privileges keeps setuid programs from giving them
+    // back.
     let script = format!(
         "#!/bin/sh\n\
          # handoff: each command runs without network, in namespaces of its own, and without\n\
          # the CLI's credentials.\n\
          if [ \"$HANDOFF_OFFLINE_SHELL\" = 1 ]; then exec {shell} \"$@\"; fi\n\
          HANDOFF_OFFLINE_SHELL=1 exec {bwrap} --die-with-parent --unshare-net --unshare-pid \
-         --unshare-ipc --bind / / --proc /proc --dev-bind /dev /dev{masks} -- {shell} \"$@\"\n",
+         --unshare-ipc --bind / / --proc /proc --dev-bind /dev /dev{masks} --cap-drop ALL \
+         -- {shell} \"$@\"\n",
         bwrap = sh_quote(bwrap.as_str()),
     );
     let mut f = std::fs::OpenOptions::new()

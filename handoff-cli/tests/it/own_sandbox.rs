@@ -381,3 +381,34 @@ fn a_build_cannot_swap_out_a_hooks_directory_deep_in_the_worktree() {
     );
     assert!(!wt.join("scripts.old").exists());
 }
+
+/// When handoff runs as root, bubblewrap keeps root's capabilities for the CLI; the commands of
+/// its model get none: they can neither unmount the read-only `.git`, nor make a device node,
+/// nor map root in a user namespace of their own. (As another user the commands never had
+/// any; the test then shows the same.)
+#[test]
+fn a_command_cannot_unmount_the_git_cover_or_make_devices() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    let git = wt.join(".git");
+    let script = format!(
+        "umount {git} 2>/dev/null && echo UNMOUNTED >&2; \
+         unshare -Urm sh -c 'umount {git}' 2>/dev/null && echo UNSHARED >&2; \
+         echo x > {hook} 2>/dev/null && echo HOOK-PLANTED >&2; \
+         mknod /tmp/disk b 253 0 2>/dev/null && echo MKNOD >&2; \
+         grep CapEff /proc/self/status >&2",
+        git = q(&git),
+        hook = q(&git.join("hooks/pre-commit")),
+    );
+    sb.agents.set(SHELL, &script);
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = run.json["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(stderr.contains("CapEff:\t0000000000000000"), "{stderr}");
+    for escaped in ["UNMOUNTED", "UNSHARED", "HOOK-PLANTED", "MKNOD"] {
+        assert!(!stderr.contains(escaped), "{escaped}: {stderr}");
+    }
+    assert!(!git.join("hooks/pre-commit").exists());
+}
