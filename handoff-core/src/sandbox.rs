@@ -338,14 +338,16 @@ fn mounts(
             let parts: Vec<&str> = rel.iter().collect();
             for part in parts.iter().take(parts.len().saturating_sub(1)) {
                 dir.push(part);
-                if !pinned.contains(&dir) {
+                if !pinned.contains(&dir) && exists(&dir) {
                     m.push(Mount::ReadWrite(dir.clone(), dir.clone()));
                     pinned.push(dir.clone());
                 }
             }
         }
     }
-    for p in &layout.protected {
+    // A protected path that does not exist outside the worktree (a hooks directory not made
+    // yet) cannot be mounted; nothing outside the worktree is writable anyway.
+    for p in layout.protected.iter().filter(|p| exists(p)) {
         m.push(Mount::ReadOnly(p.clone(), p.clone()));
     }
     for p in &layout.writable_extra {
@@ -555,6 +557,36 @@ fn offline_shell(
 /// `s` as one single-quoted `sh` word.
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Makes each protected path inside the worktree that does not exist yet (a `core.hooksPath`
+/// not made yet), so that it can be mounted read-only; returns the directories made, deepest
+/// first, for [`remove_made`]. A path outside the worktree is left alone (nothing there is
+/// writable in the sandbox anyway).
+pub fn make_protected(layout: &Layout) -> Result<Vec<Utf8PathBuf>, String> {
+    let mut made = Vec::new();
+    for p in &layout.protected {
+        if exists(p) || !p.starts_with(&layout.worktree) {
+            continue;
+        }
+        let mut missing: Vec<Utf8PathBuf> = p
+            .ancestors()
+            .take_while(|a| !exists(a))
+            .map(Utf8Path::to_owned)
+            .collect();
+        std::fs::create_dir_all(p).map_err(|e| format!("cannot create {p}: {e}"))?;
+        made.append(&mut missing);
+    }
+    Ok(made)
+}
+
+/// Removes what [`make_protected`] made, deepest first, where it is still empty.
+pub fn remove_made(made: &[Utf8PathBuf]) {
+    for dir in made {
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
 }
 
 /// The receipt of a run whose adapter asked for handoff's sandbox when none can run here.

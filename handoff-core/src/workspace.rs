@@ -34,7 +34,8 @@ pub trait Workspace: Send + Sync {
     /// What an agent working in the worktree that contains `cwd` must never write, even when
     /// it may write the worktree: the repository's git directories (`.git`, and the common
     /// directory of a linked worktree) and the directory `core.hooksPath` names. Paths that
-    /// do not exist are left out. handoff's own sandbox mounts them read-only.
+    /// do not exist are left out, but for the hooks directory, which is named even before it
+    /// exists (a run could make it). handoff's own sandbox mounts them read-only.
     fn protected_paths(&self, cwd: &Utf8Path) -> Result<Vec<Utf8PathBuf>, WorkspaceError> {
         let _ = cwd;
         Err(WorkspaceError::Unsupported {

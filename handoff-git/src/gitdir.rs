@@ -174,8 +174,9 @@ pub(crate) fn scan(repo: &gix::Repository, root: &Path) -> Result<GitDirState, W
 }
 
 /// The worktree's `.git` (file or directory), the git directory, the common directory and the
-/// `core.hooksPath` directory of `repo`, each once, those that exist, as absolute paths with
-/// symbolic links resolved (see `Workspace::protected_paths`).
+/// `core.hooksPath` directory of `repo`, each once, as absolute paths with symbolic links
+/// resolved (see `Workspace::protected_paths`): those that exist, and the hooks directory even
+/// when it does not (last).
 pub(crate) fn protected_paths(
     repo: &gix::Repository,
 ) -> Result<Vec<camino::Utf8PathBuf>, WorkspaceError> {
@@ -189,9 +190,31 @@ pub(crate) fn protected_paths(
         .config_snapshot()
         .trusted_path("core.hooksPath")
         .map_err(|err| git_error("cannot read core.hooksPath", err))?;
+    // The hooks directory is protected even before it exists (husky's `.husky/_` before
+    // `npm install`): a run could otherwise make it and fill it with hooks. Its path is the
+    // nearest existing ancestor, resolved, with the rest appended.
+    let mut missing_hooks: Option<PathBuf> = None;
     if let Some(configured) = configured {
         let base = repo.workdir().unwrap_or_else(|| repo.git_dir());
-        found.push(base.join(configured));
+        let path = std::path::absolute(base.join(configured)).unwrap_or_default();
+        if std::fs::symlink_metadata(&path).is_ok() {
+            found.push(path);
+        } else {
+            let mut existing = path.as_path();
+            let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+            while std::fs::symlink_metadata(existing).is_err() {
+                match (existing.parent(), existing.file_name()) {
+                    (Some(parent), Some(name)) => {
+                        rest.push(name);
+                        existing = parent;
+                    }
+                    _ => break,
+                }
+            }
+            let mut resolved = canonical(existing);
+            resolved.extend(rest.iter().rev());
+            missing_hooks = Some(resolved);
+        }
     }
     let mut out: Vec<camino::Utf8PathBuf> = Vec::new();
     for path in found {
@@ -210,6 +233,9 @@ pub(crate) fn protected_paths(
         if !out.contains(&path) {
             out.push(path);
         }
+    }
+    if let Some(path) = missing_hooks.and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok()) {
+        out.push(path);
     }
     Ok(out)
 }

@@ -412,3 +412,32 @@ fn a_command_cannot_unmount_the_git_cover_or_make_devices() {
     }
     assert!(!git.join("hooks/pre-commit").exists());
 }
+
+/// A `core.hooksPath` inside the worktree that does not exist yet (husky's `.husky/_` before
+/// `npm install`) is protected all the same: a build cannot make it and fill it with hooks.
+/// What handoff made to mount it is removed afterwards.
+#[test]
+fn a_build_cannot_make_a_missing_hooks_directory() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    sb.repo.git(&["config", "core.hooksPath", ".husky/_"]);
+    let hooks = wt.join(".husky/_");
+    let script = format!(
+        "mkdir -p {hooks} 2>/dev/null; printf '#!/bin/sh\\necho hook\\n' > {hook} 2>/dev/null \
+         && echo HOOK-PLANTED >&2",
+        hooks = q(&hooks),
+        hook = q(&hooks.join("pre-commit")),
+    );
+    sb.agents.set(SHELL, &script);
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = run.json["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(!stderr.contains("HOOK-PLANTED"), "{stderr}");
+    assert!(!hooks.join("pre-commit").exists(), "a hook was planted");
+    assert!(
+        !wt.join(".husky").exists(),
+        "handoff left the directories it made"
+    );
+}

@@ -35,6 +35,8 @@ pub(super) struct Ran {
 pub(super) struct Sandboxed {
     /// The agent's environment as its adapter planned it.
     env: std::collections::BTreeMap<String, String>,
+    /// Directories made to be mounted read-only ([`crate::sandbox::make_protected`]).
+    made: Vec<camino::Utf8PathBuf>,
 }
 
 fn set_receipt(draft: &mut Draft, receipt: serde_json::Value) {
@@ -188,6 +190,9 @@ impl Engine {
             draft.result.diagnostics.provider_stdout =
                 String::from_utf8_lossy(&report.stdout).into_owned();
         }
+        if let Some(state) = &sandboxed {
+            crate::sandbox::remove_made(&state.made);
+        }
         if let Some(state) = sandboxed {
             let imported = provider
                 .import_sandboxed_state(&crate::provider::SandboxedState {
@@ -274,10 +279,11 @@ impl Engine {
             writable_extra,
         };
         let env = invocation.env.clone();
+        let made = crate::sandbox::make_protected(&layout).map_err(Ended::NotRun)?;
         let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
             .map_err(|e| Ended::NotRun(format!("cannot set up handoff's sandbox: {e}")))?;
         set_receipt(draft, wrapped.receipt);
-        Ok(Some(Sandboxed { env }))
+        Ok(Some(Sandboxed { env, made }))
     }
 
     /// A line tap for a run's stdout that feeds the progress hook, when one is installed.

@@ -30,6 +30,8 @@ pub struct PreparedReceiver {
     /// The CLI and its environment as the adapter planned them (before handoff's sandbox, if
     /// any, wrapped the command line): what reads and writes the CLI's session store.
     plain: (Utf8PathBuf, BTreeMap<String, String>),
+    /// Directories made to be mounted read-only in handoff's sandbox, removed after the run.
+    made: Vec<Utf8PathBuf>,
     provider: Arc<dyn Provider>,
     prompt: String,
     secrets: Vec<String>,
@@ -320,11 +322,12 @@ impl Engine {
         secrets.extend(credential_values(&invocation.env));
         secrets.extend(config_secrets(&agent_config));
         let plain = (invocation.program.clone(), invocation.env.clone());
-        self.sandbox_receiver(&request, &run_path, &mut invocation)?;
+        let made = self.sandbox_receiver(&request, &run_path, &mut invocation)?;
         Ok(PreparedReceiver {
             _run_dir: run_dir,
             policy: invocation.policy.clone(),
             plain,
+            made,
             invocation,
             provider,
             prompt: prompt.to_owned(),
@@ -362,15 +365,15 @@ impl Engine {
         request: &ReceiverRequest,
         run_path: &Utf8Path,
         invocation: &mut crate::provider::Invocation,
-    ) -> Result<(), String> {
+    ) -> Result<Vec<Utf8PathBuf>, String> {
         let Some(spec) = invocation.sandbox.clone() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
             if let Some(policy) = invocation.policy.as_object_mut() {
                 policy.insert("sandbox".into(), crate::sandbox::unavailable_receipt());
             }
-            return Ok(());
+            return Ok(Vec::new());
         };
         let protected = self
             .workspace()
@@ -391,12 +394,13 @@ impl Engine {
             read_only: Vec::new(),
             writable_extra: Vec::new(),
         };
+        let made = crate::sandbox::make_protected(&layout)?;
         let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
             .map_err(|e| format!("cannot set up handoff's sandbox: {e}"))?;
         if let Some(policy) = invocation.policy.as_object_mut() {
             policy.insert("sandbox".into(), wrapped.receipt);
         }
-        Ok(())
+        Ok(made)
     }
 
     /// [`Engine::start_receiver`], its reaper holding `hold` (a descriptor of the worktree
@@ -423,6 +427,7 @@ impl Engine {
             self.reaper(hold),
         )
         .await;
+        crate::sandbox::remove_made(&prepared.made);
         let raw = RawOutput {
             stdout: report.stdout,
             stderr: report.stderr,
