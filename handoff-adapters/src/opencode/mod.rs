@@ -181,15 +181,39 @@ impl Provider for OpenCode {
         let Some(id) = sessions::session_of_run(state.stdout) else {
             return Ok(None);
         };
-        let scratch = state.run_dir.join("session-import");
-        std::fs::create_dir_all(&scratch).map_err(|e| format!("cannot create {scratch}: {e}"))?;
+        // The run directory was the agent's to write: nothing in it is trusted now. The
+        // scratch is a new directory of a random name (nothing the agent planted is reused,
+        // nor a symlink followed), and both commands get configuration roots made here, after
+        // the run, never the run's own (where the agent could have put a plugin for OpenCode
+        // to load outside the sandbox).
+        let dir = tempfile::Builder::new()
+            .prefix("session-import-")
+            .tempdir_in(state.run_dir)
+            .map_err(|e| format!("cannot create a directory in {}: {e}", state.run_dir))?;
+        let scratch = camino::Utf8Path::from_path(dir.path())
+            .ok_or("the run directory is not UTF-8")?
+            .to_owned();
+        let roots = scratch.join("roots");
+        let mut clean = state.env.clone();
+        for d in invocation::config_dirs(&roots) {
+            std::fs::create_dir_all(&d).map_err(|e| format!("cannot create {d}: {e}"))?;
+        }
+        for (var, dir) in [
+            ("HOME", "home"),
+            ("XDG_CONFIG_HOME", "config"),
+            ("OPENCODE_CONFIG_DIR", "config"),
+            ("XDG_CACHE_HOME", "cache"),
+            ("XDG_STATE_HOME", "state"),
+        ] {
+            clean.insert(var.into(), roots.join(dir).to_string());
+        }
         let private = handoff_core::StoreEnv {
-            vars: state.env.clone(),
+            vars: clean.clone(),
             executable: Some(state.executable.to_owned()),
             scratch: Some(scratch.clone()),
         };
         // The user's store: the same environment with the user's own data directory.
-        let mut vars = state.env.clone();
+        let mut vars = clean;
         match invocation::user_data_dir(&handoff_core::agent_env(&SPEC, state.parent_env)) {
             Some(d) => vars.insert("XDG_DATA_HOME".into(), d.to_string()),
             None => vars.remove("XDG_DATA_HOME"),
@@ -199,8 +223,9 @@ impl Provider for OpenCode {
             executable: Some(state.executable.to_owned()),
             scratch: Some(scratch),
         };
-        sessions::import_private(&private, &user, &id, state.cwd)
-            .await
+        let imported = sessions::import_private(&private, &user, &id, state.cwd).await;
+        drop(dir);
+        imported
             .map(|id| Some(format!("session {id} in the user's OpenCode store")))
             .map_err(|e| e.to_string())
     }

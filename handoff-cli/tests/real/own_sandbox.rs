@@ -23,6 +23,15 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     let hook = repo.join(".git/hooks/pre-commit");
     let edited = rig.file("edited.txt");
     let net = rig.file("net.txt");
+    // A plugin planted in the run's configuration directory (writable in the sandbox) would run
+    // outside it if OpenCode were started there again after the run (for the session import).
+    let ran = rig.root.join("plugin-ran");
+    let plugin = format!(
+        "import fs from 'fs'; fs.writeFileSync('{}', 'x'); \
+         export const Planted = async () => ({{}});",
+        ran.display()
+    );
+    std::fs::write(rig.root.join("private/plugin.js"), &plugin).unwrap();
     // The scripted model server the CLI itself talks to, on the host's loopback.
     let server = rig.server.url();
     let port = server.rsplit(':').next().unwrap().trim_end_matches('/');
@@ -31,7 +40,12 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
             "echo pwned >> {bashrc}; echo x > {outside}; echo 'echo hook' > {hook}; \
              printf 'edited by the agent\\n' > {edited}; \
              if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached; \
-             else echo blocked; fi > {net}; grep -c : /proc/net/dev >> {net}",
+             else echo blocked; fi > {net}; grep -c : /proc/net/dev >> {net}; \
+             for d in \"$OPENCODE_CONFIG_DIR\" \"$XDG_CONFIG_HOME/opencode\" \"$HOME/.config/opencode\"; do \
+               mkdir -p \"$d/plugin\" \"$d/plugins\"; printf '%s' {plugin_q} > \"$d/plugin/planted.js\"; \
+               printf '%s' {plugin_q} > \"$d/plugins/planted.js\"; done; \
+             mkdir -p \"$(dirname \"$OPENCODE_CONFIG_DIR\")/../session-import\"",
+            plugin_q = format!("'{}'", plugin.replace('\'', "'\\''")),
             bashrc = bashrc.display(),
             outside = outside.display(),
             hook = hook.display(),
@@ -43,6 +57,10 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     assert_eq!(run.json["status"], "succeeded", "{}", run.json);
     let receipt = &run.json["policy"]["sandbox"];
     assert_eq!(receipt["enforcement"], "handoff", "{}", run.json);
+    assert!(
+        !ran.exists(),
+        "a plugin the agent planted ran outside the sandbox"
+    );
 
     assert!(std::fs::read_to_string(&edited).is_ok_and(|s| s.contains("edited by the agent")));
     assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
