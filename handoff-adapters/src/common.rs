@@ -365,3 +365,25 @@ mod tests {
         assert_eq!(toml_array(&["x".into(), "y z".into()]), "[\"x\",\"y z\"]");
     }
 }
+
+/// An absolute `HOME` of `env`.
+pub(crate) fn home_dir(
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<camino::Utf8PathBuf> {
+    env.get("HOME")
+        .filter(|h| h.starts_with('/'))
+        .map(camino::Utf8PathBuf::from)
+}
+
+/// An XDG base directory of `env`: `var` when it is absolute, else `~/<fallback>` (e.g.
+/// `XDG_DATA_HOME`, `.local/share`).
+pub(crate) fn xdg_dir(
+    env: &std::collections::BTreeMap<String, String>,
+    var: &str,
+    fallback: &str,
+) -> Option<camino::Utf8PathBuf> {
+    env.get(var)
+        .filter(|d| d.starts_with('/'))
+        .map(camino::Utf8PathBuf::from)
+        .or_else(|| home_dir(env).map(|h| h.join(fallback)))
+}

@@ -82,16 +82,8 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
 fn sandbox_spec(
     env: &std::collections::BTreeMap<String, String>,
 ) -> handoff_core::sandbox::SandboxSpec {
-    use camino::Utf8PathBuf;
-    let home = env
-        .get("HOME")
-        .filter(|h| h.starts_with('/'))
-        .map(Utf8PathBuf::from);
-    let data = env
-        .get("XDG_DATA_HOME")
-        .filter(|d| d.starts_with('/'))
-        .map(Utf8PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".local/share")));
+    let home = crate::common::home_dir(env);
+    let data = crate::common::xdg_dir(env, "XDG_DATA_HOME", ".local/share");
     let mut binds = Vec::new();
     if let Some(home) = &home {
         binds.push(handoff_core::sandbox::Bind {

@@ -155,14 +155,7 @@ fn mcp_table(
 /// The user's data directory (`$XDG_DATA_HOME`, else `~/.local/share`), where OpenCode keeps
 /// logins and sessions under `opencode/`.
 pub(super) fn user_data_dir(base: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
-    base.get("XDG_DATA_HOME")
-        .filter(|d| d.starts_with('/'))
-        .map(Utf8PathBuf::from)
-        .or_else(|| {
-            base.get("HOME")
-                .filter(|h| h.starts_with('/'))
-                .map(|h| Utf8Path::new(h).join(".local/share"))
-        })
+    crate::common::xdg_dir(base, "XDG_DATA_HOME", ".local/share")
 }
 
 /// The isolated environment: configuration roots inside `root`; the data directory (logins,

@@ -140,16 +140,8 @@ impl OpenCode {
 /// directories); the logins and the tools it downloaded are read-only.
 fn receiver_sandbox(env: &BTreeMap<String, String>) -> handoff_core::sandbox::SandboxSpec {
     use handoff_core::sandbox::{Bind, SandboxSpec};
-    let home = env
-        .get("HOME")
-        .filter(|h| h.starts_with('/'))
-        .map(Utf8PathBuf::from);
     let xdg = |var: &str, fallback: &str| {
-        env.get(var)
-            .filter(|d| d.starts_with('/'))
-            .map(Utf8PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(fallback)))
-            .map(|d| d.join("opencode"))
+        crate::common::xdg_dir(env, var, fallback).map(|d| d.join("opencode"))
     };
     let bind = |path: Utf8PathBuf, writable: bool, secret: bool| Bind {
         source: path.clone(),

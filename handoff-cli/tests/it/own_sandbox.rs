@@ -29,6 +29,13 @@ fn q(p: &Path) -> String {
     format!("'{}'", p.display())
 }
 
+/// What the agent (and the commands of its shell) wrote to stderr.
+fn provider_stderr(run: &Run) -> &str {
+    run.json["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default()
+}
+
 fn sandbox_receipt(run: &Run) -> &Value {
     &run.json["policy"]["sandbox"]
 }
@@ -142,9 +149,7 @@ fn a_review_cannot_write_the_worktree_or_read_the_users_files() {
     assert!(!wt.join("inside.txt").exists());
     assert!(!seen.exists());
     assert_eq!(run.json["git"]["changed"], false);
-    let stderr = run.json["diagnostics"]["providerStderr"]
-        .as_str()
-        .unwrap_or_default();
+    let stderr = provider_stderr(&run);
     assert!(!stderr.contains("SECRET-KEY-MATERIAL"), "{stderr}");
     assert!(stderr.contains("No such file or directory"), "{stderr}");
     // The login is mounted for the CLI, and empty for its commands.
@@ -403,9 +408,7 @@ fn a_command_cannot_unmount_the_git_cover_or_make_devices() {
     sb.agents.set(SHELL, &script);
     let run = sb.delegate("claude", "opencode", "build", &[]);
     assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
-    let stderr = run.json["diagnostics"]["providerStderr"]
-        .as_str()
-        .unwrap_or_default();
+    let stderr = provider_stderr(&run);
     assert!(stderr.contains("CapEff:\t0000000000000000"), "{stderr}");
     for escaped in ["UNMOUNTED", "UNSHARED", "HOOK-PLANTED", "MKNOD"] {
         assert!(!stderr.contains(escaped), "{escaped}: {stderr}");
@@ -431,9 +434,7 @@ fn a_build_cannot_make_a_missing_hooks_directory() {
     sb.agents.set(SHELL, &script);
     let run = sb.delegate("claude", "opencode", "build", &[]);
     assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
-    let stderr = run.json["diagnostics"]["providerStderr"]
-        .as_str()
-        .unwrap_or_default();
+    let stderr = provider_stderr(&run);
     assert!(!stderr.contains("HOOK-PLANTED"), "{stderr}");
     assert!(!hooks.join("pre-commit").exists(), "a hook was planted");
     assert!(
