@@ -107,6 +107,8 @@ fn sandbox_spec(
                 read-only"
             .into(),
         offline_shell: true,
+        // Nothing shows that Kiro's client honours a proxy: the host's network.
+        network: None,
     }
 }
 

@@ -260,6 +260,12 @@ impl OpenCode {
                     .into(),
                 // OpenCode's bash tool runs commands with `$SHELL -c`.
                 offline_shell: true,
+                network: Some(super::network::network(
+                    &request.selection.resolved.model,
+                    config.get("provider"),
+                    &config["mcp"],
+                    g.web_search,
+                )),
             }
         });
 

@@ -17,6 +17,7 @@
 
 mod export;
 mod invocation;
+mod network;
 mod parse;
 mod progress;
 mod receiver;

@@ -174,6 +174,9 @@ fn receiver_sandbox(env: &BTreeMap<String, String>) -> handoff_core::sandbox::Sa
                 its commands; logins and downloaded tools read-only"
             .into(),
         offline_shell: true,
+        // The user's own configuration may name providers and MCP servers handoff does not
+        // read: the receiver keeps the host's network (its commands have none).
+        network: None,
     }
 }
 

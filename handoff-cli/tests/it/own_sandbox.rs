@@ -442,3 +442,120 @@ fn a_build_cannot_make_a_missing_hooks_directory() {
         "handoff left the directories it made"
     );
 }
+
+/// A TCP service on the host's loopback that answers every connection with one HTTP reply
+/// and counts them.
+fn loopback_service() -> (u16, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+    });
+    (port, hits)
+}
+
+#[test]
+fn the_cli_reaches_only_its_model_endpoint_through_handoffs_proxy() {
+    let sb = confined();
+    let (model_port, model_hits) = loopback_service();
+    let (other_port, other_hits) = loopback_service();
+    let config = sb.root.join("home/.config/handoff/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.opencode]\nprovider = {{ gw = {{ npm = \"@ai-sdk/openai-compatible\", \
+             options = {{ baseURL = \"http://127.0.0.1:{model_port}/v1\" }} }} }}\n"
+        ),
+    )
+    .unwrap();
+    // The CLI process itself (its HTTP client, an MCP server it starts) tries the host's
+    // loopback directly, the model endpoint and another service through the proxy, and a
+    // TLS tunnel to a host it was not configured for; its shell looks for the proxy.
+    sb.agents.set(
+        handoff_testkit::keys::NET,
+        format!(
+            "direct:127.0.0.1:{other_port} get:http://127.0.0.1:{model_port}/v1/models \
+             get:http://127.0.0.1:{other_port}/ connect:evil.example:443 \
+             connect:169.254.169.254:80"
+        ),
+    );
+    sb.agents
+        .set(SHELL, "ls -A \"$(dirname \"$SHELL\")/../net\" | wc -l >&2");
+    let run = sb.delegate(
+        "claude",
+        "opencode",
+        "review",
+        &["--model", "gw/m", "--web-search", "false"],
+    );
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = provider_stderr(&run);
+    // The shell's commands see no proxy socket at all.
+    assert!(stderr.lines().any(|l| l == "0"), "{stderr}");
+    let outcome = |attempt: &str| -> String {
+        let prefix = format!("fake-agent: net {attempt} -> ");
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no outcome for {attempt}:\n{stderr}"))
+            .to_owned()
+    };
+    assert!(
+        outcome(&format!("direct:127.0.0.1:{other_port}")).starts_with("failed"),
+        "{stderr}"
+    );
+    assert_eq!(
+        outcome(&format!("get:http://127.0.0.1:{model_port}/v1/models")),
+        "HTTP/1.1 200 OK"
+    );
+    assert!(
+        outcome(&format!("get:http://127.0.0.1:{other_port}/")).starts_with("HTTP/1.1 403"),
+        "{stderr}"
+    );
+    assert!(
+        outcome("connect:evil.example:443").starts_with("HTTP/1.1 403"),
+        "{stderr}"
+    );
+    assert!(
+        outcome("connect:169.254.169.254:80").starts_with("HTTP/1.1 403"),
+        "{stderr}"
+    );
+    assert_eq!(model_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    let receipt = sandbox_receipt(&run);
+    let proxy = &receipt["proxy"];
+    let endpoints: Vec<&str> = proxy["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["endpoint"].as_str())
+        .collect();
+    assert!(
+        endpoints.contains(&format!("127.0.0.1:{model_port}").as_str()),
+        "{receipt:#}"
+    );
+    assert_eq!(proxy["publicHosts"], Value::Null, "{receipt:#}");
+    let traffic = &proxy["traffic"];
+    assert_eq!(
+        traffic["reached"][format!("127.0.0.1:{model_port}")],
+        1,
+        "{traffic}"
+    );
+    assert_eq!(
+        traffic["refused"][format!("127.0.0.1:{other_port}")],
+        1,
+        "{traffic}"
+    );
+    assert_eq!(traffic["refused"]["evil.example:443"], 1, "{traffic}");
+    assert_eq!(traffic["refused"]["169.254.169.254:80"], 1, "{traffic}");
+}

@@ -37,6 +37,27 @@ pub(super) struct Sandboxed {
     env: std::collections::BTreeMap<String, String>,
     /// Directories made to be mounted read-only ([`crate::sandbox::make_protected`]).
     made: Vec<camino::Utf8PathBuf>,
+    /// The filtering proxy of the run's own network namespace.
+    proxy: Option<crate::sandbox::proxy::Proxy>,
+}
+
+impl Sandboxed {
+    /// Stops the run's proxy and records what it let through and refused in the receipt.
+    pub(super) fn stop_proxy(&mut self, draft: &mut Draft) {
+        let Some(proxy) = self.proxy.take() else {
+            return;
+        };
+        let traffic = proxy.stop();
+        if let Some(receipt) = draft
+            .result
+            .policy
+            .get_mut("sandbox")
+            .and_then(|s| s.get_mut("proxy"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            receipt.insert("traffic".into(), traffic.receipt());
+        }
+    }
 }
 
 fn set_receipt(draft: &mut Draft, receipt: serde_json::Value) {
@@ -154,7 +175,7 @@ impl Engine {
             write_private(&f.path, &f.contents)
                 .map_err(|e| Ended::NotRun(format!("cannot write {}: {e}", f.path)))?;
         }
-        let sandboxed =
+        let mut sandboxed =
             self.sandbox(request, draft, &run_path, nested.as_ref(), &mut invocation)?;
         let label = request
             .mode
@@ -190,8 +211,9 @@ impl Engine {
             draft.result.diagnostics.provider_stdout =
                 String::from_utf8_lossy(&report.stdout).into_owned();
         }
-        if let Some(state) = &sandboxed {
+        if let Some(state) = &mut sandboxed {
             crate::sandbox::remove_made(&state.made);
+            state.stop_proxy(draft);
         }
         if let Some(state) = sandboxed {
             let imported = provider
@@ -277,13 +299,22 @@ impl Engine {
             home: crate::lease::passwd_home(),
             read_only,
             writable_extra,
+            relay: self.options.handoff_exe.clone(),
         };
         let env = invocation.env.clone();
         let made = crate::sandbox::make_protected(&layout).map_err(Ended::NotRun)?;
         let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
             .map_err(|e| Ended::NotRun(format!("cannot set up handoff's sandbox: {e}")))?;
         set_receipt(draft, wrapped.receipt);
-        Ok(Some(Sandboxed { env, made }))
+        let proxy = match wrapped.proxy {
+            Some((socket, policy)) => Some(
+                crate::sandbox::proxy::Proxy::start(&socket, policy).map_err(|e| {
+                    Ended::NotRun(format!("cannot start the sandbox's proxy at {socket}: {e}"))
+                })?,
+            ),
+            None => None,
+        };
+        Ok(Some(Sandboxed { env, made, proxy }))
     }
 
     /// A line tap for a run's stdout that feeds the progress hook, when one is installed.

@@ -32,6 +32,8 @@ pub struct PreparedReceiver {
     plain: (Utf8PathBuf, BTreeMap<String, String>),
     /// Directories made to be mounted read-only in handoff's sandbox, removed after the run.
     made: Vec<Utf8PathBuf>,
+    /// The proxy to serve for the receiver's own network namespace (socket and policy).
+    proxy: Option<crate::sandbox::ProxyPlan>,
     provider: Arc<dyn Provider>,
     prompt: String,
     secrets: Vec<String>,
@@ -106,9 +108,24 @@ pub struct ReceiverRun {
     pub pid: Option<u32>,
     /// How its processes were contained.
     pub containment: crate::process::Containment,
+    /// What the proxy of its own network namespace let through and refused, when it had one.
+    pub traffic: Option<crate::sandbox::proxy::Traffic>,
 }
 
 impl ReceiverRun {
+    /// A receiver that could not be started.
+    fn not_started(message: String) -> ReceiverRun {
+        ReceiverRun {
+            ending: Ending::SpawnFailed { message },
+            exit_code: None,
+            report: ReceiverReport::default(),
+            stderr_tail: String::new(),
+            pid: None,
+            containment: crate::process::Containment::ProcessGroup,
+            traffic: None,
+        }
+    }
+
     /// Why the turn did not complete, or `None` when it did.
     pub fn failure(&self) -> Option<String> {
         if self.containment == crate::process::Containment::ReaperLost {
@@ -322,12 +339,13 @@ impl Engine {
         secrets.extend(credential_values(&invocation.env));
         secrets.extend(config_secrets(&agent_config));
         let plain = (invocation.program.clone(), invocation.env.clone());
-        let made = self.sandbox_receiver(&request, &run_path, &mut invocation)?;
+        let (made, proxy) = self.sandbox_receiver(&request, &run_path, &mut invocation)?;
         Ok(PreparedReceiver {
             _run_dir: run_dir,
             policy: invocation.policy.clone(),
             plain,
             made,
+            proxy,
             invocation,
             provider,
             prompt: prompt.to_owned(),
@@ -365,15 +383,15 @@ impl Engine {
         request: &ReceiverRequest,
         run_path: &Utf8Path,
         invocation: &mut crate::provider::Invocation,
-    ) -> Result<Vec<Utf8PathBuf>, String> {
+    ) -> Result<(Vec<Utf8PathBuf>, Option<crate::sandbox::ProxyPlan>), String> {
         let Some(spec) = invocation.sandbox.clone() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
             if let Some(policy) = invocation.policy.as_object_mut() {
                 policy.insert("sandbox".into(), crate::sandbox::unavailable_receipt());
             }
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         let protected = self
             .workspace()
@@ -393,6 +411,7 @@ impl Engine {
             home: crate::lease::passwd_home(),
             read_only: Vec::new(),
             writable_extra: Vec::new(),
+            relay: self.options.handoff_exe.clone(),
         };
         let made = crate::sandbox::make_protected(&layout)?;
         let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
@@ -400,7 +419,7 @@ impl Engine {
         if let Some(policy) = invocation.policy.as_object_mut() {
             policy.insert("sandbox".into(), wrapped.receipt);
         }
-        Ok(made)
+        Ok((made, wrapped.proxy))
     }
 
     /// [`Engine::start_receiver`], its reaper holding `hold` (a descriptor of the worktree
@@ -418,6 +437,20 @@ impl Engine {
             true,
             "receiver".to_owned(),
         );
+        let proxy = match &prepared.proxy {
+            Some((socket, policy)) => {
+                match crate::sandbox::proxy::Proxy::start(socket, policy.clone()) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        crate::sandbox::remove_made(&prepared.made);
+                        return ReceiverRun::not_started(format!(
+                            "cannot start the sandbox's proxy at {socket}: {e}"
+                        ));
+                    }
+                }
+            }
+            None => None,
+        };
         let report = supervise_with_tap(
             &prepared.invocation,
             prepared.prompt.as_bytes(),
@@ -427,6 +460,7 @@ impl Engine {
             self.reaper(hold),
         )
         .await;
+        let traffic = proxy.map(crate::sandbox::proxy::Proxy::stop);
         crate::sandbox::remove_made(&prepared.made);
         let raw = RawOutput {
             stdout: report.stdout,
@@ -456,6 +490,7 @@ impl Engine {
             stderr_tail: tail,
             pid: report.pid,
             containment: report.containment,
+            traffic,
         }
     }
 }

@@ -137,12 +137,17 @@ impl Args {
 }
 
 /// Becomes the reaper when this process was started as one (`<exe> __reap …`): runs it and
-/// exits with the agent's status. Returns at once otherwise. A binary named as
-/// `EngineOptions::handoff_exe` calls this first thing in `main`.
+/// exits with the agent's status; likewise for the network relay of handoff's sandbox
+/// (`<exe> __net-relay …`, [`crate::sandbox::relay`]). Returns at once otherwise. A binary
+/// named as `EngineOptions::handoff_exe` calls this first thing in `main`.
 pub fn main_if_reaper() {
     let mut args = std::env::args_os();
     let _program = args.next();
-    if args.next().as_deref() != Some(OsStr::new(REAPER_ARG)) {
+    let Some(first) = args.next() else {
+        return;
+    };
+    crate::sandbox::relay::main_if_relay(&first, &mut args);
+    if first != OsStr::new(REAPER_ARG) {
         return;
     }
     let code = match Args::parse(args) {

@@ -22,6 +22,12 @@ pub const ESCAPEE_PID_FILE: &str = "HANDOFF_FAKE_ESCAPEE_PID_FILE";
 /// OpenCode's bash tool does, in its working directory (its output goes to stderr; a failure
 /// does not stop the run): the model using its shell tool.
 pub const SHELL: &str = "HANDOFF_FAKE_SHELL";
+/// Space-separated connections the CLI process itself attempts first (not through its
+/// shell), as its own HTTP client or an MCP server it starts would: `direct:HOST:PORT` (a
+/// plain TCP connection), `get:URL` (an HTTP GET through `$HTTP_PROXY`), `connect:HOST:PORT`
+/// (a `CONNECT` through `$HTTPS_PROXY`). Each outcome goes to stderr as
+/// `fake-agent: net <attempt> -> <outcome>`.
+pub const NET: &str = "HANDOFF_FAKE_NET";
 /// `1`: a run sends SIGKILL to its parent process first (an agent killing what watches it);
 /// `STOP`: SIGSTOP (an agent freezing it).
 pub const KILL_PARENT: &str = "HANDOFF_FAKE_KILL_PARENT";

@@ -395,8 +395,73 @@ fn write_pid_file(path: Option<String>, pid: u32) {
     }
 }
 
+/// One connection of [`settings::NET`]: `connected`, the proxy's status line, or the error.
+fn net_attempt(attempt: &str) -> String {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    let timeout = std::time::Duration::from_secs(5);
+    let via_proxy = |var: &str, request: String| -> String {
+        let Some(proxy) = std::env::var(var).ok().filter(|v| !v.is_empty()) else {
+            return format!("no {var}");
+        };
+        let addr = proxy.trim_start_matches("http://").trim_end_matches('/');
+        let mut s = match TcpStream::connect(addr) {
+            Ok(s) => s,
+            Err(e) => return format!("proxy unreachable: {e}"),
+        };
+        let _ = s.set_read_timeout(Some(timeout));
+        if let Err(e) = s.write_all(request.as_bytes()) {
+            return format!("write failed: {e}");
+        }
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !reply.windows(2).any(|w| w == b"\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => reply.extend_from_slice(&buf[..n]),
+            }
+        }
+        let text = String::from_utf8_lossy(&reply);
+        text.lines().next().unwrap_or("no reply").to_owned()
+    };
+    if let Some(target) = attempt.strip_prefix("direct:") {
+        match target.parse::<std::net::SocketAddr>() {
+            Ok(addr) => match TcpStream::connect_timeout(&addr, timeout) {
+                Ok(_) => "connected".into(),
+                Err(e) => format!("failed: {e}"),
+            },
+            Err(e) => format!("bad address: {e}"),
+        }
+    } else if let Some(url) = attempt.strip_prefix("get:") {
+        let host = url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or("");
+        via_proxy(
+            "HTTP_PROXY",
+            format!("GET {url} HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        )
+    } else if let Some(target) = attempt.strip_prefix("connect:") {
+        via_proxy(
+            "HTTPS_PROXY",
+            format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n"),
+        )
+    } else {
+        "unknown attempt".into()
+    }
+}
+
 /// The escapes asked for: a shell command, a `setsid` orphan, SIGKILL of the parent.
 fn escape(settings: &Settings) -> Result<(), ExitCode> {
+    for attempt in settings
+        .get(settings::NET)
+        .unwrap_or_default()
+        .split_whitespace()
+    {
+        let outcome = net_attempt(attempt);
+        util::err_line(&format!("fake-agent: net {attempt} -> {outcome}"));
+    }
     if let Some(script) = settings.get(settings::SHELL) {
         let shell = std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into());
         let status = std::process::Command::new(shell)

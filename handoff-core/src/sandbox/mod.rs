@@ -23,6 +23,9 @@
 //! reaches any host and the abstract Unix sockets of the host's network namespace; the receipt
 //! says so, and [`crate::Isolation`] ranks it so.
 
+pub mod proxy;
+pub mod relay;
+
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -65,6 +68,20 @@ const TOOLCHAINS: &[(&str, &str)] = &[
 /// with an empty file.
 const TOOLCHAIN_SECRETS: &[&str] = &[".cargo/credentials", ".cargo/credentials.toml"];
 
+/// The variables that name a proxy, set to the relay for a CLI in a network namespace of its
+/// own (a user's proxy named in them is chained by handoff's).
+const PROXY_VARS: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+
+/// The variables that exempt hosts from the proxy: removed, so that nothing goes around it.
+const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy"];
+
 /// A path the adapter mounts at a place of its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bind {
@@ -91,9 +108,13 @@ pub struct SandboxSpec {
     pub state: String,
     /// The CLI runs its model's shell commands through `$SHELL -c`: `SHELL` is set to a
     /// read-only wrapper that runs each command in a network namespace of its own (no network,
-    /// none of the host's abstract Unix sockets), while the CLI keeps the host's network for
-    /// its model provider.
+    /// none of the host's abstract Unix sockets), while the CLI keeps the network
+    /// [`SandboxSpec::network`] gives it.
     pub offline_shell: bool,
+    /// The CLI honours `HTTPS_PROXY`/`HTTP_PROXY`: it runs in a network namespace of its own
+    /// and reaches only these endpoints, through handoff's filtering [`proxy`]. `None`: the
+    /// host's network.
+    pub network: Option<proxy::NetworkSpec>,
 }
 
 /// Where the sandbox of one run is: what the engine knows of it beyond the adapter's spec.
@@ -113,6 +134,9 @@ pub struct Layout {
     pub read_only: Vec<Utf8PathBuf>,
     /// Extra paths the agent needs read-write (a worker's way to its supervisor).
     pub writable_extra: Vec<Utf8PathBuf>,
+    /// The handoff binary, which runs as the [`relay`] of a network namespace of the run's
+    /// own; `None` keeps the host's network.
+    pub relay: Option<Utf8PathBuf>,
 }
 
 /// One bubblewrap operation, in the order given.
@@ -131,7 +155,13 @@ enum Mount {
 pub struct Wrapped {
     /// The receipt (`policy.sandbox`).
     pub receipt: serde_json::Value,
+    /// The proxy to serve for the run's network namespace: its socket and policy
+    /// ([`proxy::Proxy::start`], before the agent starts).
+    pub proxy: Option<ProxyPlan>,
 }
+
+/// The proxy a run's own network namespace needs: the socket it listens on and its policy.
+pub type ProxyPlan = (Utf8PathBuf, proxy::Policy);
 
 /// The bubblewrap of this machine, when it can run a sandbox here: found on `env`'s `PATH`,
 /// and proved by running a command in a PID namespace (so a stub or a `bwrap` that cannot
@@ -376,6 +406,56 @@ fn under_system(p: &Utf8Path) -> bool {
         .any(|s| real.starts_with(s))
 }
 
+/// The network namespace of one run: where its proxy listens and what it allows.
+struct OwnNetwork {
+    relay: Utf8PathBuf,
+    dir: Utf8PathBuf,
+    socket: Utf8PathBuf,
+    policy: proxy::Policy,
+}
+
+/// The run's own network namespace, when its adapter asks for one and the handoff binary can
+/// relay it; the directory of its proxy socket is made (private).
+fn own_network(
+    layout: &Layout,
+    spec: &SandboxSpec,
+    env: &BTreeMap<String, String>,
+) -> Result<Option<OwnNetwork>, String> {
+    let (Some(network), Some(relay)) = (&spec.network, &layout.relay) else {
+        return Ok(None);
+    };
+    // A proxy the user set for the CLI is the way out of their network: handoff's proxy
+    // goes through it.
+    let upstream = match PROXY_VARS
+        .iter()
+        .find_map(|k| env.get(*k).filter(|v| !v.is_empty()))
+    {
+        Some(url) => Some(proxy::Upstream::from_url(url).ok_or_else(|| {
+            "the proxy named in the agent's environment (HTTPS_PROXY and the like) is not an \
+             http:// proxy, which handoff's proxy can go through"
+                .to_string()
+        })?),
+        None => None,
+    };
+    let dir = layout.run_dir.join("net");
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {dir}: {e}"))?;
+    }
+    Ok(Some(OwnNetwork {
+        relay: relay.clone(),
+        socket: dir.join("proxy.sock"),
+        dir,
+        policy: proxy::Policy {
+            network: network.clone(),
+            upstream,
+        },
+    }))
+}
+
 /// Wraps `invocation` in bubblewrap: its program becomes `bwrap`, the agent's command line
 /// follows `--`, its environment gets a private `TMPDIR` and the toolchains' homes. Returns
 /// the receipt of what the agent can reach.
@@ -395,6 +475,12 @@ pub fn wrap(
         }
     }
     let mut mounts = mounts(layout, spec, &invocation.program, &invocation.env);
+    let net = own_network(layout, spec, &invocation.env)?;
+    if let Some(net) = &net {
+        mounts.push(Mount::ReadOnly(net.relay.clone(), net.relay.clone()));
+        // The proxy's socket: reachable by path from the CLI's namespace, and read-only.
+        mounts.push(Mount::ReadOnly(net.dir.clone(), net.dir.clone()));
+    }
     let shell = if spec.offline_shell {
         let dir = layout.run_dir.join("sandbox-shell");
         // Directories first: a file hidden inside a hidden directory is covered again.
@@ -404,6 +490,8 @@ pub fn wrap(
             .filter(|b| b.secret && exists(&b.source))
             .map(|b| (!b.source.is_dir(), b.dest.clone()))
             .collect();
+        // A command reaches no proxy either: the socket's directory is empty to it.
+        hidden.extend(net.iter().map(|n| (false, n.dir.clone())));
         hidden.sort();
         let path = offline_shell(bwrap, &dir, &hidden)?;
         // The directory is a mount point of its own: it can be neither written nor renamed.
@@ -414,6 +502,9 @@ pub fn wrap(
     };
     let mut args: Vec<String> = Vec::new();
     push_flags(&mut args);
+    if net.is_some() {
+        args.push("--unshare-net".into());
+    }
     for mount in &mounts {
         push_mount(&mut args, mount);
     }
@@ -422,6 +513,10 @@ pub fn wrap(
     args.extend(["--remount-ro".into(), "/".into()]);
     args.extend(["--chdir".into(), invocation.cwd.to_string()]);
     args.push("--".into());
+    if let Some(net) = &net {
+        // The relay runs the CLI.
+        args.extend(relay::prefix(&net.relay, &net.socket));
+    }
     args.push(invocation.program.to_string());
     args.append(&mut invocation.args);
     invocation.program = bwrap.to_owned();
@@ -430,6 +525,15 @@ pub fn wrap(
     let env = &mut invocation.env;
     for k in ["TMPDIR", "TMP", "TEMP", "HANDOFF_OFFLINE_SHELL"] {
         env.remove(k);
+    }
+    if net.is_some() {
+        for k in PROXY_VARS.iter().chain(NO_PROXY_VARS) {
+            env.remove(*k);
+        }
+        let url = format!("http://127.0.0.1:{}", relay::RELAY_PORT);
+        for k in PROXY_VARS {
+            env.insert((*k).into(), url.clone());
+        }
     }
     env.insert("TMPDIR".into(), "/tmp".into());
     if let Some(shell) = &shell {
@@ -484,16 +588,34 @@ pub fn wrap(
         "home": "not mounted: only the paths listed are visible",
         "state": spec.state,
         "caches": "~/.cargo (its credentials emptied), ~/.rustup and ~/go read-only; npm's and Go's build caches private to the run",
-        "network": if shell.is_some() {
-            "the CLI's: the host's, for its model provider; its shell commands run in a network \
-             namespace of their own (no network, no abstract Unix sockets)"
-        } else {
-            "the host's: the shell reaches any host and the host's abstract Unix sockets"
+        "network": match (&net, shell.is_some()) {
+            (Some(_), true) => "the CLI's: a namespace of its own, reaching only the proxy's \
+                endpoints (no other host, none of the host's loopback services or abstract Unix \
+                sockets); its shell commands run in a namespace of their own (no network at all)",
+            (Some(_), false) => "a namespace of its own, reaching only the proxy's endpoints \
+                (no other host, none of the host's loopback services or abstract Unix sockets)",
+            (None, true) => "the CLI's: the host's, for its model provider; its shell commands \
+                run in a network namespace of their own (no network, no abstract Unix sockets)",
+            (None, false) => "the host's: the shell reaches any host and the host's abstract \
+                Unix sockets",
         },
+        "proxy": net.as_ref().map(|n| json!({
+            "endpoints": n.policy.network.endpoints.iter()
+                .map(|e| json!({ "endpoint": e.label(), "why": e.why }))
+                .collect::<Vec<_>>(),
+            "publicHosts": n.policy.network.public_hosts.as_ref().map(|why| format!(
+                "{why}: any public host as well (never a loopback, private or link-local address)"
+            )),
+            "through": n.policy.upstream.as_ref().map(|u| u.label()),
+            "variables": PROXY_VARS,
+        })),
         "shell": shell,
         "processes": "own PID namespace (--unshare-pid --die-with-parent): nothing outlives the run",
     });
-    Ok(Wrapped { receipt })
+    Ok(Wrapped {
+        receipt,
+        proxy: net.map(|n| (n.socket, n.policy)),
+    })
 }
 
 /// Writes the shell wrapper of [`SandboxSpec::offline_shell`] into `dir` (new, 0755) and
@@ -611,6 +733,7 @@ mod tests {
             home: Some(root.join("home")),
             read_only: vec![],
             writable_extra: vec![],
+            relay: None,
         }
     }
 
@@ -767,6 +890,7 @@ mod tests {
             ],
             state: String::new(),
             offline_shell: false,
+            network: None,
         };
         let m = mounts(
             &layout(root, true),

@@ -1,0 +1,769 @@
+//! The filtering proxy of a sandbox with a network namespace of its own: handoff serves it on
+//! a Unix socket in the run directory, which the [`super::relay`] inside the namespace
+//! connects to. It speaks enough HTTP/1.1 proxying for a CLI that honours `HTTPS_PROXY` and
+//! `HTTP_PROXY`: `CONNECT host:port` (TLS tunnels) and absolute-form requests
+//! (`POST http://host:port/path`, for a plain-HTTP endpoint such as a local gateway). Each is
+//! allowed only to the endpoints of the run's [`NetworkSpec`]; when public hosts are allowed
+//! too (web tools granted), a host that resolves to a loopback, private or link-local address
+//! (the cloud metadata service included) is refused unless it is a listed endpoint.
+//! Everything reached and refused is counted for the receipt.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use camino::Utf8Path;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
+
+/// The largest request head the proxy reads.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// A host (or `*.domain`, any name below it) and port the CLI may reach.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Endpoint {
+    /// The host name or address, lower case; `*.example.com` matches every name below
+    /// `example.com`.
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// Why the run may reach it (for the receipt).
+    pub why: String,
+}
+
+impl Endpoint {
+    /// An endpoint named by a URL (`https://host[:port]/…`; the scheme's port by default).
+    pub fn from_url(url: &str, why: &str) -> Option<Endpoint> {
+        let (scheme, rest) = url.split_once("://")?;
+        let default = match scheme.to_ascii_lowercase().as_str() {
+            "https" | "wss" => 443,
+            "http" | "ws" => 80,
+            _ => return None,
+        };
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = authority.rsplit('@').next()?;
+        let (host, port) = split_authority(authority, default)?;
+        Some(Endpoint {
+            host,
+            port,
+            why: why.into(),
+        })
+    }
+
+    /// `host:port`, as the receipt names it.
+    pub fn label(&self) -> String {
+        label(&self.host, self.port)
+    }
+
+    fn matches(&self, host: &str, port: u16) -> bool {
+        port == self.port
+            && match self.host.strip_prefix("*.") {
+                Some(domain) => host
+                    .strip_suffix(domain)
+                    .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+                None => host == self.host,
+            }
+    }
+}
+
+/// What the CLI of a sandbox with its own network namespace may reach
+/// ([`super::SandboxSpec::network`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkSpec {
+    /// The endpoints it may reach: its model provider's, and its own service's.
+    pub endpoints: Vec<Endpoint>,
+    /// Why any public host is allowed as well (web tools granted), if it is.
+    pub public_hosts: Option<String>,
+}
+
+/// A proxy of the user's, which the filtering proxy goes through (an `http://` one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    host: String,
+    port: u16,
+    /// `Proxy-Authorization` value, when the URL carries credentials.
+    authorization: Option<String>,
+}
+
+impl Upstream {
+    /// `host:port`, as the receipt names it (never its credentials).
+    pub fn label(&self) -> String {
+        label(&self.host, self.port)
+    }
+
+    /// The user's proxy from an `HTTPS_PROXY`-style URL (`http://[user:pass@]host[:port]`);
+    /// `None` for anything else.
+    pub fn from_url(url: &str) -> Option<Upstream> {
+        let url = url.trim();
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| (!url.contains("://")).then_some(url))?;
+        let authority = rest.split('/').next()?;
+        let (userinfo, hostport) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let (host, port) = split_authority(hostport, 80)?;
+        let authorization = userinfo.map(|u| format!("Basic {}", base64(&percent_decode(u))));
+        Some(Upstream {
+            host,
+            port,
+            authorization,
+        })
+    }
+}
+
+/// Standard base64 with padding (for a `Basic` credential).
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Splits `host[:port]` (`[v6]:port` too), lower-casing the host and dropping a final dot.
+fn split_authority(authority: &str, default: u16) -> Option<(String, u16)> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().ok()?,
+            None if after.is_empty() => default,
+            None => return None,
+        };
+        (host, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse().ok()?),
+            None => (authority, default),
+        }
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let valid = !host.is_empty()
+        && host
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_' | b':'));
+    (valid && port != 0).then_some((host, port))
+}
+
+fn label(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Whether an address is one a public host has (not loopback, private, link-local, shared,
+/// multicast or unspecified).
+fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || o[0] >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+/// What the proxy did, for the receipt.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Connections made, per `host:port`.
+    pub reached: BTreeMap<String, u32>,
+    /// Connections refused, per `host:port` (or the malformed request's first word).
+    pub refused: BTreeMap<String, u32>,
+}
+
+impl Traffic {
+    /// The receipt's `traffic`.
+    pub fn receipt(&self) -> serde_json::Value {
+        json!({ "reached": self.reached, "refused": self.refused })
+    }
+}
+
+/// The policy one proxy enforces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// What may be reached.
+    pub network: NetworkSpec,
+    /// The user's own proxy, which every allowed connection goes through.
+    pub upstream: Option<Upstream>,
+}
+
+enum Decision {
+    /// A listed endpoint.
+    Endpoint,
+    /// A public host (resolved here unless an upstream proxy resolves it).
+    Public,
+    Refused(&'static str),
+}
+
+impl Policy {
+    fn decide(&self, host: &str, port: u16) -> Decision {
+        if self.network.endpoints.iter().any(|e| e.matches(host, port)) {
+            return Decision::Endpoint;
+        }
+        if self.network.public_hosts.is_none() {
+            return Decision::Refused("not an endpoint this run may reach");
+        }
+        if host == "localhost" || host.ends_with(".localhost") {
+            return Decision::Refused("not a public host");
+        }
+        if let Ok(ip) = host.parse::<IpAddr>()
+            && !is_public(ip)
+        {
+            return Decision::Refused("not a public address");
+        }
+        Decision::Public
+    }
+}
+
+/// A running proxy: stopped (and its traffic read) with [`Proxy::stop`].
+pub struct Proxy {
+    accept: tokio::task::JoinHandle<()>,
+    traffic: Arc<Mutex<Traffic>>,
+}
+
+impl Proxy {
+    /// Listens on `socket` (a new path; its directory should be private) and serves each
+    /// connection under `policy`. Needs a Tokio runtime.
+    pub fn start(socket: &Utf8Path, policy: Policy) -> std::io::Result<Proxy> {
+        let listener = UnixListener::bind(socket.as_std_path())?;
+        let traffic = Arc::new(Mutex::new(Traffic::default()));
+        let policy = Arc::new(policy);
+        let counts = Arc::clone(&traffic);
+        let accept = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                let policy = Arc::clone(&policy);
+                let counts = Arc::clone(&counts);
+                tokio::spawn(async move {
+                    let (key, reached) = serve(conn, &policy).await;
+                    let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
+                    let map = if reached {
+                        &mut t.reached
+                    } else {
+                        &mut t.refused
+                    };
+                    *map.entry(key).or_default() += 1;
+                });
+            }
+        });
+        Ok(Proxy { accept, traffic })
+    }
+
+    /// Stops accepting and returns what was reached and refused.
+    pub fn stop(self) -> Traffic {
+        self.accept.abort();
+        self.traffic
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// A parsed request head.
+struct Head {
+    connect: bool,
+    host: String,
+    port: u16,
+    /// For an absolute-form request, the head to send on (origin-form, `Connection: close`).
+    forward: Vec<u8>,
+    /// For an upstream proxy: the original head, proxy headers dropped.
+    absolute: Vec<u8>,
+    /// Bytes read past the head (the start of a body, or of a TLS handshake).
+    rest: Vec<u8>,
+}
+
+async fn read_head(conn: &mut UnixStream) -> Result<(Vec<u8>, Vec<u8>), &'static str> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((buf, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err("request head too large");
+        }
+        let n = conn.read(&mut chunk).await.map_err(|_| "connection lost")?;
+        if n == 0 {
+            return Err("connection closed before a request");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn parse_head(head: &[u8], rest: Vec<u8>) -> Result<Head, &'static str> {
+    let text = std::str::from_utf8(head).map_err(|_| "request head is not UTF-8")?;
+    let mut lines = text.split("\r\n");
+    let request = lines.next().ok_or("empty request")?;
+    let mut words = request.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
+        return Err("malformed request line");
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err("not HTTP/1");
+    }
+    let headers: Vec<&str> = lines
+        .filter(|l| !l.is_empty())
+        .filter(|l| {
+            let name = l
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
+            !matches!(
+                name.as_str(),
+                "proxy-connection" | "proxy-authorization" | "connection" | "keep-alive"
+            )
+        })
+        .collect();
+    if method == "CONNECT" {
+        let (host, port) = split_authority(target, 0).ok_or("bad CONNECT target")?;
+        return Ok(Head {
+            connect: true,
+            host,
+            port,
+            forward: Vec::new(),
+            absolute: Vec::new(),
+            rest,
+        });
+    }
+    let after = target
+        .strip_prefix("http://")
+        .ok_or("only CONNECT and absolute http:// requests are proxied")?;
+    let (authority, path) = match after.find(['/', '?']) {
+        Some(i) => (&after[..i], &after[i..]),
+        None => (after, "/"),
+    };
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    if authority.contains('@') {
+        return Err("credentials in a proxied URL");
+    }
+    let (host, port) = split_authority(authority, 80).ok_or("bad request target")?;
+    let mut forward = format!("{method} {path} {version}\r\n");
+    let mut absolute = format!("{method} {target} {version}\r\n");
+    for h in &headers {
+        forward.push_str(h);
+        forward.push_str("\r\n");
+        absolute.push_str(h);
+        absolute.push_str("\r\n");
+    }
+    forward.push_str("Connection: close\r\n\r\n");
+    absolute.push_str("Connection: close\r\n");
+    Ok(Head {
+        connect: false,
+        host,
+        port,
+        forward: forward.into_bytes(),
+        absolute: absolute.into_bytes(),
+        rest,
+    })
+}
+
+async fn refuse(conn: &mut UnixStream, status: &str, why: &str) {
+    let body = format!("handoff's sandbox: {why}\n");
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = conn.write_all(reply.as_bytes()).await;
+    let _ = conn.shutdown().await;
+}
+
+/// Serves one connection; returns the key it is counted under and whether it went through.
+async fn serve(mut conn: UnixStream, policy: &Policy) -> (String, bool) {
+    let head = match read_head(&mut conn).await {
+        Ok((head, rest)) => parse_head(&head, rest),
+        Err(e) => Err(e),
+    };
+    let head = match head {
+        Ok(h) => h,
+        Err(why) => {
+            refuse(&mut conn, "400 Bad Request", why).await;
+            return ("(malformed request)".into(), false);
+        }
+    };
+    let key = label(&head.host, head.port);
+    let public = match policy.decide(&head.host, head.port) {
+        Decision::Refused(why) => {
+            refuse(&mut conn, "403 Forbidden", &format!("{key}: {why}")).await;
+            return (key, false);
+        }
+        Decision::Endpoint => false,
+        Decision::Public => true,
+    };
+    let upstream = match connect(policy, &head, public).await {
+        Ok(s) => s,
+        Err(why) => {
+            refuse(&mut conn, "502 Bad Gateway", &format!("{key}: {why}")).await;
+            return (key, false);
+        }
+    };
+    let mut upstream = upstream;
+    let opened = if head.connect {
+        conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            .await
+            .is_ok()
+    } else {
+        true
+    };
+    if opened && (head.rest.is_empty() || upstream.write_all(&head.rest).await.is_ok()) {
+        let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
+    }
+    (key, true)
+}
+
+/// Opens the connection a request asked for: directly, or through the user's proxy (then the
+/// absolute-form head, or a `CONNECT`, has been sent on already).
+async fn connect(policy: &Policy, head: &Head, public: bool) -> Result<TcpStream, String> {
+    if let Some(up) = &policy.upstream {
+        let mut s = TcpStream::connect((up.host.as_str(), up.port))
+            .await
+            .map_err(|e| format!("the configured proxy {}: {e}", label(&up.host, up.port)))?;
+        let auth = up
+            .authorization
+            .as_ref()
+            .map(|a| format!("Proxy-Authorization: {a}\r\n"))
+            .unwrap_or_default();
+        if head.connect {
+            let target = label(&head.host, head.port);
+            let req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}\r\n");
+            s.write_all(req.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+            let reply = read_reply_head(&mut s).await?;
+            let ok = reply
+                .split(' ')
+                .nth(1)
+                .is_some_and(|code| code.starts_with('2'));
+            if !ok {
+                return Err(format!(
+                    "the configured proxy answered {}",
+                    reply.lines().next().unwrap_or("")
+                ));
+            }
+        } else {
+            let mut h = head.absolute.clone();
+            h.extend_from_slice(auth.as_bytes());
+            h.extend_from_slice(b"\r\n");
+            s.write_all(&h).await.map_err(|e| e.to_string())?;
+        }
+        return Ok(s);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((head.host.as_str(), head.port))
+        .await
+        .map_err(|e| format!("cannot resolve: {e}"))?
+        .collect();
+    // A public host must resolve to public addresses only: a name that points at the
+    // loopback or the metadata service is refused, and the addresses checked are the ones
+    // connected to.
+    if public && addrs.iter().any(|a| !is_public(a.ip())) {
+        return Err("resolves to an address that is not public".into());
+    }
+    let mut s = TcpStream::connect(&addrs[..])
+        .await
+        .map_err(|e| e.to_string())?;
+    if !head.connect {
+        s.write_all(&head.forward)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(s)
+}
+
+/// Reads a reply head from the user's proxy, byte by byte (nothing past it is consumed).
+async fn read_reply_head(s: &mut TcpStream) -> Result<String, String> {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if buf.len() > MAX_HEAD {
+            return Err("the configured proxy's reply is too large".into());
+        }
+        let n = s.read(&mut b).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the configured proxy closed the connection".into());
+        }
+        buf.push(b[0]);
+    }
+    Ok(String::from_utf8_lossy(&buf).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(host: &str, port: u16) -> Endpoint {
+        Endpoint {
+            host: host.into(),
+            port,
+            why: "test".into(),
+        }
+    }
+
+    #[test]
+    fn endpoints_come_from_urls() {
+        let e = Endpoint::from_url("https://API.Anthropic.com./v1/messages", "m").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("api.anthropic.com", 443));
+        let e = Endpoint::from_url("http://127.0.0.1:8767/v1", "m").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("127.0.0.1", 8767));
+        let e = Endpoint::from_url("http://user:pw@[::1]:9/v1", "m").unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.port, e.label()),
+            ("::1", 9, "[::1]:9".into())
+        );
+        for bad in [
+            "ftp://x/",
+            "x.example",
+            "http://",
+            "http://a b/",
+            "https://h:0/",
+        ] {
+            assert_eq!(Endpoint::from_url(bad, "m"), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn wildcards_match_names_below_the_domain_only() {
+        let e = ep("*.amazonaws.com", 443);
+        assert!(e.matches("bedrock-runtime.us-east-1.amazonaws.com", 443));
+        assert!(!e.matches("amazonaws.com", 443));
+        assert!(!e.matches("evilamazonaws.com", 443));
+        assert!(!e.matches("x.amazonaws.com", 80));
+        assert!(ep("api.x.ai", 443).matches("api.x.ai", 443));
+        assert!(!ep("api.x.ai", 443).matches("x.ai", 443));
+    }
+
+    #[test]
+    fn public_hosts_exclude_the_loopback_private_and_metadata_addresses() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["1.1.1.1", "140.82.112.3", "2606:4700::1111"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+        let policy = Policy {
+            network: NetworkSpec {
+                endpoints: vec![ep("127.0.0.1", 8767)],
+                public_hosts: Some("web tools granted".into()),
+            },
+            upstream: None,
+        };
+        assert!(matches!(
+            policy.decide("127.0.0.1", 8767),
+            Decision::Endpoint
+        ));
+        assert!(matches!(
+            policy.decide("127.0.0.1", 22),
+            Decision::Refused(_)
+        ));
+        assert!(matches!(
+            policy.decide("localhost", 80),
+            Decision::Refused(_)
+        ));
+        assert!(matches!(
+            policy.decide("169.254.169.254", 80),
+            Decision::Refused(_)
+        ));
+        assert!(matches!(
+            policy.decide("example.com", 443),
+            Decision::Public
+        ));
+        let closed = Policy {
+            network: NetworkSpec {
+                endpoints: vec![ep("127.0.0.1", 8767)],
+                public_hosts: None,
+            },
+            upstream: None,
+        };
+        assert!(matches!(
+            closed.decide("example.com", 443),
+            Decision::Refused(_)
+        ));
+    }
+
+    #[test]
+    fn an_absolute_request_is_sent_on_in_origin_form_without_proxy_headers() {
+        let head = b"POST http://127.0.0.1:8767/v1/chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8767\r\nProxy-Connection: Keep-Alive\r\nProxy-Authorization: Basic eA==\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n";
+        let h = parse_head(head, b"{}".to_vec()).unwrap();
+        assert!(!h.connect);
+        assert_eq!((h.host.as_str(), h.port), ("127.0.0.1", 8767));
+        assert_eq!(
+            String::from_utf8(h.forward).unwrap(),
+            "POST /v1/chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8767\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(h.rest, b"{}");
+        let h = parse_head(
+            b"CONNECT Api.X.ai:443 HTTP/1.1\r\nHost: api.x.ai:443\r\n\r\n",
+            vec![],
+        )
+        .unwrap();
+        assert!(h.connect);
+        assert_eq!((h.host.as_str(), h.port), ("api.x.ai", 443));
+        for bad in [
+            &b"GET /local HTTP/1.1\r\n\r\n"[..],
+            b"GET https://x/ HTTP/1.1\r\n\r\n",
+            b"CONNECT x HTTP/1.1\r\n\r\n",
+            b"GET http://u:p@x/ HTTP/1.1\r\n\r\n",
+            b"GET http://x/ HTTP/2\r\n\r\n",
+            b"GET  http://x/ HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(
+                parse_head(bad, vec![]).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn the_users_proxy_is_read_from_its_url() {
+        let up = Upstream::from_url("http://u%40x:p@proxy.corp:8080/").unwrap();
+        assert_eq!((up.host.as_str(), up.port), ("proxy.corp", 8080));
+        assert_eq!(up.authorization.as_deref(), Some("Basic dUB4OnA="));
+        assert_eq!(
+            Upstream::from_url("proxy.corp:3128").map(|u| u.port),
+            Some(3128)
+        );
+        assert_eq!(Upstream::from_url("https://proxy.corp"), None);
+        assert_eq!(Upstream::from_url("socks5://proxy.corp"), None);
+    }
+
+    async fn http_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let h = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            got
+        });
+        (port, h)
+    }
+
+    async fn ask(socket: &Utf8Path, req: &str) -> String {
+        let mut c = UnixStream::connect(socket.as_std_path()).await.unwrap();
+        c.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out).await;
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_proxy_carries_allowed_requests_and_refuses_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
+        let (port, server) = http_server().await;
+        let proxy = Proxy::start(
+            &socket,
+            Policy {
+                network: NetworkSpec {
+                    endpoints: vec![ep("127.0.0.1", port)],
+                    public_hosts: None,
+                },
+                upstream: None,
+            },
+        )
+        .unwrap();
+        let reply = ask(
+            &socket,
+            &format!("GET http://127.0.0.1:{port}/v1/models HTTP/1.1\r\nHost: x\r\n\r\n"),
+        )
+        .await;
+        assert!(reply.ends_with("\r\n\r\nok"), "{reply}");
+        let seen = String::from_utf8(server.await.unwrap()).unwrap();
+        assert!(seen.starts_with("GET /v1/models HTTP/1.1\r\n"), "{seen}");
+        assert!(seen.contains("Connection: close"), "{seen}");
+
+        let other = ask(&socket, "CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n").await;
+        assert!(other.starts_with("HTTP/1.1 403"), "{other}");
+        let odd = ask(&socket, "GET /etc/passwd HTTP/1.1\r\n\r\n").await;
+        assert!(odd.starts_with("HTTP/1.1 400"), "{odd}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let traffic = proxy.stop();
+        assert_eq!(traffic.reached.get(&format!("127.0.0.1:{port}")), Some(&1));
+        assert_eq!(traffic.refused.get("127.0.0.1:22"), Some(&1));
+        assert_eq!(traffic.refused.get("(malformed request)"), Some(&1));
+    }
+}
