@@ -76,6 +76,15 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     // The model's command could not reach the host's loopback, where its CLI's model is.
     // It ran in a network namespace with loopback as its only interface.
     assert_eq!(std::fs::read_to_string(&net).unwrap(), "blocked\n1\n");
+    // The CLI itself ran in a network namespace of its own: it reached its model server on the
+    // host's loopback only through handoff's proxy, which counted it.
+    let proxy = &receipt["proxy"];
+    let model = format!("127.0.0.1:{port}");
+    assert!(
+        proxy["traffic"]["reached"][&model].as_u64() >= Some(1),
+        "{receipt:#}"
+    );
+    eprintln!("proxy traffic: {}", proxy["traffic"]);
 
     // The session is in the user's store (XDG_DATA_HOME of handoff's environment).
     let imported = receipt["stateAfterRun"]["imported"]

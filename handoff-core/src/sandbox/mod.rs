@@ -19,9 +19,13 @@
 //! With `--unshare-pid --die-with-parent` nothing the agent starts outlives it: when the
 //! sandbox's first process ends, the kernel kills every process left in the namespace.
 //!
-//! The network is the host's: the CLI must reach its model provider. Its shell therefore
-//! reaches any host and the abstract Unix sockets of the host's network namespace; the receipt
-//! says so, and [`crate::Isolation`] ranks it so.
+//! The network: a CLI that honours `HTTPS_PROXY` ([`SandboxSpec::network`]) gets a network
+//! namespace of its own, where the [`relay`] carries its proxy connections to handoff's
+//! filtering [`proxy`], which allows only the endpoints the adapter names (its model
+//! provider's). Another CLI keeps the host's network. Either way, under
+//! [`SandboxSpec::offline_shell`] the commands of its model run in a namespace with no
+//! network at all; without it they reach what the CLI reaches. The receipt says which, and
+//! [`crate::Isolation`] ranks it so.
 
 pub mod proxy;
 pub mod relay;
