@@ -766,4 +766,87 @@ mod tests {
         assert_eq!(traffic.refused.get("127.0.0.1:22"), Some(&1));
         assert_eq!(traffic.refused.get("(malformed request)"), Some(&1));
     }
+
+    #[tokio::test]
+    async fn the_users_proxy_is_chained_with_its_credentials() {
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
+        // The user's proxy: sees the request in absolute form, with its credentials.
+        let (port, upstream) = http_server().await;
+        let proxy = Proxy::start(
+            &socket,
+            Policy {
+                network: NetworkSpec {
+                    endpoints: vec![ep("gateway.corp", 8080)],
+                    public_hosts: None,
+                },
+                upstream: Upstream::from_url(&format!("http://u:p@127.0.0.1:{port}")),
+            },
+        )
+        .unwrap();
+        let reply = ask(
+            &socket,
+            "POST http://gateway.corp:8080/v1 HTTP/1.1\r\nHost: gateway.corp:8080\r\nProxy-Authorization: Basic forged\r\n\r\n",
+        )
+        .await;
+        assert!(reply.ends_with("ok"), "{reply}");
+        let seen = String::from_utf8(upstream.await.unwrap()).unwrap();
+        assert!(
+            seen.starts_with("POST http://gateway.corp:8080/v1 HTTP/1.1\r\n"),
+            "{seen}"
+        );
+        assert!(
+            seen.contains("Proxy-Authorization: Basic dTpw\r\n"),
+            "{seen}"
+        );
+        assert!(!seen.contains("forged"), "{seen}");
+        // What is not an endpoint never reaches the user's proxy either.
+        let refused = ask(&socket, "CONNECT elsewhere.corp:443 HTTP/1.1\r\n\r\n").await;
+        assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        drop(proxy);
+    }
+
+    #[test]
+    fn base64_matches_the_standard_alphabet() {
+        for (input, out) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("u:p", "dTpw"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), out);
+        }
+    }
+
+    proptest::proptest! {
+        /// No request head, however malformed, panics the proxy; whatever it forwards names
+        /// the host it checked, in origin form, and ends its head once.
+        #[test]
+        fn any_request_head_is_parsed_or_refused(
+            method in "[A-Z]{1,7}",
+            host in "[a-zA-Z0-9.:\\[\\]@-]{0,20}",
+            path in "[ -~]{0,20}",
+            extra in proptest::collection::vec("[ -~]{0,30}", 0..4),
+        ) {
+            let mut head = format!("{method} http://{host}{path} HTTP/1.1\r\n");
+            for h in &extra {
+                head.push_str(h);
+                head.push_str("\r\n");
+            }
+            head.push_str("\r\n");
+            if let Ok(h) = parse_head(head.as_bytes(), Vec::new()) {
+                let fwd = String::from_utf8(h.forward).unwrap();
+                let start = format!("{method} /");
+                proptest::prop_assert!(fwd.starts_with(&start));
+                proptest::prop_assert!(fwd.ends_with("Connection: close\r\n\r\n"));
+                proptest::prop_assert_eq!(fwd.matches("\r\n\r\n").count(), 1);
+                proptest::prop_assert!(!h.host.contains('@') && !h.host.is_empty());
+            }
+            let _ = parse_head(format!("CONNECT {host} HTTP/1.1\r\n\r\n").as_bytes(), Vec::new());
+            let _ = Endpoint::from_url(&format!("https://{host}{path}"), "p");
+            let _ = Upstream::from_url(&format!("http://{host}"));
+        }
+    }
 }
