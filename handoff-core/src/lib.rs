@@ -34,6 +34,7 @@ mod redact;
 mod request;
 mod result;
 pub mod sandbox;
+pub mod seatbelt;
 mod supervisor;
 mod task;
 mod timestamp;

@@ -62,7 +62,7 @@ const SYSTEM: &[&str] = &[
 
 /// Toolchain directories under the user's home mounted read-only when they exist, with the
 /// variable that names each to the tools.
-const TOOLCHAINS: &[(&str, &str)] = &[
+pub(crate) const TOOLCHAINS: &[(&str, &str)] = &[
     (".cargo", "CARGO_HOME"),
     (".rustup", "RUSTUP_HOME"),
     ("go", "GOPATH"),
@@ -70,7 +70,7 @@ const TOOLCHAINS: &[(&str, &str)] = &[
 
 /// Files inside the toolchain directories that hold credentials (a crates.io token): covered
 /// with an empty file.
-const TOOLCHAIN_SECRETS: &[&str] = &[".cargo/credentials", ".cargo/credentials.toml"];
+pub(crate) const TOOLCHAIN_SECRETS: &[&str] = &[".cargo/credentials", ".cargo/credentials.toml"];
 
 /// The variables that name a proxy, set to the relay for a CLI in a network namespace of its
 /// own (a user's proxy named in them is chained by handoff's).
@@ -262,7 +262,7 @@ fn push_mount(args: &mut Vec<String>, m: &Mount) {
 /// The directory a CLI is installed in, read-only in the sandbox: for a program inside a
 /// `node_modules` tree the outermost `node_modules` (its launcher finds its native package
 /// there), else the program's own directory.
-fn install_dirs(program: &Utf8Path) -> Vec<Utf8PathBuf> {
+pub(crate) fn install_dirs(program: &Utf8Path) -> Vec<Utf8PathBuf> {
     let mut dirs = Vec::new();
     if let Some(parent) = program.parent() {
         dirs.push(parent.to_owned());
@@ -285,8 +285,30 @@ fn install_dirs(program: &Utf8Path) -> Vec<Utf8PathBuf> {
     dirs
 }
 
-fn exists(p: &Utf8Path) -> bool {
+pub(crate) fn exists(p: &Utf8Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
+}
+
+/// The absolute `PATH` directories of `env`, each `bin` with its prefix's `lib`: a prefix's
+/// `bin/` links into its `lib/` (nvm's Node, `~/.local`, a `--prefix` install), and the tools
+/// on `PATH` need both.
+pub(crate) fn path_dirs(env: &BTreeMap<String, String>) -> Vec<Utf8PathBuf> {
+    let mut dirs = Vec::new();
+    for dir in env
+        .get("PATH")
+        .into_iter()
+        .flat_map(|p| p.split(':'))
+        .filter(|d| d.starts_with('/'))
+    {
+        let dir = Utf8PathBuf::from(dir);
+        if dir.file_name() == Some("bin")
+            && let Some(prefix) = dir.parent()
+        {
+            dirs.extend(["lib", "lib64"].map(|l| prefix.join(l)));
+        }
+        dirs.push(dir);
+    }
+    dirs
 }
 
 /// The mounts of a run, in order (later ones cover earlier ones).
@@ -317,19 +339,7 @@ fn mounts(
     m.push(Mount::Tmpfs("/tmp".into()));
     m.push(Mount::Tmpfs("/var/tmp".into()));
     let mut read_only: Vec<Utf8PathBuf> = install_dirs(program);
-    if let Some(path) = env.get("PATH") {
-        for dir in path.split(':').filter(|p| p.starts_with('/')) {
-            let dir = Utf8PathBuf::from(dir);
-            // A prefix's `bin/` links into its `lib/` (nvm's Node, `~/.local`, a `--prefix`
-            // install): the tools on PATH need both.
-            if dir.file_name() == Some("bin")
-                && let Some(prefix) = dir.parent()
-            {
-                read_only.extend(["lib", "lib64"].map(|l| prefix.join(l)));
-            }
-            read_only.push(dir);
-        }
-    }
+    read_only.extend(path_dirs(env));
     if let Some(home) = &layout.home {
         read_only.extend(TOOLCHAINS.iter().map(|(d, _)| home.join(d)));
     }
