@@ -3,8 +3,10 @@
 //! plain-HTTP gateways on the loopback too): the model provider's endpoints, OpenCode's own
 //! services, and any public host only when web tools are granted or MCP servers run.
 
+use std::collections::BTreeMap;
+
 use handoff_core::sandbox::proxy::{Endpoint, NetworkSpec};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::common::PROVIDER_DEFAULT_STR;
 
@@ -127,6 +129,126 @@ pub(super) fn network(
     }
 }
 
+/// The network of a continuation receiver. It runs the user's own OpenCode configuration, so
+/// the providers and MCP servers of their configuration files (`opencode.json`,
+/// `opencode.jsonc`, `config.json` and `$OPENCODE_CONFIG`) are reached too, and any public host,
+/// since a project's configuration may name more that handoff does not read.
+pub(super) fn receiver_network(
+    model: Option<&str>,
+    providers: Option<&Value>,
+    env: &BTreeMap<String, String>,
+) -> NetworkSpec {
+    let mut all_providers = Map::new();
+    let mut mcp = Map::new();
+    for config in user_configs(env) {
+        for (key, into) in [("provider", &mut all_providers), ("mcp", &mut mcp)] {
+            if let Some(table) = config.get(key).and_then(Value::as_object) {
+                into.extend(table.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+    }
+    if let Some(table) = providers.and_then(Value::as_object) {
+        all_providers.extend(table.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    // Only remote MCP servers bring endpoints: public hosts are open anyway.
+    mcp.retain(|_, v| v.get("url").is_some());
+    let mut n = network(
+        model.unwrap_or(PROVIDER_DEFAULT_STR),
+        Some(&Value::Object(all_providers)),
+        &Value::Object(mcp),
+        false,
+    );
+    n.public_hosts = Some(
+        "a receiver runs your own OpenCode configuration, and its project's, which may name \
+         more services"
+            .into(),
+    );
+    n
+}
+
+/// The user's OpenCode configuration files that parse, global first.
+fn user_configs(env: &BTreeMap<String, String>) -> Vec<Value> {
+    let mut files = Vec::new();
+    if let Some(dir) = crate::common::xdg_dir(env, "XDG_CONFIG_HOME", ".config") {
+        let dir = dir.join("opencode");
+        files.extend(["config.json", "opencode.json", "opencode.jsonc"].map(|f| dir.join(f)));
+    }
+    if let Some(file) = env.get("OPENCODE_CONFIG") {
+        files.push(file.into());
+    }
+    files
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|text| serde_json::from_str(&strip_jsonc(&text)).ok())
+        .collect()
+}
+
+/// JSON with comments (`//`, `/* */`) and trailing commas, as OpenCode reads its configuration,
+/// made plain JSON.
+fn strip_jsonc(text: &str) -> String {
+    // Comments out first, then the commas before a closing bracket.
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            plain.push(c);
+            match c {
+                '\\' => plain.extend(chars.next()),
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('/', Some('/')) => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        plain.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+                plain.push(' ');
+            }
+            _ => {
+                in_string = c == '"';
+                plain.push(c);
+            }
+        }
+    }
+    let bytes = plain.as_bytes();
+    let mut out = String::with_capacity(plain.len());
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in plain.char_indices() {
+        if in_string {
+            in_string = escaped || c != '"';
+            escaped = !escaped && c == '\\';
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ','
+            && matches!(
+                bytes[i + 1..].iter().find(|b| !b.is_ascii_whitespace()),
+                Some(b'}' | b']')
+            )
+        {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn endpoint(host: &str, port: u16, why: &str) -> Endpoint {
     Endpoint {
         host: host.into(),
@@ -193,6 +315,49 @@ mod tests {
         assert_eq!(n.public_hosts, None);
         let mcp = json!({"fs": {"type": "local", "command": ["fs-mcp"]}});
         let n = network("anthropic/m", None, &mcp, false);
+        assert!(n.public_hosts.is_some());
+    }
+
+    #[test]
+    fn configuration_with_comments_and_trailing_commas_is_read() {
+        let text = r#"{
+  // a gateway
+  "provider": { "gw": { "options": { "baseURL": "http://127.0.0.1:9/v1", }, }, },
+  /* "mcp": {} */
+  "note": "a // not a comment, nor /* this */, \"quoted\",",
+  "list": [1, 2, ],
+}"#;
+        let v: Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
+        assert_eq!(
+            v["provider"]["gw"]["options"]["baseURL"],
+            "http://127.0.0.1:9/v1"
+        );
+        assert_eq!(v["note"], "a // not a comment, nor /* this */, \"quoted\",");
+        assert_eq!(v["list"], json!([1, 2]));
+    }
+
+    #[test]
+    fn a_receiver_reaches_the_users_configured_providers_and_public_hosts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("opencode");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("opencode.jsonc"),
+            r#"{ "provider": { "local": { "options": { "baseURL": "http://127.0.0.1:11434/v1" } } },
+                 "mcp": { "docs": { "type": "remote", "url": "https://mcp.example.com/x" } } }"#,
+        )
+        .unwrap();
+        let env = BTreeMap::from([(
+            "XDG_CONFIG_HOME".to_owned(),
+            tmp.path().to_str().unwrap().to_owned(),
+        )]);
+        let n = receiver_network(Some("local/llama"), None, &env);
+        let labels = labels(&n);
+        assert!(labels.contains(&"127.0.0.1:11434".to_owned()), "{labels:?}");
+        assert!(
+            labels.contains(&"mcp.example.com:443".to_owned()),
+            "{labels:?}"
+        );
         assert!(n.public_hosts.is_some());
     }
 }

@@ -114,7 +114,14 @@ impl OpenCode {
                 "cwd": "the session's own directory (OpenCode resumes a session only where it is filed)",
             });
         }
-        let sandbox = run.handoff_sandbox.then(|| receiver_sandbox(&env));
+        let sandbox = run.handoff_sandbox.then(|| {
+            let network = super::network::receiver_network(
+                request.model.as_deref(),
+                config.get("provider"),
+                &env,
+            );
+            receiver_sandbox(&env, network)
+        });
         if sandbox.is_none() {
             policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
         }
@@ -137,8 +144,12 @@ impl OpenCode {
 /// What a receiver needs in handoff's sandbox: OpenCode's own directories of the user, in
 /// place, so that the session lands in the user's store. Its configuration, data, cache and
 /// state are writable for the CLI and hidden from its model's commands (which see empty
-/// directories); the logins and the tools it downloaded are read-only.
-fn receiver_sandbox(env: &BTreeMap<String, String>) -> handoff_core::sandbox::SandboxSpec {
+/// directories); the logins and the tools it downloaded are read-only. The CLI reaches
+/// `network` through handoff's proxy.
+fn receiver_sandbox(
+    env: &BTreeMap<String, String>,
+    network: handoff_core::sandbox::proxy::NetworkSpec,
+) -> handoff_core::sandbox::SandboxSpec {
     use handoff_core::sandbox::{Bind, SandboxSpec};
     let xdg = |var: &str, fallback: &str| {
         crate::common::xdg_dir(env, var, fallback).map(|d| d.join("opencode"))
@@ -174,9 +185,7 @@ fn receiver_sandbox(env: &BTreeMap<String, String>) -> handoff_core::sandbox::Sa
                 its commands; logins and downloaded tools read-only"
             .into(),
         offline_shell: true,
-        // The user's own configuration may name providers and MCP servers handoff does not
-        // read: the receiver keeps the host's network (its commands have none).
-        network: None,
+        network: Some(network),
     }
 }
 

@@ -341,6 +341,15 @@ fn an_opencode_receiver_runs_under_handoffs_sandbox_and_keeps_its_session_in_the
         "{receiver:#}"
     );
     assert_eq!(receiver["policy"]["sandbox"]["worktree"], "read-write");
+    // It runs the user's own OpenCode configuration: any public host through the proxy, but
+    // none of the host's loopback services, LAN or abstract sockets.
+    let proxy = &receiver["policy"]["sandbox"]["proxy"];
+    assert!(
+        proxy["publicHosts"]
+            .as_str()
+            .is_some_and(|p| p.contains("your own OpenCode configuration")),
+        "{receiver:#}"
+    );
     // The receiver did its work in the worktree; its shell reached neither the user's files
     // nor the git hooks.
     assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");

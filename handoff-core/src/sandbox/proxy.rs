@@ -20,6 +20,13 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 /// The largest request head the proxy reads.
 const MAX_HEAD: usize = 64 * 1024;
 
+/// How long a request head may take to arrive.
+const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Connections served at once: more wait for one to end, so that a run cannot exhaust
+/// handoff's descriptors.
+const MAX_CONNECTIONS: usize = 64;
+
 /// A host (or `*.domain`, any name below it) and port the CLI may reach.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Endpoint {
@@ -285,11 +292,19 @@ impl Proxy {
         let traffic = Arc::new(Mutex::new(Traffic::default()));
         let policy = Arc::new(policy);
         let counts = Arc::clone(&traffic);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         let accept = tokio::spawn(async move {
-            while let Ok((conn, _)) = listener.accept().await {
+            loop {
+                let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                    return;
+                };
+                let Ok((conn, _)) = listener.accept().await else {
+                    return;
+                };
                 let policy = Arc::clone(&policy);
                 let counts = Arc::clone(&counts);
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let (key, reached) = serve(conn, &policy).await;
                     let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
                     let map = if reached {
@@ -433,9 +448,10 @@ async fn refuse(conn: &mut UnixStream, status: &str, why: &str) {
 
 /// Serves one connection; returns the key it is counted under and whether it went through.
 async fn serve(mut conn: UnixStream, policy: &Policy) -> (String, bool) {
-    let head = match read_head(&mut conn).await {
-        Ok((head, rest)) => parse_head(&head, rest),
-        Err(e) => Err(e),
+    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
+        Ok(Ok((head, rest))) => parse_head(&head, rest),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err("no request in time"),
     };
     let head = match head {
         Ok(h) => h,
