@@ -742,7 +742,9 @@ mod tests {
         let mut c = UnixStream::connect(socket.as_std_path()).await.unwrap();
         c.write_all(req.as_bytes()).await.unwrap();
         let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out).await;
+        let read =
+            tokio::time::timeout(std::time::Duration::from_secs(10), c.read_to_end(&mut out));
+        assert!(read.await.is_ok(), "no reply to {req:?}");
         String::from_utf8_lossy(&out).into_owned()
     }
 
@@ -819,6 +821,42 @@ mod tests {
         // What is not an endpoint never reaches the user's proxy either.
         let refused = ask(&socket, "CONNECT elsewhere.corp:443 HTTP/1.1\r\n\r\n").await;
         assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+        drop(proxy);
+    }
+
+    #[tokio::test]
+    async fn a_public_host_that_resolves_to_the_loopback_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let proxy = Proxy::start(
+            &socket,
+            Policy {
+                network: NetworkSpec {
+                    endpoints: vec![],
+                    public_hosts: Some("web tools granted".into()),
+                },
+                upstream: None,
+            },
+        )
+        .unwrap();
+        // Spellings of 127.0.0.1 that are not an address literal to the policy but resolve
+        // to the loopback; and the loopback's names.
+        for host in ["127.1", "2130706433", "0x7f.1", "LOCALHOST.", "a.localhost"] {
+            let reply = ask(
+                &socket,
+                &format!("GET http://{host}:{port}/ HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+            )
+            .await;
+            assert!(
+                reply.starts_with("HTTP/1.1 403") || reply.starts_with("HTTP/1.1 502"),
+                "{host}: {reply}"
+            );
+        }
+        let accepted =
+            tokio::time::timeout(std::time::Duration::from_millis(100), listener.accept()).await;
+        assert!(accepted.is_err(), "the loopback service was reached");
         drop(proxy);
     }
 
