@@ -80,9 +80,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     let target = parsed
         .value("directory")
         .map_or(cwd.clone(), |d| cwd.join(d));
-    if !target.is_dir() {
+    if let Err(e) = std::env::set_current_dir(&target) {
         return fail(&format!(
-            "Error changing directory to {}: ENOENT: no such file or directory",
+            "Error changing directory to {}: {e}",
             target.display()
         ));
     }
