@@ -136,7 +136,7 @@ impl GrokCommunity {
             "mcpServers": [],
             "home": "a directory private to the run: nothing is written to the user's ~/.grok, and no settings of theirs are read",
             "workingDirectory": "the CLI starts in its private HOME (so it loads no .env from the worktree) and changes into the worktree with -d",
-            "projectSettings": "the worktree's .grok/settings.json is read by the CLI (model, MCP servers); whatever it starts runs inside handoff's sandbox",
+            "projectSettings": "the worktree's .grok/settings.json is read by the CLI (model, MCP servers), and written with its defaults when missing (a build then shows it among its changes); whatever it starts runs inside handoff's sandbox",
             "prompt": "command line (-p)",
             "credentials": "GROK_API_KEY / GROK_BASE_URL / GROK_MODEL from the environment only",
             "sessions": "none: the CLI keeps no sessions",

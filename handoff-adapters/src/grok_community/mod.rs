@@ -8,7 +8,10 @@
 //! unconfined. The sandbox makes the worktree read-only for review, verify and advice and
 //! writable for build and phase; `HOME` is a directory private to the run, so nothing lands in
 //! the user's `~/.grok`. Its `bash` tool runs commands through Node's `child_process` with
-//! `/bin/sh`, not `$SHELL`, so those commands share the CLI's network.
+//! `/bin/sh`, not `$SHELL`, so those commands share the CLI's network. The CLI reads the
+//! worktree's `.grok/settings.json` (model, MCP servers) and, when there is none, writes one
+//! with its defaults: a build's changes then include it (a read-only run's write fails, and the
+//! CLI goes on).
 //!
 //! Controls it cannot honour are refused before anything starts: reasoning effort, web search,
 //! MCP servers, `--bash false` (its shell cannot be withheld). Turns map to
