@@ -76,15 +76,15 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
     let last = raw
         .stdout
         .split(|b| *b == b'\n')
+        .rev()
         .filter_map(|line| serde_json::from_slice::<Message>(line.trim_ascii()).ok())
-        .filter_map(|m| match m {
+        .find_map(|m| match m {
             Message::Assistant {
                 content,
                 tool_calls,
             } => Some((content, tool_calls)),
             _ => None,
-        })
-        .last();
+        });
     let Some((content, tool_calls)) = last else {
         return match stderr_failure(&raw.stderr) {
             Some(message) => Ok(Observation::AgentFailure {
