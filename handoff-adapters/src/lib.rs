@@ -3,7 +3,7 @@
 //! Each adapter maps a `Request` to the CLI's exact argv, environment and private files (a pure
 //! function, snapshot-tested), proves the installed CLI supports them without a model call
 //! (preflight), and reads the CLI's own output format back into a candidate answer.
-//! [`default_registry`] registers all six agents.
+//! [`default_registry`] registers all seven agents.
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
@@ -12,6 +12,7 @@ mod codex;
 mod common;
 mod cursor;
 mod grok;
+mod grok_community;
 mod kiro;
 mod opencode;
 pub mod plugins;
@@ -23,16 +24,24 @@ use std::sync::Arc;
 pub use claude::{Claude, SPEC as CLAUDE_SPEC};
 pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
 pub use cursor::{Cursor, SPEC as CURSOR_SPEC};
-pub use grok::{Grok, SPEC as GROK_SPEC, is_community_grok};
+pub use grok::{
+    COMMUNITY_REASON as GROK_COMMUNITY_REASON, Grok, SPEC as GROK_SPEC, is_community_grok,
+};
+pub use grok_community::{
+    GrokCommunity, SPEC as GROK_COMMUNITY_SPEC, XAI_REASON as GROK_XAI_REASON,
+    check_help as check_community_grok_help,
+};
 pub use kiro::{Kiro, SPEC as KIRO_SPEC};
 pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
 pub use probe::{ProbeOutput, mentions};
 
-/// A registry with all six agents: Codex, Grok, Kiro, Claude Code, OpenCode, Cursor.
+/// A registry with all seven agents: Codex, Grok (xAI's CLI), Grok community (the
+/// `@vibe-kit/grok-cli`, under handoff's sandbox), Kiro, Claude Code, OpenCode, Cursor.
 pub fn default_registry() -> handoff_core::Registry {
     let mut r = handoff_core::Registry::new();
     r.register(Arc::new(Codex))
         .register(Arc::new(Grok))
+        .register(Arc::new(GrokCommunity))
         .register(Arc::new(Kiro))
         .register(Arc::new(Claude))
         .register(Arc::new(OpenCode))

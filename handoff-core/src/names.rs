@@ -28,6 +28,8 @@ impl AgentId {
     pub const CODEX: AgentId = AgentId(Cow::Borrowed("codex"));
     /// xAI Grok CLI.
     pub const GROK: AgentId = AgentId(Cow::Borrowed("grok"));
+    /// The community Grok CLI (`@vibe-kit/grok-cli`), run under handoff's own sandbox.
+    pub const GROK_COMMUNITY: AgentId = AgentId(Cow::Borrowed("grok-community"));
     /// Kiro CLI.
     pub const KIRO: AgentId = AgentId(Cow::Borrowed("kiro"));
     /// Claude Code.
@@ -37,10 +39,12 @@ impl AgentId {
     /// Cursor agent.
     pub const CURSOR: AgentId = AgentId(Cow::Borrowed("cursor"));
 
-    /// The six agents handoff ships adapters for, in the reference order.
-    pub const BUILTIN: [AgentId; 6] = [
+    /// The seven agents handoff ships adapters for, in the reference order (the community
+    /// Grok CLI after xAI's).
+    pub const BUILTIN: [AgentId; 7] = [
         AgentId::CODEX,
         AgentId::GROK,
+        AgentId::GROK_COMMUNITY,
         AgentId::KIRO,
         AgentId::CLAUDE,
         AgentId::OPENCODE,

@@ -23,6 +23,9 @@ pub const CODEX_EXEC_RESUME_HELP: &str =
 pub const OTHER_VERSION: &str = "99.0.0-fake";
 /// `grok --help` (synthetic, xAI-style flags).
 pub const GROK_HELP: &str = include_str!("../fixtures/grok-help.txt");
+/// `grok --help` of the community `@vibe-kit/grok-cli` 0.0.34 (real; its `--version` prints
+/// `1.0.1`).
+pub const GROK_CLI_HELP: &str = include_str!("../fixtures/grok-cli-0.0.34-help.txt");
 /// `kiro-cli --help` (synthetic).
 pub const KIRO_HELP: &str = include_str!("../fixtures/kiro-cli-help.txt");
 /// `kiro-cli chat --help` (synthetic).

@@ -45,7 +45,11 @@
 //!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
-//! OpenCode `--pure`, Cursor `--force` / `--readonly-paths`); `HANDOFF_FAKE_VERSION` replaces the
+//! OpenCode `--pure`, Cursor `--force` / `--readonly-paths`, community Grok `--max-tool-rounds`);
+//! `HANDOFF_FAKE_GROK=community` makes `grok` the community `@vibe-kit/grok-cli` (`-p`, one chat
+//! message a line, API errors as an assistant message with exit 0, shell commands with `/bin/sh`
+//! whatever `$SHELL` says, `-k/-u` saved into `~/.grok/user-settings.json`) instead of xAI's
+//! CLI; `HANDOFF_FAKE_VERSION` replaces the
 //! version number; `HANDOFF_FAKE_RECORD_DIR` makes every invocation (probes included) write
 //! `<dir>/invocation-<pid>-<nanos>.json` = `{"exe", "argv", "env", "cwd", "stdin", "pid"}`,
 //! atomically, at start (`stdin: null`) and again once stdin has been read.
@@ -172,7 +176,7 @@ pub use ssh::SshHost;
 pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
-        CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, HELP,
+        CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, GROK, HELP,
         KILL_PARENT, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
         RECORD_DIR, SHELL, VERSION, WAIT_FILE,
     };

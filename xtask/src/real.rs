@@ -1,6 +1,6 @@
-//! `cargo xtask e2e-real`: the real agent CLIs (Claude Code, Codex, OpenCode) from the npm
-//! registry, pinned, driven through the `handoff` binary against the testkit's scripted model
-//! server on 127.0.0.1. A failed install fails the suite; nothing is skipped silently.
+//! `cargo xtask e2e-real`: the real agent CLIs (Claude Code, Codex, OpenCode, the community Grok
+//! CLI) from the npm registry, pinned, driven through the `handoff` binary against the testkit's
+//! scripted model server on 127.0.0.1. A failed install fails the suite; nothing is skipped silently.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,6 +12,8 @@ pub const PINNED: &[(&str, &str, &str)] = &[
     ("@anthropic-ai/claude-code", "2.1.197", "claude"),
     ("@openai/codex", "0.171.0", "codex"),
     ("opencode-ai", "1.18.33", "opencode"),
+    // The community Grok CLI (its `--version` prints 1.0.1), driven as `grok-community`.
+    ("@vibe-kit/grok-cli", "0.0.34", "grok"),
 ];
 
 fn installed_version(prefix: &Path, package: &str) -> Option<String> {

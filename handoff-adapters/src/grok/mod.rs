@@ -9,7 +9,8 @@
 //!
 //! The community `@vibe-kit/grok-cli` installs an executable with the same name but none of
 //! these controls (it runs every tool unconfined); preflight recognises it by its help text and
-//! refuses it without ever passing it a flag it does not have.
+//! refuses it without ever passing it a flag it does not have, naming the agent
+//! `grok-community` that runs it under handoff's own sandbox.
 
 mod invocation;
 mod parse;
@@ -86,8 +87,8 @@ pub fn is_community_grok(help: &str) -> bool {
     lacks_controls && marked
 }
 
-/// Why the community CLI is refused.
-pub const COMMUNITY_REASON: &str = "this `grok` is the community vibe-kit Grok CLI (npm @vibe-kit/grok-cli), not xAI's grok CLI: it has no --sandbox, --permission-mode or --json-schema and runs every tool unconfined, so it is not supported; install xAI's grok CLI";
+/// Why the community CLI is refused, and how to use it instead.
+pub const COMMUNITY_REASON: &str = "this `grok` is the community vibe-kit Grok CLI (npm @vibe-kit/grok-cli), not xAI's grok CLI: it has no --sandbox, --permission-mode or --json-schema and runs every tool unconfined, so the agent `grok` does not drive it; use the agent `grok-community` (--harness grok-community), which runs it under handoff's own sandbox, or install xAI's grok CLI";
 
 #[async_trait]
 impl Provider for Grok {

@@ -8,6 +8,7 @@ mod cursor;
 mod fakes;
 mod garbage;
 mod grok;
+mod grok_community;
 mod harness;
 mod invocation;
 mod isolation;

@@ -15,6 +15,7 @@ mod containment;
 mod continuation;
 mod docs;
 mod doctor;
+mod grok_community;
 mod library;
 mod lifecycle;
 mod live;

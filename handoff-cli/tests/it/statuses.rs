@@ -2204,11 +2204,19 @@ fn capabilities_json() {
         ctx(&run)
     );
     let providers = j["providers"].as_array().unwrap();
-    assert_eq!(providers.len(), 6, "{}", ctx(&run));
+    assert_eq!(providers.len(), 7, "{}", ctx(&run));
     let ids: Vec<&str> = providers.iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(
         ids,
-        ["codex", "grok", "kiro", "claude", "opencode", "cursor"]
+        [
+            "codex",
+            "grok",
+            "grok-community",
+            "kiro",
+            "claude",
+            "opencode",
+            "cursor"
+        ]
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();

@@ -1,6 +1,6 @@
-//! The real agent CLIs (Claude Code, Codex, OpenCode), installed from npm by
-//! `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's scripted
-//! model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
+//! The real agent CLIs (Claude Code, Codex, OpenCode, the community Grok CLI), installed from
+//! npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
+//! scripted model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
 //! runs them with `HANDOFF_REAL_BIN` pointing at the installed CLIs, and a missing variable fails.
 #![allow(
     clippy::unwrap_used,
@@ -11,6 +11,7 @@
 
 mod carry;
 mod continuation;
+mod grok_community;
 mod opencode_sessions;
 mod own_sandbox;
 mod plugin;
@@ -130,6 +131,9 @@ config = [
   'model_providers.e2e.stream_max_retries=0',
 ]
 env = {{ E2E_MODEL_KEY = "{MODEL_KEY}" }}
+
+[agents.grok-community]
+env = {{ GROK_API_KEY = "{MODEL_KEY}", GROK_BASE_URL = "{v1}" }}
 
 [agents.opencode]
 model = "e2e/fake-model"

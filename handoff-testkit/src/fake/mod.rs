@@ -20,6 +20,7 @@ mod codex;
 mod codex_store;
 mod cursor;
 mod grok;
+mod grok_community;
 mod kiro;
 mod opencode;
 mod task;
@@ -85,6 +86,8 @@ pub(crate) struct Ctx {
     pub(crate) args: Vec<String>,
     pub(crate) settings: Settings,
     recorder: Recorder,
+    /// The CLI runs its model's shell commands with `/bin/sh`, whatever `$SHELL` says.
+    pub(crate) plain_sh: bool,
 }
 
 impl Ctx {
@@ -164,10 +167,14 @@ pub fn main() -> ExitCode {
         args,
         settings,
         recorder,
+        plain_sh: false,
     };
     match exe {
         Exe::Claude => claude::run(&mut ctx),
         Exe::Codex => codex::run(&mut ctx),
+        Exe::Grok if ctx.settings.get(settings::GROK).as_deref() == Some("community") => {
+            grok_community::run(&mut ctx)
+        }
         Exe::Grok => grok::run(&mut ctx),
         Exe::Kiro => kiro::run(&mut ctx),
         Exe::OpenCode => opencode::run(&mut ctx),

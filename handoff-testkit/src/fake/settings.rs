@@ -37,6 +37,9 @@ pub const EXIT: &str = "HANDOFF_FAKE_EXIT";
 pub const RECORD_DIR: &str = "HANDOFF_FAKE_RECORD_DIR";
 /// `missing`: help output omits one flag the adapter requires.
 pub const HELP: &str = "HANDOFF_FAKE_HELP";
+/// `community`: `grok` is the community `@vibe-kit/grok-cli` (`-p`, JSONL messages, no
+/// sandbox) instead of xAI's CLI.
+pub const GROK: &str = "HANDOFF_FAKE_GROK";
 /// Overrides the version number printed by `--version`.
 pub const VERSION: &str = "HANDOFF_FAKE_VERSION";
 /// Comma-separated harnesses (`codex,claude,grok`) a run asks for nested advice, one after

@@ -220,7 +220,7 @@ pub(crate) fn perform(
     if task.is_advice() {
         advice::delay(&ctx.settings);
     }
-    side_effects(&ctx.settings, behaviour, task.exe)?;
+    side_effects(&ctx.settings, behaviour, task.exe, ctx.plain_sh)?;
 
     // An advisor never writes, whatever the switches say: nested advice runs in the worktree of
     // the worker that asked, whose changes must stay its own.
@@ -261,7 +261,7 @@ pub(crate) fn perform_receiver(
     reply: &Reply,
 ) -> Result<Outcome, ExitCode> {
     let _nested = advice::before_answer(ctx, task.exe, prompt);
-    side_effects(&ctx.settings, behaviour, task.exe)?;
+    side_effects(&ctx.settings, behaviour, task.exe, ctx.plain_sh)?;
     let works = behaviour.does_the_work() && task.writable;
     let wrote = if !reply.probe && (works || behaviour == Behaviour::Mutate) {
         let rel = format!("fake-receiver-{}.txt", task.exe);
@@ -278,8 +278,13 @@ pub(crate) fn perform_receiver(
 }
 
 /// `hang`, `grandchild`, `exit` and `stderr-secret`: what happens before any answer.
-fn side_effects(settings: &Settings, behaviour: Behaviour, exe: &str) -> Result<(), ExitCode> {
-    escape(settings)?;
+fn side_effects(
+    settings: &Settings,
+    behaviour: Behaviour,
+    exe: &str,
+    plain_sh: bool,
+) -> Result<(), ExitCode> {
+    escape(settings, plain_sh)?;
     match behaviour {
         Behaviour::Hang => {
             write_pid_file(settings.get(settings::READY_FILE), std::process::id());
@@ -452,8 +457,9 @@ fn net_attempt(attempt: &str) -> String {
     }
 }
 
-/// The escapes asked for: a shell command, a `setsid` orphan, SIGKILL of the parent.
-fn escape(settings: &Settings) -> Result<(), ExitCode> {
+/// The escapes asked for: a shell command (with `$SHELL`, or `/bin/sh` for a CLI that ignores
+/// it), a `setsid` orphan, SIGKILL of the parent.
+fn escape(settings: &Settings, plain_sh: bool) -> Result<(), ExitCode> {
     for attempt in settings
         .get(settings::NET)
         .unwrap_or_default()
@@ -463,7 +469,10 @@ fn escape(settings: &Settings) -> Result<(), ExitCode> {
         util::err_line(&format!("fake-agent: net {attempt} -> {outcome}"));
     }
     if let Some(script) = settings.get(settings::SHELL) {
-        let shell = std::env::var_os("SHELL").unwrap_or_else(|| "/bin/sh".into());
+        let shell = match std::env::var_os("SHELL") {
+            Some(s) if !plain_sh => s,
+            _ => "/bin/sh".into(),
+        };
         let status = std::process::Command::new(shell)
             .args(["-c", script.as_str()])
             .stdin(Stdio::null())
