@@ -2,6 +2,7 @@
 //! under handoff's own sandbox.
 
 use handoff_core::sandbox::SandboxSpec;
+use handoff_core::sandbox::proxy::Endpoint;
 use handoff_core::{
     AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, Invocation, InvocationError,
     Isolation, Network, ProcessContainment, Request, RunDir, RunShape, StdinSource, UnixSockets,
@@ -38,9 +39,10 @@ pub const NO_SANDBOX: &str = "the community grok CLI has no sandbox of its own a
 /// handoff's sandbox its tools write the worktree only in writing runs (never its git
 /// directories; `HOME` and `/tmp` are private to the run and vanish with it), read nothing of
 /// the user's files outside it, and its processes die with the run's PID namespace. Its bash
-/// tool runs commands with `/bin/sh` from the CLI's own process, so they share the host's
-/// network and abstract Unix sockets. Without that sandbox no run is planned; the ranking is
-/// then what the CLI alone would give: nothing confined.
+/// tool runs commands with `/bin/sh` from the CLI's own process, so they share the CLI's
+/// network namespace, where only the model endpoint has an address (tunnelled through
+/// handoff's proxy). Without that sandbox no run is planned; the ranking is then what the CLI
+/// alone would give: nothing confined.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
     if !shape.handoff_sandbox {
         return Isolation::unconfined();
@@ -53,10 +55,28 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
             FilesystemWrite::None
         },
         filesystem_read: FilesystemRead::Worktree,
-        network: Network::Any,
-        unix_sockets: UnixSockets::All,
+        // A network namespace of its own, where the relay stands in for the model endpoint
+        // alone; the proxy's socket is the one Unix socket its commands can reach.
+        network: Network::ModelEndpoints,
+        unix_sockets: UnixSockets::Named,
         process: ProcessContainment::PidNamespace,
     }
+}
+
+/// The CLI's default API, when `GROK_BASE_URL` names none.
+const DEFAULT_BASE_URL: &str = "https://api.x.ai/v1";
+
+/// The model endpoint the CLI calls: `GROK_BASE_URL` (the configuration's `env` first, which
+/// the engine applies over the agent's environment), else xAI's API.
+fn endpoint(
+    config: &std::collections::BTreeMap<String, String>,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<Endpoint> {
+    let url = [config, env]
+        .iter()
+        .find_map(|m| m.get("GROK_BASE_URL").filter(|u| !u.is_empty()))
+        .map_or(DEFAULT_BASE_URL, String::as_str);
+    Endpoint::from_url(url, "the model API (GROK_BASE_URL, else xAI's)")
 }
 
 fn unsupported(what: &str) -> InvocationError {
@@ -163,8 +183,13 @@ impl GrokCommunity {
                     .into(),
                 // Its bash tool runs `/bin/sh -c` from Node's child_process, not `$SHELL`.
                 offline_shell: false,
-                // Node's `fetch` ignores the proxy variables.
-                network: None,
+                // Node's `fetch` ignores the proxy variables: the endpoint is reached at an
+                // address of its own in the namespace.
+                network: Some(handoff_core::sandbox::proxy::NetworkSpec {
+                    endpoints: endpoint(&run.agent_config.env, &env).into_iter().collect(),
+                    public_hosts: None,
+                    transparent: true,
+                }),
             }),
             program: run.executable.clone(),
             args,

@@ -126,6 +126,7 @@ pub(super) fn network(
     NetworkSpec {
         endpoints,
         public_hosts,
+        transparent: false,
     }
 }
 

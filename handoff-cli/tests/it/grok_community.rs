@@ -238,3 +238,85 @@ fn each_grok_agent_names_the_other_when_it_finds_the_other_cli() {
     assert!(m.contains("xAI's grok CLI"), "{m}");
     assert!(m.contains("the agent `grok`"), "{m}");
 }
+
+#[test]
+fn the_cli_and_its_commands_reach_only_the_model_endpoint_at_an_address_of_its_own() {
+    let sb = confined();
+    let (model_port, model_hits) = crate::support::loopback_service();
+    let (other_port, other_hits) = crate::support::loopback_service();
+    let config = sb.root.join("home/.config/handoff/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[agents.grok-community]\nenv = {{ GROK_BASE_URL = \"http://127.0.0.1:{model_port}/v1\" }}\n"
+        ),
+    )
+    .unwrap();
+    // The CLI (whose HTTP client ignores proxy variables) calls its model endpoint and another
+    // service on the host's loopback; its shell resolves a name the sandbox did not give.
+    sb.agents.set(
+        handoff_testkit::keys::NET,
+        format!("http:127.0.0.1:{model_port} http:127.0.0.1:{other_port}"),
+    );
+    sb.agents.set(
+        SHELL,
+        "getent hosts api.x.ai >&2 || echo 'no name' >&2; grep -c : /proc/net/dev >&2",
+    );
+    let run = sb.delegate("claude", "grok-community", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = provider_stderr(&run);
+    let outcome = |attempt: &str| -> String {
+        let prefix = format!("fake-agent: net {attempt} -> ");
+        stderr
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no outcome for {attempt}:\n{stderr}"))
+            .to_owned()
+    };
+    assert_eq!(
+        outcome(&format!("http:127.0.0.1:{model_port}")),
+        "HTTP/1.1 200 OK"
+    );
+    assert!(
+        outcome(&format!("http:127.0.0.1:{other_port}")).starts_with("failed"),
+        "{stderr}"
+    );
+    assert_eq!(model_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Its commands share the namespace: loopback only, and no name but the endpoint's.
+    assert!(stderr.lines().any(|l| l == "no name"), "{stderr}");
+    assert!(stderr.lines().any(|l| l == "1"), "{stderr}");
+
+    let proxy = &run.json["policy"]["sandbox"]["proxy"];
+    assert_eq!(
+        proxy["traffic"]["reached"][format!("127.0.0.1:{model_port}")],
+        1,
+        "{proxy:#}"
+    );
+    assert_eq!(
+        proxy["reachedBy"]["addresses"][0]["address"],
+        format!("127.0.0.1:{model_port}"),
+        "{proxy:#}"
+    );
+}
+
+#[test]
+fn the_default_endpoint_gets_a_name_in_the_sandboxs_hosts_file() {
+    let sb = confined();
+    sb.agents.set(SHELL, "getent hosts api.x.ai >&2");
+    let run = sb.delegate("claude", "grok-community", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = provider_stderr(&run);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["127.0.0.2", "api.x.ai"]),
+        "{stderr}"
+    );
+    let proxy = &run.json["policy"]["sandbox"]["proxy"];
+    assert_eq!(
+        proxy["endpoints"][0]["endpoint"], "api.x.ai:443",
+        "{proxy:#}"
+    );
+}

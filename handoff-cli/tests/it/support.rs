@@ -229,3 +229,23 @@ pub fn proc_state(pid: i32) -> Option<char> {
 pub fn is_gone(pid: i32) -> bool {
     matches!(proc_state(pid), None | Some('Z' | 'X'))
 }
+
+/// A TCP service on the host's loopback that answers every connection with one HTTP reply
+/// and counts them.
+pub fn loopback_service() -> (u16, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+    });
+    (port, hits)
+}

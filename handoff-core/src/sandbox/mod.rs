@@ -426,6 +426,59 @@ struct OwnNetwork {
     dir: Utf8PathBuf,
     socket: Utf8PathBuf,
     policy: proxy::Policy,
+    /// Where the relay listens.
+    listen: Vec<relay::Listen>,
+    /// The sandbox's `/etc/hosts`, naming each endpoint's address (transparent endpoints).
+    hosts: Option<Utf8PathBuf>,
+    /// Endpoints a transparent relay cannot stand in for.
+    unreachable: Vec<String>,
+}
+
+/// The relay's addresses for a CLI that ignores proxy variables: each endpoint at its own
+/// loopback literal, or at `127.0.0.<n>` under its name. Returns them, the lines of the
+/// sandbox's `/etc/hosts`, and the endpoints left out of reach.
+fn transparent_endpoints(
+    endpoints: &[proxy::Endpoint],
+) -> (Vec<relay::Listen>, Vec<String>, Vec<String>) {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    let mut listen: Vec<relay::Listen> = Vec::new();
+    let mut hosts: Vec<String> = Vec::new();
+    let mut named: Vec<(String, Ipv4Addr)> = Vec::new();
+    let mut unreachable = Vec::new();
+    for e in endpoints {
+        let ip = match e.host.parse::<IpAddr>() {
+            Ok(ip) if ip.is_loopback() => ip,
+            Ok(_) => {
+                unreachable.push(e.label());
+                continue;
+            }
+            Err(_) if e.host.starts_with("*.") => {
+                unreachable.push(e.label());
+                continue;
+            }
+            Err(_) => match named.iter().find(|(h, _)| *h == e.host) {
+                Some((_, ip)) => IpAddr::V4(*ip),
+                None => {
+                    let Ok(n) = u8::try_from(named.len() + 2) else {
+                        unreachable.push(e.label());
+                        continue;
+                    };
+                    let ip = Ipv4Addr::new(127, 0, 0, n);
+                    named.push((e.host.clone(), ip));
+                    hosts.push(format!("{ip} {}", e.host));
+                    IpAddr::V4(ip)
+                }
+            },
+        };
+        let addr = SocketAddr::new(ip, e.port);
+        if !listen.iter().any(|l| l.addr == addr) {
+            listen.push(relay::Listen {
+                addr,
+                endpoint: Some(e.label()),
+            });
+        }
+    }
+    (listen, hosts, unreachable)
 }
 
 /// The run's own network namespace, when its adapter asks for one and the handoff binary can
@@ -435,7 +488,18 @@ fn own_network(
     spec: &SandboxSpec,
     env: &BTreeMap<String, String>,
 ) -> Result<Option<OwnNetwork>, String> {
-    let (Some(network), Some(relay)) = (&spec.network, &layout.relay) else {
+    let Some(network) = &spec.network else {
+        return Ok(None);
+    };
+    let Some(relay) = &layout.relay else {
+        if network.transparent {
+            // Its ranking counts on the namespace: without the relay there is none.
+            return Err(
+                "this agent's network namespace needs the handoff binary as its relay \
+                 (EngineOptions::handoff_exe)"
+                    .into(),
+            );
+        }
         return Ok(None);
     };
     // A proxy the user set for the CLI is the way out of their network: handoff's proxy
@@ -459,6 +523,23 @@ fn own_network(
             .create(&dir)
             .map_err(|e| format!("cannot create {dir}: {e}"))?;
     }
+    let (listen, hosts, unreachable) = if network.transparent {
+        let (listen, lines, unreachable) = transparent_endpoints(&network.endpoints);
+        // The system's names, then the endpoints' (the first match wins).
+        let system = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+        let mut text = lines.join("\n");
+        text.push_str("\n# the system's /etc/hosts\n");
+        text.push_str(&system);
+        let path = dir.join("hosts");
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {path}: {e}"))?;
+        (listen, Some(path), unreachable)
+    } else {
+        let proxy = relay::Listen {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], relay::RELAY_PORT)),
+            endpoint: None,
+        };
+        (vec![proxy], None, Vec::new())
+    };
     Ok(Some(OwnNetwork {
         relay: relay.clone(),
         socket: dir.join("proxy.sock"),
@@ -467,6 +548,9 @@ fn own_network(
             network: network.clone(),
             upstream,
         },
+        listen,
+        hosts,
+        unreachable,
     }))
 }
 
@@ -494,6 +578,9 @@ pub fn wrap(
         mounts.push(Mount::ReadOnly(net.relay.clone(), net.relay.clone()));
         // The proxy's socket: reachable by path from the CLI's namespace, and read-only.
         mounts.push(Mount::ReadOnly(net.dir.clone(), net.dir.clone()));
+        if let Some(hosts) = &net.hosts {
+            mounts.push(Mount::ReadOnly(hosts.clone(), "/etc/hosts".into()));
+        }
     }
     let shell = if spec.offline_shell {
         let dir = layout.run_dir.join("sandbox-shell");
@@ -529,7 +616,7 @@ pub fn wrap(
     args.push("--".into());
     if let Some(net) = &net {
         // The relay runs the CLI.
-        args.extend(relay::prefix(&net.relay, &net.socket));
+        args.extend(relay::prefix(&net.relay, &net.socket, &net.listen));
     }
     args.push(invocation.program.to_string());
     args.append(&mut invocation.args);
@@ -540,7 +627,7 @@ pub fn wrap(
     for k in ["TMPDIR", "TMP", "TEMP", "HANDOFF_OFFLINE_SHELL"] {
         env.remove(k);
     }
-    if net.is_some() {
+    if net.as_ref().is_some_and(|n| n.hosts.is_none()) {
         for k in PROXY_VARS.iter().chain(NO_PROXY_VARS) {
             env.remove(*k);
         }
@@ -621,7 +708,17 @@ pub fn wrap(
                 "{why}: any public host as well (never a loopback, private or link-local address)"
             )),
             "through": n.policy.upstream.as_ref().map(|u| u.label()),
-            "variables": PROXY_VARS,
+            "reachedBy": if n.hosts.is_some() {
+                json!({
+                    "addresses": n.listen.iter()
+                        .map(|l| json!({ "address": l.addr.to_string(), "endpoint": l.endpoint }))
+                        .collect::<Vec<_>>(),
+                    "hosts": "/etc/hosts of the sandbox names each endpoint's address",
+                    "unreachable": n.unreachable,
+                })
+            } else {
+                json!({ "variables": PROXY_VARS })
+            },
         })),
         "shell": shell,
         "processes": "own PID namespace (--unshare-pid --die-with-parent): nothing outlives the run",

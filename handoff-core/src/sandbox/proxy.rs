@@ -82,6 +82,11 @@ pub struct NetworkSpec {
     pub endpoints: Vec<Endpoint>,
     /// Why any public host is allowed as well (web tools granted), if it is.
     pub public_hosts: Option<String>,
+    /// The CLI ignores proxy variables: each endpoint is reached at an address of its own in
+    /// the namespace (its loopback literal, or one the sandbox's `/etc/hosts` gives its name),
+    /// which the relay tunnels through the proxy. A wildcard endpoint, another address literal
+    /// and public hosts are then out of reach.
+    pub transparent: bool,
 }
 
 /// A proxy of the user's, which the filtering proxy goes through (an `http://` one).
@@ -636,6 +641,7 @@ mod tests {
             network: NetworkSpec {
                 endpoints: vec![ep("127.0.0.1", 8767)],
                 public_hosts: Some("web tools granted".into()),
+                transparent: false,
             },
             upstream: None,
         };
@@ -663,6 +669,7 @@ mod tests {
             network: NetworkSpec {
                 endpoints: vec![ep("127.0.0.1", 8767)],
                 public_hosts: None,
+                transparent: false,
             },
             upstream: None,
         };
@@ -759,6 +766,7 @@ mod tests {
                 network: NetworkSpec {
                     endpoints: vec![ep("127.0.0.1", port)],
                     public_hosts: None,
+                    transparent: false,
                 },
                 upstream: None,
             },
@@ -797,6 +805,7 @@ mod tests {
                 network: NetworkSpec {
                     endpoints: vec![ep("gateway.corp", 8080)],
                     public_hosts: None,
+                    transparent: false,
                 },
                 upstream: Upstream::from_url(&format!("http://u:p@127.0.0.1:{port}")),
             },
@@ -836,6 +845,7 @@ mod tests {
                 network: NetworkSpec {
                     endpoints: vec![],
                     public_hosts: Some("web tools granted".into()),
+                    transparent: false,
                 },
                 upstream: None,
             },

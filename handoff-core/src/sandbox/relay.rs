@@ -1,60 +1,112 @@
 //! The relay inside a sandbox with a network namespace of its own (`handoff __net-relay …`,
 //! the handoff binary re-executing itself as the sandbox's first program).
 //!
-//! The namespace has a loopback interface and nothing else. The relay listens on
-//! `127.0.0.1:<port>` there, starts the CLI with its proxy variables naming that address, and
-//! carries each connection to the run's proxy socket (a Unix socket by path, the one way out
-//! of the namespace), where handoff's [`super::proxy`] decides where it may go. It exits
-//! with the CLI's status once the CLI has ended.
+//! The namespace has a loopback interface and nothing else. The relay listens there, starts
+//! the CLI, and carries each connection to the run's proxy socket (a Unix socket by path, the
+//! one way out of the namespace), where handoff's [`super::proxy`] decides where it may go. It
+//! exits with the CLI's status once the CLI has ended. It listens in one of two ways:
+//!
+//! - as the proxy, on `127.0.0.1:3128`, which the CLI's proxy variables name: each connection
+//!   is passed on as it is (`CONNECT`, or a plain-HTTP request in absolute form);
+//! - as each endpoint, for a CLI that ignores proxy variables: on an address of the endpoint's
+//!   own (its loopback literal, or one the sandbox's `/etc/hosts` gives its name), each
+//!   connection opened with a `CONNECT` to that endpoint.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::process::Command;
 
 /// The first argument that turns the handoff binary into the relay.
 pub const RELAY_ARG: &str = "__net-relay";
 
-/// The port the relay listens on inside the namespace: the namespace is new, so it is free.
+/// The port the relay listens on as the proxy: the namespace is new, so it is free.
 pub const RELAY_PORT: u16 = 3128;
 
-/// The relay's command line after [`RELAY_ARG`]: `<proxy socket> <port> -- <program> <args…>`.
+/// One address the relay listens on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listen {
+    /// Where, inside the namespace.
+    pub addr: SocketAddr,
+    /// The endpoint (`host:port`) each connection is a tunnel to; `None`: the proxy itself.
+    pub endpoint: Option<String>,
+}
+
+/// The relay's command line after [`RELAY_ARG`]: `<proxy socket> [--proxy <addr>]
+/// [--forward <addr>=<host:port>]… -- <program> <args…>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Args {
     pub socket: OsString,
-    pub port: u16,
+    pub listen: Vec<Listen>,
     pub program: OsString,
     pub args: Vec<OsString>,
 }
 
-/// The command line that runs a program under the relay: `<exe> __net-relay <socket> <port>
-/// --`, then the program and its arguments.
-pub(crate) fn prefix(exe: &camino::Utf8Path, socket: &camino::Utf8Path) -> Vec<String> {
-    vec![
-        exe.to_string(),
-        RELAY_ARG.into(),
-        socket.to_string(),
-        RELAY_PORT.to_string(),
-        "--".into(),
-    ]
+/// The command line that runs a program under the relay: `<exe> __net-relay <socket>
+/// <listeners> --`, then the program and its arguments.
+pub(crate) fn prefix(
+    exe: &camino::Utf8Path,
+    socket: &camino::Utf8Path,
+    listen: &[Listen],
+) -> Vec<String> {
+    let mut out = vec![exe.to_string(), RELAY_ARG.into(), socket.to_string()];
+    for l in listen {
+        match &l.endpoint {
+            None => out.extend(["--proxy".into(), l.addr.to_string()]),
+            Some(e) => out.extend(["--forward".into(), format!("{}={e}", l.addr)]),
+        }
+    }
+    out.push("--".into());
+    out
 }
 
 impl Args {
     fn parse(mut it: impl Iterator<Item = OsString>) -> Result<Args, String> {
         let socket = it.next().ok_or("expected the proxy socket")?;
-        let port = it
-            .next()
-            .and_then(|p| p.into_string().ok())
-            .and_then(|p| p.parse().ok())
-            .ok_or("expected a port after the proxy socket")?;
-        if it.next().as_deref() != Some(OsStr::new("--")) {
-            return Err("expected `--` after the port".into());
+        let mut listen = Vec::new();
+        loop {
+            let word = it
+                .next()
+                .ok_or("expected `--` before the program")?
+                .into_string()
+                .map_err(|_| "an option is not UTF-8")?;
+            let mut value = || {
+                it.next()
+                    .and_then(|v| v.into_string().ok())
+                    .ok_or(format!("expected a value after {word}"))
+            };
+            match word.as_str() {
+                "--proxy" => {
+                    let v = value()?;
+                    let addr = v.parse().map_err(|_| format!("bad address {v:?}"))?;
+                    listen.push(Listen {
+                        addr,
+                        endpoint: None,
+                    });
+                }
+                "--forward" => {
+                    let v = value()?;
+                    let (addr, endpoint) = v
+                        .split_once('=')
+                        .ok_or(format!("expected <addr>=<host:port>, not {v:?}"))?;
+                    let addr = addr.parse().map_err(|_| format!("bad address {addr:?}"))?;
+                    listen.push(Listen {
+                        addr,
+                        endpoint: Some(endpoint.to_owned()),
+                    });
+                }
+                "--" => break,
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        if listen.is_empty() {
+            return Err("nothing to listen on".into());
         }
         let program = it.next().ok_or("expected the program after `--`")?;
         Ok(Args {
             socket,
-            port,
+            listen,
             program,
             args: it.collect(),
         })
@@ -78,17 +130,20 @@ pub(crate) fn main_if_relay(first: &OsStr, rest: impl Iterator<Item = OsString>)
 }
 
 fn run(args: &Args) -> i32 {
-    let listener = match TcpListener::bind(("127.0.0.1", args.port)) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "handoff {RELAY_ARG}: cannot listen on 127.0.0.1:{}: {e}",
-                args.port
-            );
-            return 125;
+    let mut listeners = Vec::new();
+    for l in &args.listen {
+        match TcpListener::bind(l.addr) {
+            Ok(t) => listeners.push((t, l.endpoint.clone())),
+            Err(e) => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "handoff {RELAY_ARG}: cannot listen on {}: {e}",
+                    l.addr
+                );
+                return 125;
+            }
         }
-    };
+    }
     // A stop signal is for the CLI (the reaper signals every process of the run): the relay
     // outlives it only to report its status. The signals are caught (and never read), not
     // ignored, so the CLI starts with default handlers.
@@ -118,18 +173,27 @@ fn run(args: &Args) -> i32 {
             return 127;
         }
     };
-    let socket = std::path::PathBuf::from(&args.socket);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let socket = socket.clone();
-            std::thread::spawn(move || {
-                if let Ok(out) = UnixStream::connect(&socket) {
+    for (listener, endpoint) in listeners {
+        let socket = std::path::PathBuf::from(&args.socket);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let socket = socket.clone();
+                let endpoint = endpoint.clone();
+                std::thread::spawn(move || {
+                    let Ok(mut out) = UnixStream::connect(&socket) else {
+                        return;
+                    };
+                    if let Some(endpoint) = &endpoint
+                        && !open_tunnel(&mut out, endpoint)
+                    {
+                        return;
+                    }
                     splice(conn, out);
-                }
-            });
-        }
-    });
+                });
+            }
+        });
+    }
     match child.wait() {
         Ok(status) => {
             use std::os::unix::process::ExitStatusExt;
@@ -140,6 +204,24 @@ fn run(args: &Args) -> i32 {
         }
         Err(_) => 1,
     }
+}
+
+/// Asks the proxy for a tunnel to `endpoint`; whether it opened one.
+fn open_tunnel(proxy: &mut UnixStream, endpoint: &str) -> bool {
+    let request = format!("CONNECT {endpoint} HTTP/1.1\r\nHost: {endpoint}\r\n\r\n");
+    if proxy.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    // The reply's head, byte by byte: nothing after it may be consumed.
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > 16 * 1024 || !matches!(proxy.read(&mut b), Ok(1)) {
+            return false;
+        }
+        head.push(b[0]);
+    }
+    head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200")
 }
 
 /// Copies both ways until both sides are done, passing each end-of-stream on.
@@ -176,7 +258,17 @@ mod tests {
 
     #[test]
     fn the_command_line_round_trips() {
-        let mut line = prefix("/h/handoff".into(), "/run/x/net/proxy.sock".into());
+        let listen = vec![
+            Listen {
+                addr: "127.0.0.1:3128".parse().unwrap(),
+                endpoint: None,
+            },
+            Listen {
+                addr: "127.0.0.2:443".parse().unwrap(),
+                endpoint: Some("api.x.ai:443".into()),
+            },
+        ];
+        let mut line = prefix("/h/handoff".into(), "/run/x/net/proxy.sock".into(), &listen);
         line.extend(["/usr/bin/opencode", "run", "--", "a b"].map(String::from));
         let mut it = line.into_iter().map(OsString::from);
         assert_eq!(it.next().as_deref(), Some(OsStr::new("/h/handoff")));
@@ -185,7 +277,7 @@ mod tests {
             Args::parse(it).unwrap(),
             Args {
                 socket: "/run/x/net/proxy.sock".into(),
-                port: RELAY_PORT,
+                listen,
                 program: "/usr/bin/opencode".into(),
                 args: vec!["run".into(), "--".into(), "a b".into()],
             }
@@ -197,9 +289,12 @@ mod tests {
         for bad in [
             vec![],
             vec!["/s"],
-            vec!["/s", "x", "--", "p"],
-            vec!["/s", "3128", "p"],
-            vec!["/s", "3128", "--"],
+            vec!["/s", "--", "p"],
+            vec!["/s", "--proxy", "x", "--", "p"],
+            vec!["/s", "--forward", "127.0.0.1:1", "--", "p"],
+            vec!["/s", "--proxy", "127.0.0.1:1", "p"],
+            vec!["/s", "--proxy", "127.0.0.1:1", "--"],
+            vec!["/s", "--other", "--", "p"],
         ] {
             let it = bad.into_iter().map(OsString::from);
             assert!(Args::parse(it).is_err());

@@ -24,7 +24,7 @@ pub const ESCAPEE_PID_FILE: &str = "HANDOFF_FAKE_ESCAPEE_PID_FILE";
 pub const SHELL: &str = "HANDOFF_FAKE_SHELL";
 /// Space-separated connections the CLI process itself attempts first (not through its
 /// shell), as its own HTTP client or an MCP server it starts would: `direct:HOST:PORT` (a
-/// plain TCP connection), `get:URL` (an HTTP GET through `$HTTP_PROXY`), `connect:HOST:PORT`
+/// plain TCP connection), `http:HOST:PORT` (a GET sent straight there), `get:URL` (an HTTP GET through `$HTTP_PROXY`), `connect:HOST:PORT`
 /// (a `CONNECT` through `$HTTPS_PROXY`). Each outcome goes to stderr as
 /// `fake-agent: net <attempt> -> <outcome>`.
 pub const NET: &str = "HANDOFF_FAKE_NET";

@@ -437,6 +437,22 @@ fn net_attempt(attempt: &str) -> String {
             },
             Err(e) => format!("bad address: {e}"),
         }
+    } else if let Some(target) = attempt.strip_prefix("http:") {
+        // A plain request straight to the address, as a CLI that ignores proxies makes it.
+        let addr = match target.parse::<std::net::SocketAddr>() {
+            Ok(a) => a,
+            Err(e) => return format!("bad address: {e}"),
+        };
+        let mut s = match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(s) => s,
+            Err(e) => return format!("failed: {e}"),
+        };
+        let _ = s.set_read_timeout(Some(timeout));
+        let _ = s.write_all(format!("GET / HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes());
+        let mut reply = Vec::new();
+        let _ = s.read_to_end(&mut reply);
+        let text = String::from_utf8_lossy(&reply);
+        text.lines().next().unwrap_or("no reply").to_owned()
     } else if let Some(url) = attempt.strip_prefix("get:") {
         let host = url
             .trim_start_matches("http://")
