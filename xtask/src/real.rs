@@ -51,7 +51,13 @@ pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
                 "--prefix",
             ])
             .arg(prefix)
-            .args(&missing)
+            // Every pinned package, not only the missing ones: with `--no-save`, npm removes
+            // what it installed before as extraneous.
+            .args(
+                PINNED
+                    .iter()
+                    .map(|(pkg, version, _)| format!("{pkg}@{version}")),
+            )
             .output()
             .context("cannot run npm (Node.js and npm are needed for the real-CLI suite)")?;
         if !out.status.success() {

@@ -24,6 +24,19 @@ fn grok_community_build_creates_a_file_with_its_own_tool() {
     assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
     assert_eq!(run.json["status"], "succeeded");
     assert_eq!(run.json["policy"]["sandbox"]["enforcement"], "handoff");
+    // The CLI ran in a network namespace of its own: its model server on the host's loopback
+    // was reached only through the relay's stand-in address and handoff's proxy.
+    let model = rig
+        .server
+        .url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let traffic = &run.json["policy"]["sandbox"]["proxy"]["traffic"];
+    assert!(
+        traffic["reached"][&model].as_u64() >= Some(1),
+        "{traffic} ({model})"
+    );
     // Besides the file, the CLI writes its default project settings into a worktree without
     // any (a build's worktree is writable): they show among the changes.
     assert_eq!(
