@@ -127,6 +127,6 @@ pub use transcript::{
     TranscriptError, TranscriptSource, bounded, recap,
 };
 pub use workspace::{
-    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, StatusChange,
-    Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
+    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, Stamp,
+    StatRecord, StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
 };

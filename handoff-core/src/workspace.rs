@@ -18,6 +18,19 @@ pub trait Workspace: Send + Sync {
     /// Fingerprints the repository that contains `cwd` (the whole worktree, not only `cwd`).
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError>;
 
+    /// A fingerprint of the worktree containing `cwd` taken after `before` (of the same
+    /// worktree): a file counts as unchanged without being read only where `before`'s own
+    /// record ([`StatRecord`]) vouches for it, never on the index's stat data, which an agent
+    /// can rewrite. The default takes a plain [`Workspace::fingerprint`].
+    fn fingerprint_since(
+        &self,
+        cwd: &Utf8Path,
+        before: &Fingerprint,
+    ) -> Result<Fingerprint, WorkspaceError> {
+        let _ = before;
+        self.fingerprint(cwd)
+    }
+
     /// Makes a read-only snapshot of the worktree that contains `cwd` for a nested adviser:
     /// a new, independent repository at `dest` (which must not exist; its parent must) whose
     /// HEAD is a detached commit built from the worktree's current state (HEAD, staged,
@@ -204,6 +217,130 @@ pub struct Fingerprint {
     #[serde(skip)]
     #[schemars(skip)]
     pub entries: Entries,
+    /// How the contents of tracked files were known: `record` (handoff's own record of an
+    /// earlier fingerprint, each file whose stat data differs hashed), `index` (the index's
+    /// stat data, read with git's strictest settings whatever the repository says), or
+    /// `hashed: <why>` (every file read, e.g. on a network filesystem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_by: Option<String>,
+    /// handoff's own record of the tracked files it saw, for a later fingerprint of the same
+    /// worktree to trust instead of the index ([`Workspace::fingerprint_since`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub record: Option<std::sync::Arc<StatRecord>>,
+}
+
+/// The stat data of one file as handoff saw it, at full width: what an agent cannot set back
+/// all of (its ctime moves with every change and cannot be set without privileges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Mode (type and permissions).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Size in bytes.
+    pub size: i64,
+    /// Modification time: seconds and nanoseconds.
+    pub mtime: (i64, i64),
+    /// Status-change time: seconds and nanoseconds.
+    pub ctime: (i64, i64),
+}
+
+/// handoff's own record of the tracked files a fingerprint saw: per path, its [`Stamp`] and the
+/// object id of its content. A later fingerprint counts a path as unchanged without reading it
+/// only if its stamp is the same and was older than the recording scan by more than the
+/// filesystem's timestamp granularity (a file changed during the scan may share its stamp);
+/// otherwise it hashes. The index's stat data, which an agent can rewrite, is not consulted.
+///
+/// Paths are kept sorted bytewise in one buffer, ids at a fixed width, so that 100,000 files
+/// cost a few allocations. Two records always compare equal: a record is how a fingerprint was
+/// taken, not what it found.
+#[derive(Debug, Clone, Default)]
+pub struct StatRecord {
+    paths: Vec<u8>,
+    ends: Vec<u32>,
+    stamps: Vec<Stamp>,
+    ids: Vec<u8>,
+    id_len: usize,
+}
+
+impl PartialEq for StatRecord {
+    fn eq(&self, _: &StatRecord) -> bool {
+        true
+    }
+}
+
+impl Eq for StatRecord {}
+
+impl StatRecord {
+    /// An empty record for object ids of `id_len` bytes.
+    pub fn new(id_len: usize) -> StatRecord {
+        StatRecord {
+            id_len,
+            ..StatRecord::default()
+        }
+    }
+
+    /// Adds `path`; paths must come in bytewise order (others are left out).
+    pub fn push(&mut self, path: &[u8], stamp: Stamp, id: &[u8]) {
+        if id.len() != self.id_len
+            || self.len() > 0 && self.path(self.len() - 1) >= path
+            || u32::try_from(self.paths.len() + path.len()).is_err()
+        {
+            return;
+        }
+        self.paths.extend_from_slice(path);
+        self.ends.push(self.paths.len() as u32);
+        self.stamps.push(stamp);
+        self.ids.extend_from_slice(id);
+    }
+
+    /// Appends another record whose paths all sort after this one's.
+    pub fn append(&mut self, other: &StatRecord) {
+        for i in 0..other.len() {
+            self.push(other.path(i), other.stamps[i], other.id(i));
+        }
+    }
+
+    /// How many paths it holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    fn path(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.paths[start..self.ends[i] as usize]
+    }
+
+    fn id(&self, i: usize) -> &[u8] {
+        &self.ids[i * self.id_len..(i + 1) * self.id_len]
+    }
+
+    /// The stamp and object id recorded for `path`.
+    pub fn get(&self, path: &[u8]) -> Option<(Stamp, &[u8])> {
+        let mut lo = 0;
+        let mut hi = self.len();
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.path(mid).cmp(path) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some((self.stamps[mid], self.id(mid))),
+            }
+        }
+        None
+    }
 }
 
 /// The per-entry states of a [`Fingerprint`]: entry keys, unique and sorted bytewise, each with
@@ -384,6 +521,27 @@ pub struct GitEvidence {
 }
 
 impl Fingerprint {
+    /// This fingerprint without its per-path states and status list: what a later
+    /// [`Workspace::fingerprint_since`] needs of it (its root and record), cheap to move to
+    /// another thread.
+    pub fn slim(&self) -> Fingerprint {
+        Fingerprint {
+            schema_version: self.schema_version.clone(),
+            algorithm: self.algorithm.clone(),
+            digest: self.digest.clone(),
+            root: self.root.clone(),
+            head: self.head.clone(),
+            entry_count: self.entry_count,
+            change_counts: self.change_counts.clone(),
+            changes: Vec::new(),
+            excluded_refs: self.excluded_refs.clone(),
+            includes_ignored: self.includes_ignored,
+            entries: Entries::default(),
+            verified_by: self.verified_by.clone(),
+            record: self.record.clone(),
+        }
+    }
+
     /// Compares this fingerprint (before) with `after`.
     ///
     /// `changed` is whether the digests differ and `changed_files` every entry key whose state
@@ -492,6 +650,8 @@ mod tests {
                 .iter()
                 .map(|(p, s)| (p.to_string(), s.to_string()))
                 .collect(),
+            verified_by: None,
+            record: None,
         }
     }
 

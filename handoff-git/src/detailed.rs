@@ -70,6 +70,8 @@ mod tests {
             excluded_refs: vec!["refs/heads/x".into()],
             includes_ignored: true,
             entries: [("a", "tracked 100644 00")].into_iter().collect(),
+            verified_by: None,
+            record: None,
         };
         let json = serde_json::to_string(&DetailedFingerprint::from(fingerprint.clone())).unwrap();
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();

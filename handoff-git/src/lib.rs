@@ -67,6 +67,7 @@ mod scan;
 mod snapshot;
 mod staged;
 mod state;
+mod trust;
 mod untracked;
 mod workspace;
 

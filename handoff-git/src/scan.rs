@@ -1,10 +1,15 @@
 //! Phase one of a fingerprint: the worktree state of every index entry, and the names in tracked
 //! directories that the index does not know (candidates for untracked or ignored paths).
 //!
-//! Like git, it trusts the index's stat data: an entry whose `lstat` (size, mtime, ctime, inode,
-//! owner, mode) matches what the index recorded, and that is not racily clean (modified no earlier
-//! than the index was written), has the content the index says, so its blob id is taken from
-//! the index. Everything else is hashed. The work is split into tasks (listing one tracked
+//! A first fingerprint trusts the index's stat data, as git does but with git's strictest
+//! settings whatever the repository's configuration says: an entry whose `lstat` (size, mtime,
+//! ctime, inode, owner, mode) matches what the index recorded, and that is not racily clean
+//! (modified no earlier than the index was written), has the content the index says, so its
+//! blob id is taken from the index. A fingerprint taken after another ([`ScanInput::since`])
+//! trusts handoff's own record instead ([`StatRecord`]): a file whose full-width stat data
+//! equals the record's counts as holding the recorded content; the index, which an agent can
+//! rewrite, is not consulted. Everything else is hashed. Each scan records what it saw, for
+//! the next. The work is split into tasks (listing one tracked
 //! directory, or stat-ing a run of index entries) spread over threads; files are looked up
 //! relative to an open descriptor of their directory, so that the kernel resolves one path
 //! component per `fstatat` rather than the whole path.
@@ -20,7 +25,7 @@ use camino::Utf8Path;
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::{Flags, Mode, Stat, stat};
-use handoff_core::WorkspaceError;
+use handoff_core::{Stamp, StatRecord, WorkspaceError};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode as Perms, SFlag, fstatat};
@@ -89,6 +94,14 @@ pub(crate) struct ScanInput<'a> {
     pub(crate) object_hash: gix::hash::Kind,
     /// How many threads to use.
     pub(crate) threads: usize,
+    /// The record of an earlier fingerprint of this worktree: trusted instead of the index.
+    pub(crate) since: Option<&'a StatRecord>,
+    /// Files are recorded only if their mtime and ctime are older than this (seconds,
+    /// nanoseconds): the scan's start less the timestamp granularity. A file changed during
+    /// the scan may keep its stamp.
+    pub(crate) record_before: (i64, i64),
+    /// The worktree root's device: a file on another is never recorded.
+    pub(crate) root_dev: u64,
 }
 
 /// What phase one found.
@@ -101,6 +114,8 @@ pub(crate) struct ScanOutput {
     /// Paths in the worktree that the index does not track, with their kind, sorted. Directories
     /// are not descended into.
     pub(crate) candidates: Vec<(BString, Kind)>,
+    /// What this scan saw of the tracked files, for the next.
+    pub(crate) record: StatRecord,
 }
 
 /// Rows of tracked paths, key and state, in one text buffer.
@@ -240,6 +255,7 @@ pub(crate) struct Mark {
 struct Chunk {
     rows: Rows,
     marks: Vec<Mark>,
+    record: StatRecord,
 }
 
 /// Listing one directory that holds tracked entries: the index entries `lo..hi` all live below
@@ -288,8 +304,10 @@ pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> 
     chunks.sort_unstable_by_key(|(start, _)| *start);
     let mut rows = RowSet::default();
     let mut marks = Vec::new();
+    let mut record = StatRecord::new(input.object_hash.len_in_bytes());
     for (_, chunk) in chunks {
         let offset = rows.len();
+        record.append(&chunk.record);
         rows.push(chunk.rows);
         marks.extend(chunk.marks.into_iter().map(|mark| Mark {
             row: mark.row + offset,
@@ -324,6 +342,7 @@ pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> 
         rows,
         marks,
         candidates,
+        record,
     })
 }
 
@@ -610,6 +629,7 @@ fn stat_run(
     let mut chunk = Chunk {
         rows: Rows::with_capacity(range.len()),
         marks: Vec::new(),
+        record: StatRecord::new(input.object_hash.len_in_bytes()),
     };
     let mut text = String::with_capacity(128);
     // The directory of the previous entry: its path and descriptor (`None`: the root, or not a
@@ -643,13 +663,17 @@ fn stat_run(
                 };
                 current = Some((parent, fd));
             }
-            match &current {
+            let seen = match &current {
                 Some((_, Some(fd))) => stat_entry(input, fd.as_fd(), name, path, stages, buf)?,
                 Some((dir, None)) if dir.is_empty() => {
                     stat_entry(input, root, name, path, stages, buf)?
                 }
-                _ => Wt::Missing,
+                _ => (Wt::Missing, None),
+            };
+            if let Some((stamp, id)) = seen.1 {
+                chunk.record.push(path, stamp, id.as_slice());
             }
+            seen.0
         };
         let nested = wt == Wt::Nested;
         let status = unstaged(stages, &wt, None);
@@ -670,7 +694,22 @@ fn stat_run(
     Ok(())
 }
 
-/// The worktree state of one path, `name` in the directory `dir`, tracked as `stages`.
+/// The stat data of `stat` at full width.
+pub(crate) fn stamp_of(stat: &FileStat) -> Stamp {
+    Stamp {
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        mode: stat.st_mode,
+        uid: stat.st_uid,
+        gid: stat.st_gid,
+        size: stat.st_size,
+        mtime: (stat.st_mtime, stat.st_mtime_nsec),
+        ctime: (stat.st_ctime, stat.st_ctime_nsec),
+    }
+}
+
+/// The worktree state of one path, `name` in the directory `dir`, tracked as `stages`; with
+/// its stamp and content id when it is a file or symlink worth recording for the next scan.
 fn stat_entry(
     input: &ScanInput<'_>,
     dir: BorrowedFd<'_>,
@@ -678,18 +717,18 @@ fn stat_entry(
     path: &BStr,
     stages: &[gix::index::Entry],
     buf: &mut Vec<u8>,
-) -> Result<Wt, WorkspaceError> {
+) -> Result<(Wt, Option<(Stamp, ObjectId)>), WorkspaceError> {
     let entry = &stages[0];
     let single = stages.len() == 1 && entry.stage_raw() == 0;
     let stat = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
         Ok(stat) => stat,
-        Err(errno) if is_absent(errno) => return Ok(Wt::Missing),
+        Err(errno) if is_absent(errno) => return Ok((Wt::Missing, None)),
         Err(errno) => return Err(io_error(input, path, errno)),
     };
     let mode = match kind_of(&stat) {
-        Kind::Dir if entry.mode == Mode::COMMIT => return Ok(Wt::Nested),
-        Kind::Dir => return Ok(Wt::Dir),
-        Kind::Other => return Ok(Wt::Other),
+        Kind::Dir if entry.mode == Mode::COMMIT => return Ok((Wt::Nested, None)),
+        Kind::Dir => return Ok((Wt::Dir, None)),
+        Kind::Other => return Ok((Wt::Other, None)),
         Kind::Symlink => 0o120000,
         Kind::File if !input.symlinks && entry.mode == Mode::SYMLINK => 0o120000,
         Kind::File if !input.file_mode => {
@@ -703,16 +742,36 @@ fn stat_entry(
         Kind::File => 0o100644,
     };
     let same_mode = mode == entry.mode.bits();
-    if single
-        && same_mode
-        && input.use_stat_cache
-        && !entry.flags.contains(Flags::INTENT_TO_ADD)
-        && !entry
-            .stat
-            .is_racy(input.state.timestamp(), input.stat_options)
-        && entry.stat.matches(&index_stat(&stat), input.stat_options)
-    {
-        return Ok(Wt::Same);
+    let stamp = stamp_of(&stat);
+    // Worth recording: on the worktree's device, and unchanged since well before this scan.
+    let recordable = stamp.dev == input.root_dev
+        && stamp.mtime < input.record_before
+        && stamp.ctime < input.record_before;
+    let seen = |wt: Wt, id: ObjectId| Ok((wt, recordable.then_some((stamp, id))));
+    let known = match input.since {
+        // handoff's own record, never the index's stat data.
+        Some(record) => input
+            .use_stat_cache
+            .then(|| record.get(path.as_bytes()))
+            .flatten()
+            .filter(|(recorded, _)| *recorded == stamp && recordable)
+            .and_then(|(_, id)| ObjectId::try_from(id).ok()),
+        None => (single
+            && same_mode
+            && input.use_stat_cache
+            && !entry.flags.contains(Flags::INTENT_TO_ADD)
+            && !entry
+                .stat
+                .is_racy(input.state.timestamp(), input.stat_options)
+            && entry.stat.matches(&index_stat(&stat), input.stat_options))
+        .then_some(entry.id),
+    };
+    if let Some(id) = known {
+        return if single && same_mode && id == entry.id {
+            seen(Wt::Same, id)
+        } else {
+            seen(Wt::Blob { mode, id }, id)
+        };
     }
     let hashed = if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK
     {
@@ -730,13 +789,13 @@ fn stat_entry(
     let id = match hashed {
         Ok(id) => id,
         // Removed, or replaced by something else, since it was stat-ed.
-        Err(errno) if is_absent(errno) || errno == Errno::ELOOP => return Ok(Wt::Missing),
+        Err(errno) if is_absent(errno) || errno == Errno::ELOOP => return Ok((Wt::Missing, None)),
         Err(errno) => return Err(io_error(input, path, errno)),
     };
     if single && same_mode && id == entry.id {
-        Ok(Wt::Same)
+        seen(Wt::Same, id)
     } else {
-        Ok(Wt::Blob { mode, id })
+        seen(Wt::Blob { mode, id }, id)
     }
 }
 

@@ -82,7 +82,25 @@ impl GitWorkspace {
 impl Workspace for GitWorkspace {
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
-        fingerprint_repository(&repo, 0, self)
+        fingerprint_repository(&repo, 0, self, None)
+    }
+
+    fn fingerprint_since(
+        &self,
+        cwd: &Utf8Path,
+        before: &Fingerprint,
+    ) -> Result<Fingerprint, WorkspaceError> {
+        let repo = discover(cwd)?;
+        // A record of no worktree of this repository's, or none at all: nothing is trusted
+        // but what is hashed.
+        let empty = handoff_core::StatRecord::new(repo.object_hash().len_in_bytes());
+        let record = match &before.record {
+            Some(record) if repo.workdir().is_some_and(|w| w == before.root.as_std_path()) => {
+                record.as_ref()
+            }
+            _ => &empty,
+        };
+        fingerprint_repository(&repo, 0, self, Some(record))
     }
 
     fn snapshot(&self, cwd: &Utf8Path, dest: &Utf8Path) -> Result<Snapshot, WorkspaceError> {
@@ -230,6 +248,7 @@ pub(crate) fn fingerprint_repository(
     repo: &gix::Repository,
     depth: usize,
     options: &GitWorkspace,
+    since: Option<&handoff_core::StatRecord>,
 ) -> Result<Fingerprint, WorkspaceError> {
     let Some(workdir) = repo.workdir() else {
         return Err(WorkspaceError::NotAWorktree {
@@ -256,18 +275,30 @@ pub(crate) fn fingerprint_repository(
         None => None,
     };
     let config = repo.config_snapshot();
+    let filesystem = crate::trust::filesystem(&root_path)?;
+    let hashed_why = if !options.use_stat_cache {
+        Some("hashed: asked to".to_owned())
+    } else {
+        filesystem
+            .untrusted
+            .map(|fs| format!("hashed: the worktree is on {fs}, whose stat data cannot be trusted"))
+    };
     let input = ScanInput {
         root: &root_path,
         display_root: &root,
         state,
-        stat_options: repo
-            .stat_options()
-            .map_err(|err| git_error("cannot read the stat options", err))?,
-        use_stat_cache: options.use_stat_cache,
+        // Git's strictest comparison, whatever `core.trustCTime` and `core.checkStat` say: a
+        // repository's configuration, which an agent may have written, must not loosen the
+        // evidence.
+        stat_options: gix::index::entry::stat::Options::default(),
+        use_stat_cache: hashed_why.is_none(),
         file_mode: config.boolean("core.fileMode").unwrap_or(true),
         symlinks: config.boolean("core.symlinks").unwrap_or(true),
         object_hash: repo.object_hash(),
         threads,
+        since,
+        record_before: crate::trust::record_cutoff(),
+        root_dev: filesystem.dev,
     };
 
     // The worktree scan runs on its own threads while this one reads the git directory and
@@ -291,7 +322,15 @@ pub(crate) fn fingerprint_repository(
             staged::staged(repo, state, head_tree),
         )
     };
-    let (scanned, git, staged) = (scanned?, git?, staged?);
+    let (mut scanned, git, staged) = (scanned?, git?, staged?);
+    let record = std::mem::take(&mut scanned.record);
+    // A nested repository's files, after an earlier fingerprint, are all read: handoff keeps
+    // no record of them, and their index is as writable as this one's.
+    let nested_options = if since.is_some() {
+        options.clone().with_stat_cache(false)
+    } else {
+        options.clone()
+    };
 
     let found = untracked::classify(
         repo,
@@ -332,7 +371,7 @@ pub(crate) fn fingerprint_repository(
                 (Wt::Missing, None)
             } else {
                 let path = stages[0].path(state);
-                match nested_state(&root_path, path, depth, options)? {
+                match nested_state(&root_path, path, depth, &nested_options)? {
                     // A submodule that is not checked out: an (empty) directory, which git
                     // status does not report.
                     nested if nested.state == NO_REPOSITORY => (Wt::Dir, None),
@@ -360,7 +399,7 @@ pub(crate) fn fingerprint_repository(
         let key = entry_key(found.path.as_bstr());
         let state = match (found.what, state) {
             (What::Repo, _) => {
-                nested_state(&root_path, found.path.as_bstr(), depth, options)?.state
+                nested_state(&root_path, found.path.as_bstr(), depth, &nested_options)?.state
             }
             (_, Some(state)) => state,
             // Gone since it was listed.
@@ -387,6 +426,14 @@ pub(crate) fn fingerprint_repository(
         excluded_refs: git.excluded_refs,
         includes_ignored: options.include_ignored,
         entries: Default::default(),
+        verified_by: Some(hashed_why.unwrap_or_else(|| {
+            if since.is_some() {
+                "record".to_owned()
+            } else {
+                "index".to_owned()
+            }
+        })),
+        record: Some(std::sync::Arc::new(record)),
     };
     merge(&mut fingerprint, &rows, &overrides, extra);
     drop(rows);
@@ -447,7 +494,7 @@ fn nested_state(
     let Ok(repo) = gix::open_opts(&dir, open_options(None)) else {
         return Ok(unreadable("repo unreadable"));
     };
-    Ok(match fingerprint_repository(&repo, depth + 1, options) {
+    Ok(match fingerprint_repository(&repo, depth + 1, options, None) {
         Ok(fingerprint) => Nested {
             state: format!("repo {}", fingerprint.digest),
             clean: fingerprint.changes.is_empty(),
@@ -643,6 +690,8 @@ mod tests {
             excluded_refs: vec![],
             includes_ignored: false,
             entries: entries.iter().cloned().collect(),
+            verified_by: None,
+            record: None,
         }
     }
 

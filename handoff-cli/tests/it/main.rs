@@ -15,6 +15,7 @@ mod containment;
 mod continuation;
 mod docs;
 mod doctor;
+mod evidence;
 mod grok_community;
 mod library;
 mod lifecycle;

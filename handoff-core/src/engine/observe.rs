@@ -26,7 +26,7 @@ impl Engine {
         draft: &mut Draft,
     ) -> Result<Fingerprint, Ended> {
         let cwd = Utf8PathBuf::from(&request.cwd);
-        let before = fingerprint(&self.workspace, &cwd)
+        let before = fingerprint(&self.workspace, &cwd, None)
             .await
             .map_err(|e| match e {
                 WorkspaceError::NotAWorktree { .. } => {
@@ -45,7 +45,9 @@ impl Engine {
         let (Some(before), Some(cwd)) = (draft.before.as_ref(), draft.cwd.as_ref()) else {
             return None;
         };
-        Some(match fingerprint(&self.workspace, cwd).await {
+        // Judged against handoff's own record of the "before", never the index's stat data,
+        // which the agent could rewrite.
+        Some(match fingerprint(&self.workspace, cwd, Some(before)).await {
             Ok(after) => {
                 let evidence = before.compare(&after);
                 let after = After::Compared {
@@ -138,10 +140,15 @@ pub(super) fn observe(
 async fn fingerprint(
     ws: &Arc<dyn Workspace>,
     cwd: &Utf8Path,
+    since: Option<&Fingerprint>,
 ) -> Result<Fingerprint, WorkspaceError> {
     let ws = Arc::clone(ws);
     let cwd = cwd.to_owned();
-    tokio::task::spawn_blocking(move || ws.fingerprint(&cwd))
+    let since = since.map(Fingerprint::slim);
+    tokio::task::spawn_blocking(move || match &since {
+        Some(before) => ws.fingerprint_since(&cwd, before),
+        None => ws.fingerprint(&cwd),
+    })
         .await
         .unwrap_or_else(|e| {
             Err(WorkspaceError::Git {

@@ -48,6 +48,9 @@ pub(super) fn plan(
         symlinks: config.boolean("core.symlinks").unwrap_or(true),
         object_hash: repo.object_hash(),
         threads,
+        since: None,
+        record_before: (0, 0),
+        root_dev: 0,
     };
     let candidates = scan::candidates(&input)?;
     let found = untracked::classify(

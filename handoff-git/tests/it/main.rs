@@ -6,6 +6,7 @@
 
 mod detection;
 mod discovery;
+mod forgery;
 mod gitdir;
 mod ignored;
 mod nested;

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
+use handoff_core::{Fingerprint, Workspace};
 use handoff_git::GitWorkspace;
 
 use crate::support::{TestRepo, changed};
@@ -344,8 +345,13 @@ proptest! {
         prop_assert_eq!(&actual, &expected, "mutations: {:?}", mutations);
         prop_assert_eq!(before.digest == after.digest, expected.is_empty());
 
+        // Every file read, or judged against handoff's record of "before": the same evidence.
         let hashed = repo.fingerprint_with(GitWorkspace::new().with_stat_cache(false));
-        prop_assert_eq!(&hashed, &after);
+        prop_assert_eq!(hashed.verified_by.as_deref(), Some("hashed: asked to"));
+        prop_assert_eq!(&Fingerprint { verified_by: after.verified_by.clone(), ..hashed }, &after);
+        let since = GitWorkspace::new().fingerprint_since(repo.root(), &before).unwrap();
+        prop_assert_eq!(since.verified_by.as_deref(), Some("record"));
+        prop_assert_eq!(&Fingerprint { verified_by: after.verified_by.clone(), ..since }, &after);
 
         let ours: BTreeSet<(String, bool, bool, bool, bool)> = after
             .changes

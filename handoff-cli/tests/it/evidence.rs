@@ -1,0 +1,94 @@
+//! Evidence an agent cannot forge: a review agent that changes a file and covers its tracks in
+//! the stat data (same size, mtime set back, the index entry rewritten to match the new file
+//! with the old object id). Git sees nothing; handoff's result does.
+
+use std::fs::{File, FileTimes};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use handoff_testkit::keys::SHELL;
+
+use crate::support::Sandbox;
+
+/// What the agent does while it waits: the test stands in for its shell, from another thread.
+fn forge(repo: &Path, rel: &str, content: &str) {
+    let path = repo.join(rel);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        content.len() as u64,
+        "the attack keeps the size"
+    );
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, content).unwrap();
+    File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_times(FileTimes::new().set_modified(mtime))
+        .unwrap();
+    let mut index = gix::index::File::at(
+        repo.join(".git/index"),
+        gix::hash::Kind::Sha1,
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .unwrap();
+    let meta = gix::index::fs::Metadata::from_path_no_follow(&path).unwrap();
+    let i = index.entry_index_by_path(rel.into()).unwrap();
+    index.entries_mut()[i].stat = gix::index::entry::Stat::from_fs(&meta).unwrap();
+    index
+        .write(gix::index::write::Options::default())
+        .unwrap();
+}
+
+fn wait_for(path: &Path) {
+    for _ in 0..1500 {
+        if path.exists() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{} never appeared", path.display());
+}
+
+#[test]
+fn a_review_that_forges_the_index_stat_data_is_caught() {
+    let sb = Sandbox::new();
+    sb.repo.write("a.rs", "fn a() {}\n");
+    sb.repo.commit_all("a.rs");
+    // Old enough for handoff's record to vouch for it before the run.
+    std::thread::sleep(Duration::from_millis(2100));
+    let ready = sb.root.join("ready");
+    let go = sb.root.join("go");
+    sb.agents.set(
+        SHELL,
+        format!(
+            ": > '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+            ready.display(),
+            go.display()
+        ),
+    );
+    let repo: PathBuf = sb.repo.path().to_path_buf();
+    let run = std::thread::scope(|scope| {
+        let attacker = scope.spawn(|| {
+            wait_for(&ready);
+            forge(&repo, "a.rs", "fn b() {}\n");
+            std::fs::write(&go, "").unwrap();
+        });
+        let run = sb.delegate("claude", "codex", "review", &[]);
+        attacker.join().unwrap();
+        run
+    });
+    // The attack evades git: the index vouches for the new content.
+    assert_eq!(sb.repo.git(&["status", "--porcelain"]), "");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("a.rs")).unwrap(),
+        "fn b() {}\n"
+    );
+    // handoff read the file: its record of the "before" did not match.
+    assert_eq!(run.json["git"]["changed"], true, "{}", run.stdout);
+    assert_eq!(run.json["git"]["changedFiles"], serde_json::json!(["a.rs"]));
+    assert_eq!(run.json["git"]["after"]["verifiedBy"], "record");
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(run.code, 10);
+}
