@@ -290,7 +290,7 @@ impl StatRecord {
     /// Adds `path`; paths must come in bytewise order (others are left out).
     pub fn push(&mut self, path: &[u8], stamp: Stamp, id: &[u8]) {
         if id.len() != self.id_len
-            || self.len() > 0 && self.path(self.len() - 1) >= path
+            || !self.is_empty() && self.path(self.len() - 1) >= path
             || u32::try_from(self.paths.len() + path.len()).is_err()
         {
             return;

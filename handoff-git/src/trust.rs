@@ -71,10 +71,7 @@ mod tests {
     fn a_local_worktree_is_trusted_and_its_device_known() {
         let tmp = tempfile::tempdir().unwrap();
         let fs = filesystem(tmp.path()).unwrap();
-        assert_eq!(
-            fs.dev,
-            nix::sys::stat::lstat(tmp.path()).unwrap().st_dev,
-        );
+        assert_eq!(fs.dev, nix::sys::stat::lstat(tmp.path()).unwrap().st_dev,);
         // The test machines keep their temporary directories on a local filesystem.
         assert_eq!(fs.untrusted, None);
     }

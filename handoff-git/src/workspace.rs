@@ -95,7 +95,11 @@ impl Workspace for GitWorkspace {
         // but what is hashed.
         let empty = handoff_core::StatRecord::new(repo.object_hash().len_in_bytes());
         let record = match &before.record {
-            Some(record) if repo.workdir().is_some_and(|w| w == before.root.as_std_path()) => {
+            Some(record)
+                if repo
+                    .workdir()
+                    .is_some_and(|w| w == before.root.as_std_path()) =>
+            {
                 record.as_ref()
             }
             _ => &empty,
@@ -494,14 +498,16 @@ fn nested_state(
     let Ok(repo) = gix::open_opts(&dir, open_options(None)) else {
         return Ok(unreadable("repo unreadable"));
     };
-    Ok(match fingerprint_repository(&repo, depth + 1, options, None) {
-        Ok(fingerprint) => Nested {
-            state: format!("repo {}", fingerprint.digest),
-            clean: fingerprint.changes.is_empty(),
-            head: fingerprint.head,
+    Ok(
+        match fingerprint_repository(&repo, depth + 1, options, None) {
+            Ok(fingerprint) => Nested {
+                state: format!("repo {}", fingerprint.digest),
+                clean: fingerprint.changes.is_empty(),
+                head: fingerprint.head,
+            },
+            Err(_) => unreadable("repo unreadable"),
         },
-        Err(_) => unreadable("repo unreadable"),
-    })
+    )
 }
 
 /// `<mode> <blob id>` of an untracked or ignored file or symlink; `None` if it is gone.

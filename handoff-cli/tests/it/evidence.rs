@@ -36,9 +36,7 @@ fn forge(repo: &Path, rel: &str, content: &str) {
     let meta = gix::index::fs::Metadata::from_path_no_follow(&path).unwrap();
     let i = index.entry_index_by_path(rel.into()).unwrap();
     index.entries_mut()[i].stat = gix::index::entry::Stat::from_fs(&meta).unwrap();
-    index
-        .write(gix::index::write::Options::default())
-        .unwrap();
+    index.write(gix::index::write::Options::default()).unwrap();
 }
 
 fn wait_for(path: &Path) {

@@ -218,7 +218,9 @@ pub(super) fn finish(
     }
     result.outcome = ContinueOutcome::Started;
     if let Some(before) = &received.before {
-        let after = handoff_git::GitWorkspace::new().fingerprint(&moved.work_root);
+        // Judged against handoff's record of the "before", not the index the receiver could
+        // rewrite.
+        let after = handoff_git::GitWorkspace::new().fingerprint_since(&moved.work_root, before);
         let evidence = after.as_ref().map(|a| before.compare(a));
         let (unchanged, changed) = match &evidence {
             Ok(e) => (!e.changed, e.changed_files.clone()),

@@ -47,18 +47,20 @@ impl Engine {
         };
         // Judged against handoff's own record of the "before", never the index's stat data,
         // which the agent could rewrite.
-        Some(match fingerprint(&self.workspace, cwd, Some(before)).await {
-            Ok(after) => {
-                let evidence = before.compare(&after);
-                let after = After::Compared {
-                    changed: evidence.changed,
-                    files: evidence.changed_files.clone(),
-                };
-                draft.result.git = Some(evidence);
-                after
-            }
-            Err(e) => After::Unreadable(e.to_string()),
-        })
+        Some(
+            match fingerprint(&self.workspace, cwd, Some(before)).await {
+                Ok(after) => {
+                    let evidence = before.compare(&after);
+                    let after = After::Compared {
+                        changed: evidence.changed,
+                        files: evidence.changed_files.clone(),
+                    };
+                    draft.result.git = Some(evidence);
+                    after
+                }
+                Err(e) => After::Unreadable(e.to_string()),
+            },
+        )
     }
 }
 
@@ -149,12 +151,12 @@ async fn fingerprint(
         Some(before) => ws.fingerprint_since(&cwd, before),
         None => ws.fingerprint(&cwd),
     })
-        .await
-        .unwrap_or_else(|e| {
-            Err(WorkspaceError::Git {
-                message: format!("fingerprint task failed: {e}"),
-            })
+    .await
+    .unwrap_or_else(|e| {
+        Err(WorkspaceError::Git {
+            message: format!("fingerprint task failed: {e}"),
         })
+    })
 }
 
 fn self_reported(out: &ProviderOutput) -> Usage {

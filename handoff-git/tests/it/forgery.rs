@@ -47,9 +47,7 @@ fn forge_index(repo: &TestRepo, rel: &str) {
         .entry_index_by_path(rel.into())
         .expect("the path is tracked");
     index.entries_mut()[i].stat = stat;
-    index
-        .write(gix::index::write::Options::default())
-        .unwrap();
+    index.write(gix::index::write::Options::default()).unwrap();
 }
 
 #[test]
