@@ -90,3 +90,37 @@ fn a_review_that_forges_the_index_stat_data_is_caught() {
     assert_eq!(run.status(), "blocked", "{}", run.stdout);
     assert_eq!(run.code, 10);
 }
+
+#[test]
+fn a_run_inside_a_git_directory_is_refused_before_any_agent_starts() {
+    let sb = Sandbox::new();
+    for dir in [".git", ".git/hooks", ".git/refs/heads"] {
+        let cwd = sb.repo.path().join(dir);
+        let cwd = cwd.to_str().unwrap();
+        let ins = sb.instructions("Write a hook.");
+        let run = sb.run(&[
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "build",
+            "--cwd",
+            cwd,
+            "--instructions",
+            &ins,
+        ]);
+        assert_eq!(run.code, 5, "{dir}: {}\n{}", run.stdout, run.stderr);
+        assert_eq!(run.status(), "rejected");
+        assert!(
+            run.json["diagnostics"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("inside the git directory")),
+            "{}",
+            run.stdout
+        );
+    }
+    // Nothing was planted.
+    assert!(!sb.repo.path().join(".git/hooks/pre-commit").exists());
+}

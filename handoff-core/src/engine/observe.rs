@@ -34,6 +34,17 @@ impl Engine {
                 }
                 e => Ended::Rejected(format!("cannot read git state: {e}")),
             })?;
+        // A run inside a git directory (or the hooks directory) would make git's own files
+        // its worktree: a build there writes hooks.
+        if let Ok(protected) = self.workspace.protected_paths(&cwd) {
+            let real = cwd.canonicalize_utf8().unwrap_or_else(|_| cwd.clone());
+            if let Some(dir) = protected.iter().find(|p| real.starts_with(p)) {
+                return Err(Ended::Rejected(format!(
+                    "--cwd {cwd} is inside the git directory {dir}: give a directory of the \
+                     worktree"
+                )));
+            }
+        }
         draft.before = Some(before.clone());
         draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
         Ok(before)
