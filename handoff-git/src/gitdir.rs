@@ -35,6 +35,49 @@ const PSEUDO_REFS: [&str; 8] = [
     "AUTO_MERGE",
 ];
 
+/// A worktree's state files that change what git does next or shows: an operation in progress
+/// (its todo list may hold `exec` lines), the message a commit will take, a bisection (its
+/// `BISECT_RUN` is a command). Not `COMMIT_EDITMSG` or `TAG_EDITMSG`: every commit or tag
+/// rewrites them and git reads neither back.
+const STATE_FILES: [&str; 14] = [
+    "rebase-merge",
+    "rebase-apply",
+    "sequencer",
+    "MERGE_MSG",
+    "MERGE_MODE",
+    "MERGE_RR",
+    "SQUASH_MSG",
+    "BISECT_LOG",
+    "BISECT_START",
+    "BISECT_TERMS",
+    "BISECT_NAMES",
+    "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK",
+    "BISECT_RUN",
+];
+
+/// The repository's files that change what git does or shows: a shallow boundary (hides
+/// history), object stores borrowed from elsewhere, old-style remotes, the description.
+const COMMON_FILES: [&str; 6] = [
+    "shallow",
+    "objects/info/alternates",
+    "objects/info/http-alternates",
+    "remotes",
+    "branches",
+    "description",
+];
+
+/// The files of a git directory (a submodule's, under `modules/`) that run programs or change
+/// what git does there.
+const MODULE_FILES: [&str; 6] = [
+    "config",
+    "config.worktree",
+    "info",
+    "hooks",
+    "shallow",
+    "objects/info/alternates",
+];
+
 /// Ref namespaces that belong to one worktree rather than to the repository.
 const PER_WORKTREE_REFS: [&str; 3] = ["refs/bisect/", "refs/worktree/", "refs/rewritten/"];
 
@@ -157,8 +200,17 @@ pub(crate) fn scan(repo: &gix::Repository, root: &Path) -> Result<GitDirState, W
         })
         .map_err(io(&path))
     };
-    for name in PSEUDO_REFS {
+    for name in PSEUDO_REFS.iter().chain(&STATE_FILES) {
         files(git_dir, name, ".git")?;
+    }
+    for name in COMMON_FILES {
+        files(common, name, ".git")?;
+    }
+    // Submodules' git directories: their configuration and hooks, never their objects.
+    for (rela, dir) in module_dirs(&common.join("modules"), "modules").map_err(io(common))? {
+        for name in MODULE_FILES {
+            files(&dir, name, &format!(".git/{rela}"))?;
+        }
     }
     files(common, "config", ".git")?;
     files(common, "config.worktree", ".git")?;
@@ -418,6 +470,26 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// The git directories below `dir` (a `modules/` directory), with their names relative to the
+/// common directory (`modules/a/b`), sorted; a submodule's name may hold slashes, and a git
+/// directory is one with a `HEAD`. Objects, refs and logs are not descended into.
+fn module_dirs(dir: &Path, rela: &str) -> io::Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    for (name, child) in subdirectories(dir)? {
+        let child_rela = format!("{rela}/{name}");
+        if child.join("HEAD").is_file() {
+            out.push((child_rela.clone(), child.clone()));
+            out.extend(module_dirs(
+                &child.join("modules"),
+                &format!("{child_rela}/modules"),
+            )?);
+        } else {
+            out.extend(module_dirs(&child, &child_rela)?);
+        }
+    }
+    Ok(out)
 }
 
 /// The subdirectories of `dir` (none if it does not exist), by name, sorted.

@@ -124,3 +124,28 @@ fn a_run_inside_a_git_directory_is_refused_before_any_agent_starts() {
     // Nothing was planted.
     assert!(!sb.repo.path().join(".git/hooks/pre-commit").exists());
 }
+
+#[test]
+fn a_review_that_leaves_an_exec_line_in_a_rebase_todo_is_blocked() {
+    let sb = Sandbox::new();
+    let todo = sb.repo.path().join(".git/rebase-merge/git-rebase-todo");
+    let shallow = sb.repo.path().join(".git/shallow");
+    sb.agents.set(
+        SHELL,
+        format!(
+            "mkdir -p '{dir}' && echo \"exec sh -c 'touch /tmp/pwned'\" > '{todo}'; \
+             git rev-parse HEAD > '{shallow}'",
+            dir = todo.parent().unwrap().display(),
+            todo = todo.display(),
+            shallow = shallow.display(),
+        ),
+    );
+    let run = sb.delegate("claude", "codex", "review", &[]);
+    // Neither is anything `git status` shows.
+    assert_eq!(sb.repo.git(&["status", "--porcelain"]), "");
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(
+        run.json["git"]["changedFiles"],
+        serde_json::json!([".git/rebase-merge/git-rebase-todo", ".git/shallow"])
+    );
+}

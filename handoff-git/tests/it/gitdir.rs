@@ -209,3 +209,62 @@ fn fingerprints_of_an_unchanged_repository_compare_equal_with_and_without_the_st
         }
     );
 }
+
+#[test]
+fn state_files_that_change_what_git_does_or_shows_are_changes() {
+    // Each is something git reads later: a shallow boundary hides history, an alternate
+    // borrows objects, a todo list runs `exec` lines, a bisection runs a command, a message
+    // becomes the next commit's; old-style remotes and the description show up in commands.
+    for (path, content) in [
+        (".git/shallow", "0000000000000000000000000000000000000000\n"),
+        (".git/objects/info/alternates", "/tmp/elsewhere/objects\n"),
+        (
+            ".git/rebase-merge/git-rebase-todo",
+            "exec sh -c 'touch /tmp/x'\n",
+        ),
+        (".git/sequencer/todo", "exec true\n"),
+        (".git/BISECT_RUN", "sh evil.sh\n"),
+        (".git/MERGE_MSG", "a message\n"),
+        (".git/SQUASH_MSG", "a message\n"),
+        (".git/remotes/origin", "URL: https://example.invalid/x\n"),
+        (".git/description", "another description\n"),
+    ] {
+        let repo = TestRepo::with_commit();
+        let before = repo.fingerprint();
+        repo.write(path, content);
+        let after = repo.fingerprint();
+        assert_eq!(changed(&before, &after), [path], "{path}");
+    }
+}
+
+#[test]
+fn a_submodules_config_and_hooks_are_evidence_but_not_its_objects() {
+    let repo = TestRepo::with_commit();
+    // A submodule's git directory as `git submodule add` leaves it (its name may hold slashes).
+    let module = "modules/libs/dep";
+    repo.write(&format!(".git/{module}/HEAD"), "ref: refs/heads/main\n");
+    repo.write(&format!(".git/{module}/config"), "[core]\n\tbare = false\n");
+    repo.write(&format!(".git/{module}/objects/ab/cdef"), "x");
+    let before = repo.fingerprint();
+    assert!(
+        before
+            .entries
+            .contains_key(&format!(".git/{module}/config")),
+        "{:?}",
+        crate::support::worktree_keys(&before)
+    );
+    repo.write(
+        &format!(".git/{module}/config"),
+        "[core]\n\tfsmonitor = sh evil.sh\n",
+    );
+    repo.write(&format!(".git/{module}/hooks/post-checkout"), "#!/bin/sh\n");
+    repo.write(&format!(".git/{module}/objects/ab/cdef"), "y");
+    let after = repo.fingerprint();
+    assert_eq!(
+        changed(&before, &after),
+        [
+            format!(".git/{module}/config"),
+            format!(".git/{module}/hooks/post-checkout"),
+        ]
+    );
+}
