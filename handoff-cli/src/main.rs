@@ -192,6 +192,10 @@ struct DelegateArgs {
     /// If another root run holds this worktree, wait for it to finish instead of refusing.
     #[arg(long)]
     wait: bool,
+    /// Let a build or phase run add or change git hooks and git settings that run a program
+    /// (otherwise such a change blocks it, exit 10).
+    #[arg(long)]
+    allow_git_config: bool,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -297,6 +301,7 @@ fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, Stri
     input.timeout_ms = a.timeout_ms;
     input.dependencies = a.dependency;
     input.wait = a.wait;
+    input.allow_git_config = a.allow_git_config;
     input.nested = nested;
     input.instructions = match a.instructions.as_deref() {
         None => None,

@@ -15,6 +15,7 @@ mod config;
 mod continuation;
 mod engine;
 mod env;
+pub mod flags;
 mod input;
 mod isolation;
 mod lease;

@@ -44,6 +44,10 @@ pub struct Request {
     pub lineage: Lineage,
     /// Limits of the run and of its DAG.
     pub budgets: Budgets,
+    /// Whether a writing run may add or change git hooks and git settings that run a program
+    /// (`--allow-git-config`); otherwise such a change blocks it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_git_config: bool,
     /// `sha256:<hex>` of what is being asked, independent of lineage and budgets.
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub intent_hash: String,

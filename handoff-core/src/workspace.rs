@@ -518,6 +518,10 @@ pub struct GitEvidence {
     pub changed: bool,
     /// Every path whose state differs, sorted bytewise.
     pub changed_files: Vec<String>,
+    /// The changed paths that configure programs (hooks, git settings that run a program,
+    /// attributes, hook managers, agents' configuration), in `changedFiles` order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<crate::flags::Flag>,
 }
 
 impl Fingerprint {
@@ -609,11 +613,16 @@ impl Fingerprint {
         } else {
             self.digest != after.digest
         };
+        let flags = files
+            .iter()
+            .filter_map(|f| crate::flags::flag(f, self.entries.get(f), after.entries.get(f)))
+            .collect();
         GitEvidence {
             before: Some(self.clone()),
             after: Some(after.clone()),
             changed,
             changed_files: files,
+            flags,
         }
     }
 }
@@ -626,6 +635,7 @@ impl GitEvidence {
             after: None,
             changed: false,
             changed_files: Vec::new(),
+            flags: Vec::new(),
         }
     }
 }

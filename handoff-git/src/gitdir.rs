@@ -192,7 +192,12 @@ pub(crate) fn scan(repo: &gix::Repository, root: &Path) -> Result<GitDirState, W
     let mut files = |dir: &Path, rela: &str, key: &str| -> Result<(), WorkspaceError> {
         let path = dir.join(rela);
         walk(&path, rela.into(), &mut |path, rela, meta| {
-            if let Some(state) = file_state(kind, path, meta)? {
+            if let Some(mut state) = file_state(kind, path, meta)? {
+                let name = rela.rsplit_str("/").next().unwrap_or(rela);
+                if meta.is_file() && (name == b"config" || name == b"config.worktree") {
+                    state.push_str(handoff_core::flags::PROGRAMS_MARKER);
+                    state.push_str(&programs_digest(&std::fs::read(path)?));
+                }
                 out.entries
                     .push((format!("{key}/{}", entry_key(rela)), state));
             }
@@ -470,6 +475,89 @@ fn walk(
         }
     }
     Ok(())
+}
+
+/// Whether a setting (`section`, `subsection`, `key`, lower case but the subsection) makes git
+/// run a program, or changes which programs or repositories it uses.
+fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
+    match section {
+        "core" => matches!(
+            key,
+            "fsmonitor"
+                | "hookspath"
+                | "sshcommand"
+                | "editor"
+                | "pager"
+                | "askpass"
+                | "gitproxy"
+                | "worktree"
+                | "attributesfile"
+        ),
+        "sequence" => key == "editor",
+        "filter" => matches!(key, "clean" | "smudge" | "process"),
+        "diff" => matches!(key, "command" | "textconv" | "external"),
+        "merge" => key == "driver",
+        "gpg" => key == "program",
+        "credential" => key == "helper",
+        "remote" => matches!(key, "receivepack" | "uploadpack" | "vcs"),
+        "url" => matches!(key, "insteadof" | "pushinsteadof"),
+        "protocol" => key == "allow",
+        "include" | "includeif" => key == "path",
+        "alias" => value.trim_start().starts_with(b"!"),
+        "pager" | "browser" | "man" | "difftool" | "mergetool" => true,
+        "submodule" => key == "update" && value.trim_start().starts_with(b"!"),
+        "uploadpack" => key == "packobjectshook",
+        "receive" => key == "procreceiverefs",
+        _ => false,
+    }
+}
+
+/// `sha256` of the settings of a git configuration file that run a program, one
+/// `section.subsection.key=value` line each, sorted: equal iff none of them changed. A file
+/// git cannot parse counts as changed whenever its bytes do.
+pub(crate) fn programs_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let file = gix::config::File::from_bytes_no_includes(
+        bytes,
+        gix::config::file::Metadata::api(),
+        gix::config::file::init::Options::default(),
+    );
+    let mut lines: Vec<Vec<u8>> = Vec::new();
+    match file {
+        Ok(file) => {
+            for section in file.sections() {
+                let header = section.header();
+                let name = header.name().to_str_lossy().to_ascii_lowercase();
+                let sub = header.subsection_name().map(|s| s.to_owned());
+                for key in section.body().value_names() {
+                    let key = key.to_ascii_lowercase();
+                    for value in section.body().values(&key) {
+                        if runs_a_program(&name, &key, &value) {
+                            let mut line = name.clone().into_bytes();
+                            if let Some(sub) = &sub {
+                                line.push(b'.');
+                                line.extend_from_slice(sub);
+                            }
+                            line.push(b'.');
+                            line.extend_from_slice(key.as_bytes());
+                            line.push(b'=');
+                            line.extend_from_slice(&value);
+                            lines.push(line);
+                        }
+                    }
+                }
+            }
+        }
+        Err(_) => lines.push([b"unparsable:".as_slice(), bytes].concat()),
+    }
+    lines.sort();
+    lines.dedup();
+    let mut hasher = sha2::Sha256::new();
+    for line in &lines {
+        hasher.update(line);
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
 }
 
 /// The git directories below `dir` (a `modules/` directory), with their names relative to the

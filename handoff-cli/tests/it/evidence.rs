@@ -149,3 +149,109 @@ fn a_review_that_leaves_an_exec_line_in_a_rebase_todo_is_blocked() {
         serde_json::json!([".git/rebase-merge/git-rebase-todo", ".git/shallow"])
     );
 }
+
+#[test]
+fn a_build_that_plants_a_hook_is_blocked_unless_git_configuration_is_allowed() {
+    for allow in [false, true] {
+        let sb = Sandbox::new();
+        let hook = sb.repo.path().join(".git/hooks/pre-commit");
+        sb.agents.set(
+            SHELL,
+            format!(
+                "printf '#!/bin/sh\\necho planted\\n' > '{}'; echo x > '{}'",
+                hook.display(),
+                sb.repo.path().join("work.txt").display()
+            ),
+        );
+        let extra: &[&str] = if allow { &["--allow-git-config"] } else { &[] };
+        let run = sb.delegate("claude", "codex", "build", extra);
+        let flags = &run.json["git"]["flags"];
+        assert_eq!(flags[0]["path"], ".git/hooks/pre-commit", "{}", run.stdout);
+        assert_eq!(flags[0]["kind"], "git-hook");
+        if allow {
+            assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+            assert_eq!(run.json["git"]["changed"], true);
+        } else {
+            assert_eq!(run.status(), "blocked", "{}", run.stdout);
+            assert_eq!(run.code, 10);
+            let message = run.json["diagnostics"]["message"].as_str().unwrap_or("");
+            assert!(message.contains("--allow-git-config"), "{message}");
+        }
+    }
+}
+
+#[test]
+fn a_build_may_change_ordinary_git_settings_but_not_ones_that_run_programs() {
+    for (setting, blocked) in [
+        ("git config branch.main.remote origin", false),
+        ("git config core.fsmonitor 'sh evil.sh'", true),
+        ("git config filter.x.clean 'sh evil.sh'", true),
+    ] {
+        let sb = Sandbox::new();
+        sb.agents.set(
+            SHELL,
+            format!(
+                "cd '{}' && {setting} && echo x > work.txt",
+                sb.repo.path().display()
+            ),
+        );
+        let run = sb.delegate("claude", "codex", "build", &[]);
+        let expected = if blocked { "blocked" } else { "succeeded" };
+        assert_eq!(run.status(), expected, "{setting}: {}", run.stdout);
+        if blocked {
+            assert_eq!(run.json["git"]["flags"][0]["kind"], "git-program-config");
+        } else {
+            assert_eq!(run.json["git"]["flags"], serde_json::Value::Null);
+        }
+    }
+}
+
+#[test]
+fn agent_configuration_a_build_writes_is_flagged_without_blocking() {
+    let sb = Sandbox::new();
+    sb.agents.set(
+        SHELL,
+        format!(
+            "cd '{}' && mkdir -p .claude && echo '{{}}' > .claude/settings.json && echo x > AGENTS.md",
+            sb.repo.path().display()
+        ),
+    );
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+    let kinds: Vec<(&str, &str)> = run.json["git"]["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (".claude/settings.json", "agent-config"),
+            ("AGENTS.md", "agent-config")
+        ]
+    );
+}
+
+#[test]
+fn allow_git_config_is_refused_for_a_read_only_run() {
+    let sb = Sandbox::new();
+    let ins = sb.instructions("Review.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "run",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex",
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+        "--allow-git-config",
+    ]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert_eq!(run.status(), "rejected");
+}

@@ -501,6 +501,7 @@ impl Engine {
             ended,
             after,
             writes: draft.writes.unwrap_or(false),
+            allow_git_config: draft.request.as_ref().is_some_and(|r| r.allow_git_config),
             shared: draft.result.view == Some(WorktreeView::Live),
             task: draft
                 .request

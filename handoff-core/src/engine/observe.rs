@@ -65,6 +65,12 @@ impl Engine {
                     let after = After::Compared {
                         changed: evidence.changed,
                         files: evidence.changed_files.clone(),
+                        git_programs: evidence
+                            .flags
+                            .iter()
+                            .filter(|f| f.kind.blocks())
+                            .map(|f| f.path.clone())
+                            .collect(),
                     };
                     draft.result.git = Some(evidence);
                     after

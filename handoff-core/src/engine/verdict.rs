@@ -99,6 +99,9 @@ pub(crate) enum After {
         changed: bool,
         /// The changed paths, sorted.
         files: Vec<String>,
+        /// The changed paths that add or change what git runs (hooks, settings that run a
+        /// program): a writing run that makes them is blocked unless allowed.
+        git_programs: Vec<String>,
     },
     /// The worktree could not be fingerprinted.
     Unreadable(String),
@@ -114,6 +117,9 @@ pub(crate) struct Evidence {
     pub after: Option<After>,
     /// Whether the run was to change the worktree (`build`, `phase`).
     pub writes: bool,
+    /// Whether the request allows a writing run to add or change what git runs
+    /// (`--allow-git-config`).
+    pub allow_git_config: bool,
     /// Whether the run worked on a worktree another run works in too (a nested adviser's live
     /// view of the asking worker's worktree): a change there may not be the run's own.
     pub shared: bool,
@@ -140,10 +146,27 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
     let mut message = message.filter(|m| !m.is_empty());
 
     match &e.after {
-        Some(After::Compared { changed, files }) => {
+        Some(After::Compared {
+            changed,
+            files,
+            git_programs,
+        }) => {
             if e.writes && verdict == Verdict::SUCCEEDED && !changed {
                 verdict = Verdict::POLICY_BLOCKED;
                 message = Some(format!("{} completed without a git-visible change", e.task));
+            }
+            if e.writes && !e.allow_git_config && !git_programs.is_empty() {
+                let prior = message
+                    .take()
+                    .map(|m| format!("; before that: {m}"))
+                    .unwrap_or_default();
+                verdict = Verdict::POLICY_BLOCKED;
+                message = Some(format!(
+                    "{} added or changed what git runs ({}): a hook or a setting that runs a \
+                     program outlives the run; pass --allow-git-config if that is the task{prior}",
+                    e.task,
+                    summarize(git_programs),
+                ));
             }
             if !e.writes && *changed {
                 let prior = message
@@ -318,6 +341,7 @@ mod tests {
         Some(After::Compared {
             changed: false,
             files: Vec::new(),
+            git_programs: Vec::new(),
         })
     }
 
@@ -325,6 +349,11 @@ mod tests {
         Some(After::Compared {
             changed: true,
             files: files.iter().map(|f| (*f).to_owned()).collect(),
+            git_programs: files
+                .iter()
+                .filter(|f| f.starts_with(".git/hooks/"))
+                .map(|f| (*f).to_owned())
+                .collect(),
         })
     }
 
@@ -337,6 +366,7 @@ mod tests {
             ended,
             after,
             writes,
+            allow_git_config: false,
             shared: false,
             task: if writes { "build" } else { "review" },
             result_file: None,

@@ -111,6 +111,9 @@ pub struct RunInput {
     pub nested: bool,
     /// `--wait`: wait for another root run on the same worktree to finish instead of refusing.
     pub wait: bool,
+    /// `--allow-git-config`: a build or phase run may add or change git hooks and git settings
+    /// that run a program.
+    pub allow_git_config: bool,
     /// The MCP descriptor's bytes, when they come with a nested request rather than from a
     /// `--mcp-config` file.
     pub mcp_inline: Option<Vec<u8>>,
@@ -143,6 +146,7 @@ impl RunInput {
             dependencies: Vec::new(),
             nested: false,
             wait: false,
+            allow_git_config: false,
             mcp_inline: None,
         }
     }
@@ -311,6 +315,7 @@ impl RunInput {
             ("--max-concurrency", self.max_concurrency.is_some()),
             ("--root-timeout-ms", self.root_timeout_ms.is_some()),
             ("--wait", self.wait),
+            ("--allow-git-config", self.allow_git_config),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))
@@ -531,8 +536,16 @@ impl RunInput {
                 dependencies,
             },
             budgets,
+            allow_git_config: self.allow_git_config,
             intent_hash: String::new(),
         };
+        if request.allow_git_config && !request.writes() {
+            return Err(InputRejection::new(
+                "--allow-git-config",
+                "--allow-git-config applies to build and phase runs: a read-only run may change \
+                 nothing",
+            ));
+        }
         request.intent_hash = intent_hash(&request);
         Ok(Validated { request, mcp })
     }

@@ -268,3 +268,60 @@ fn a_submodules_config_and_hooks_are_evidence_but_not_its_objects() {
         ]
     );
 }
+
+#[test]
+fn git_settings_that_run_a_program_are_flagged_and_ordinary_ones_are_not() {
+    use handoff_core::flags::FlagKind;
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    // An ordinary setting: a change, not a flag.
+    repo.git(&["config", "branch.main.remote", "origin"]);
+    let ordinary = repo.fingerprint();
+    let e = before.compare(&ordinary);
+    assert_eq!(e.changed_files, [".git/config"]);
+    assert!(e.flags.is_empty(), "{:?}", e.flags);
+    // Settings that run a program, however they are spelled.
+    for (key, value) in [
+        ("core.fsmonitor", "sh evil.sh"),
+        ("core.hooksPath", "/tmp/hooks"),
+        ("filter.lfs.clean", "sh evil.sh"),
+        ("alias.st", "!sh evil.sh"),
+        ("url.https://evil.example/.insteadOf", "https://github.com/"),
+        ("includeIf.gitdir:/.path", "/tmp/evil.cfg"),
+    ] {
+        let repo = TestRepo::with_commit();
+        let before = repo.fingerprint();
+        repo.git(&["config", key, value]);
+        let e = before.compare(&repo.fingerprint());
+        assert_eq!(
+            e.flags
+                .iter()
+                .map(|f| (f.path.as_str(), f.kind))
+                .collect::<Vec<_>>(),
+            [(".git/config", FlagKind::GitProgramConfig)],
+            "{key}"
+        );
+    }
+    // An alias without `!` runs git itself.
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.git(&["config", "alias.st", "status"]);
+    assert!(before.compare(&repo.fingerprint()).flags.is_empty());
+}
+
+#[test]
+fn a_planted_hook_is_flagged_and_a_sample_is_not() {
+    use handoff_core::flags::FlagKind;
+    let repo = TestRepo::with_commit();
+    let before = repo.fingerprint();
+    repo.write(".git/hooks/pre-commit", "#!/bin/sh\n");
+    repo.write(".git/hooks/pre-push.sample", "#!/bin/sh\n# edited\n");
+    let e = before.compare(&repo.fingerprint());
+    assert_eq!(
+        e.flags
+            .iter()
+            .map(|f| (f.path.as_str(), f.kind))
+            .collect::<Vec<_>>(),
+        [(".git/hooks/pre-commit", FlagKind::GitHook)]
+    );
+}

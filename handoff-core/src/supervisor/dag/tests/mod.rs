@@ -98,6 +98,7 @@ fn root_request(op: Operation, delegation: DelegationMode, l: BudgetLimits) -> R
                 handoff_nodes: l.max_handoff_nodes - handoff,
             },
         },
+        allow_git_config: false,
         intent_hash: h(0),
     }
 }
