@@ -196,6 +196,10 @@ struct DelegateArgs {
     /// (otherwise such a change blocks it, exit 10).
     #[arg(long)]
     allow_git_config: bool,
+    /// Cover ignored files in the evidence too (`.env`, `.venv/`, local agent settings): each
+    /// is hashed before and after the run.
+    #[arg(long)]
+    ignored: bool,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -302,6 +306,7 @@ fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, Stri
     input.dependencies = a.dependency;
     input.wait = a.wait;
     input.allow_git_config = a.allow_git_config;
+    input.ignored = a.ignored;
     input.nested = nested;
     input.instructions = match a.instructions.as_deref() {
         None => None,

@@ -92,6 +92,8 @@ macro_rules! delegate_input {
             /// A build or phase run may add or change git hooks and git settings that run a
             /// program (`--allow-git-config`); otherwise such a change blocks it.
             pub allow_git_config: Option<bool>,
+            /// Cover ignored files in the evidence too (`--ignored`).
+            pub ignored: Option<bool>,
             /// Advice DAG budget: deepest nesting, 0-32 (`--max-depth`, default 3).
             pub max_depth: Option<u32>,
             /// Advice DAG budget: most nodes, 1-256 (`--max-nodes`, default 16).
@@ -128,6 +130,7 @@ macro_rules! delegate_input {
                 launch.value("--result", self.result_file.as_ref());
                 launch.switch("--wait", self.wait);
                 launch.switch("--allow-git-config", self.allow_git_config);
+                launch.switch("--ignored", self.ignored);
                 launch.value("--max-depth", self.max_depth.as_ref());
                 launch.value("--max-nodes", self.max_nodes.as_ref());
                 launch.value("--max-advice-nodes", self.max_advice_nodes.as_ref());

@@ -48,6 +48,10 @@ pub struct Request {
     /// (`--allow-git-config`); otherwise such a change blocks it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_git_config: bool,
+    /// Whether the evidence covers ignored files too (`--ignored`): each is hashed before and
+    /// after the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_ignored: bool,
     /// `sha256:<hex>` of what is being asked, independent of lineage and budgets.
     #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
     pub intent_hash: String,

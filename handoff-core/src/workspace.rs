@@ -31,6 +31,12 @@ pub trait Workspace: Send + Sync {
         self.fingerprint(cwd)
     }
 
+    /// The same reader, but fingerprinting ignored files too (each one hashed every time: slow
+    /// where build output is large); `None` when it cannot.
+    fn including_ignored(&self) -> Option<std::sync::Arc<dyn Workspace>> {
+        None
+    }
+
     /// Makes a read-only snapshot of the worktree that contains `cwd` for a nested adviser:
     /// a new, independent repository at `dest` (which must not exist; its parent must) whose
     /// HEAD is a detached commit built from the worktree's current state (HEAD, staged,

@@ -107,6 +107,10 @@ impl Workspace for GitWorkspace {
         fingerprint_repository(&repo, 0, self, Some(record))
     }
 
+    fn including_ignored(&self) -> Option<std::sync::Arc<dyn Workspace>> {
+        Some(std::sync::Arc::new(self.clone().with_ignored(true)))
+    }
+
     fn snapshot(&self, cwd: &Utf8Path, dest: &Utf8Path) -> Result<Snapshot, WorkspaceError> {
         snapshot::snapshot(self, cwd, dest)
     }

@@ -255,3 +255,34 @@ fn allow_git_config_is_refused_for_a_read_only_run() {
     assert_eq!(run.code, 5, "{}", run.stdout);
     assert_eq!(run.status(), "rejected");
 }
+
+#[test]
+fn ignored_files_are_evidence_when_the_run_asks_for_them() {
+    for covered in [false, true] {
+        let sb = Sandbox::new();
+        sb.repo.write(".gitignore", "target/\n.env\n");
+        sb.repo.write(".env", "TOKEN=old\n");
+        sb.repo.commit_all("ignore .env");
+        sb.agents.set(
+            SHELL,
+            format!(
+                "echo TOKEN=new > '{}'",
+                sb.repo.path().join(".env").display()
+            ),
+        );
+        let extra: &[&str] = if covered { &["--ignored"] } else { &[] };
+        let run = sb.delegate("claude", "codex", "review", extra);
+        if covered {
+            assert_eq!(run.status(), "blocked", "{}", run.stdout);
+            assert_eq!(run.json["git"]["changedFiles"], serde_json::json!([".env"]));
+            assert_eq!(run.json["git"]["before"]["includesIgnored"], true);
+        } else {
+            // Not covered, and the result says so by leaving `includesIgnored` out.
+            assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+            assert_eq!(
+                run.json["git"]["before"]["includesIgnored"],
+                serde_json::Value::Null
+            );
+        }
+    }
+}

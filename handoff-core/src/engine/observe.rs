@@ -26,7 +26,8 @@ impl Engine {
         draft: &mut Draft,
     ) -> Result<Fingerprint, Ended> {
         let cwd = Utf8PathBuf::from(&request.cwd);
-        let before = fingerprint(&self.workspace, &cwd, None)
+        let workspace = self.evidence_workspace(request)?;
+        let before = fingerprint(&workspace, &cwd, None)
             .await
             .map_err(|e| match e {
                 WorkspaceError::NotAWorktree { .. } => {
@@ -50,6 +51,17 @@ impl Engine {
         Ok(before)
     }
 
+    /// The workspace reader the evidence of `request` is taken with: ignored files covered when
+    /// it asks (`--ignored`).
+    fn evidence_workspace(&self, request: &Request) -> Result<Arc<dyn Workspace>, Ended> {
+        if !request.include_ignored {
+            return Ok(Arc::clone(&self.workspace));
+        }
+        self.workspace.including_ignored().ok_or_else(|| {
+            Ended::Rejected("--ignored: this workspace reader cannot cover ignored files".into())
+        })
+    }
+
     /// The worktree after the run compared with the fingerprint before it, recorded in the
     /// result; `None` when there was no "before".
     pub(super) async fn after(&self, draft: &mut Draft) -> Option<After> {
@@ -58,26 +70,31 @@ impl Engine {
         };
         // Judged against handoff's own record of the "before", never the index's stat data,
         // which the agent could rewrite.
-        Some(
-            match fingerprint(&self.workspace, cwd, Some(before)).await {
-                Ok(after) => {
-                    let evidence = before.compare(&after);
-                    let after = After::Compared {
-                        changed: evidence.changed,
-                        files: evidence.changed_files.clone(),
-                        git_programs: evidence
-                            .flags
-                            .iter()
-                            .filter(|f| f.kind.blocks())
-                            .map(|f| f.path.clone())
-                            .collect(),
-                    };
-                    draft.result.git = Some(evidence);
-                    after
-                }
-                Err(e) => After::Unreadable(e.to_string()),
+        let workspace = match draft.request.as_ref() {
+            Some(request) => match self.evidence_workspace(request) {
+                Ok(w) => w,
+                Err(_) => return Some(After::Unreadable("ignored files cannot be covered".into())),
             },
-        )
+            None => Arc::clone(&self.workspace),
+        };
+        Some(match fingerprint(&workspace, cwd, Some(before)).await {
+            Ok(after) => {
+                let evidence = before.compare(&after);
+                let after = After::Compared {
+                    changed: evidence.changed,
+                    files: evidence.changed_files.clone(),
+                    git_programs: evidence
+                        .flags
+                        .iter()
+                        .filter(|f| f.kind.blocks())
+                        .map(|f| f.path.clone())
+                        .collect(),
+                };
+                draft.result.git = Some(evidence);
+                after
+            }
+            Err(e) => After::Unreadable(e.to_string()),
+        })
     }
 }
 

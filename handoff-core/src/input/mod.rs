@@ -114,6 +114,8 @@ pub struct RunInput {
     /// `--allow-git-config`: a build or phase run may add or change git hooks and git settings
     /// that run a program.
     pub allow_git_config: bool,
+    /// `--ignored`: the evidence covers ignored files too.
+    pub ignored: bool,
     /// The MCP descriptor's bytes, when they come with a nested request rather than from a
     /// `--mcp-config` file.
     pub mcp_inline: Option<Vec<u8>>,
@@ -147,6 +149,7 @@ impl RunInput {
             nested: false,
             wait: false,
             allow_git_config: false,
+            ignored: false,
             mcp_inline: None,
         }
     }
@@ -537,6 +540,7 @@ impl RunInput {
             },
             budgets,
             allow_git_config: self.allow_git_config,
+            include_ignored: self.ignored,
             intent_hash: String::new(),
         };
         if request.allow_git_config && !request.writes() {

@@ -99,6 +99,7 @@ fn root_request(op: Operation, delegation: DelegationMode, l: BudgetLimits) -> R
             },
         },
         allow_git_config: false,
+        include_ignored: false,
         intent_hash: h(0),
     }
 }
