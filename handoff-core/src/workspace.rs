@@ -333,6 +333,82 @@ impl StatRecord {
         &self.ids[i * self.id_len..(i + 1) * self.id_len]
     }
 
+    /// The record as bytes, for a store to keep: a header (`HSR1`, the id width), then per path
+    /// its length, its bytes, the stamp's ten fields and the id, all integers little-endian.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out =
+            Vec::with_capacity(8 + self.paths.len() + self.len() * (4 + 80) + self.ids.len());
+        out.extend_from_slice(b"HSR1");
+        out.push(self.id_len as u8);
+        for i in 0..self.len() {
+            let path = self.path(i);
+            out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            out.extend_from_slice(path);
+            let s = &self.stamps[i];
+            for v in [
+                s.dev as i64,
+                s.ino as i64,
+                i64::from(s.mode),
+                i64::from(s.uid),
+                i64::from(s.gid),
+                s.size,
+                s.mtime.0,
+                s.mtime.1,
+                s.ctime.0,
+                s.ctime.1,
+            ] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            out.extend_from_slice(self.id(i));
+        }
+        out
+    }
+
+    /// A record from [`StatRecord::to_bytes`]; `None` when the bytes are not one (then nothing is
+    /// trusted and every file is read).
+    pub fn from_bytes(bytes: &[u8]) -> Option<StatRecord> {
+        let rest = bytes.strip_prefix(b"HSR1")?;
+        let (&id_len, mut rest) = rest.split_first()?;
+        let mut record = StatRecord::new(usize::from(id_len));
+        let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+            if rest.len() < n {
+                return None;
+            }
+            let (head, tail) = rest.split_at(n);
+            *rest = tail;
+            Some(head.to_vec())
+        };
+        let int = |rest: &mut &[u8]| -> Option<i64> {
+            Some(i64::from_le_bytes(take(rest, 8)?.try_into().ok()?))
+        };
+        while !rest.is_empty() {
+            let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
+            let path = take(&mut rest, len)?;
+            let mut v = [0i64; 10];
+            for slot in &mut v {
+                *slot = int(&mut rest)?;
+            }
+            let stamp = Stamp {
+                dev: v[0] as u64,
+                ino: v[1] as u64,
+                mode: u32::try_from(v[2]).ok()?,
+                uid: u32::try_from(v[3]).ok()?,
+                gid: u32::try_from(v[4]).ok()?,
+                size: v[5],
+                mtime: (v[6], v[7]),
+                ctime: (v[8], v[9]),
+            };
+            let id = take(&mut rest, usize::from(id_len))?;
+            let before = record.len();
+            record.push(&path, stamp, &id);
+            if record.len() == before {
+                // Out of order or malformed: the bytes are not a record this build wrote.
+                return None;
+            }
+        }
+        Some(record)
+    }
+
     /// The stamp and object id recorded for `path`.
     pub fn get(&self, path: &[u8]) -> Option<(Stamp, &[u8])> {
         let mut lo = 0;
@@ -531,6 +607,26 @@ pub struct GitEvidence {
 }
 
 impl Fingerprint {
+    /// A fingerprint that holds nothing but a record of the worktree at `root` (one a store
+    /// kept): what [`Workspace::fingerprint_since`] needs to trust that record.
+    pub fn record_only(root: Utf8PathBuf, record: StatRecord) -> Fingerprint {
+        Fingerprint {
+            schema_version: FINGERPRINT_SCHEMA.into(),
+            algorithm: "sha256".into(),
+            digest: String::new(),
+            root,
+            head: None,
+            entry_count: 0,
+            change_counts: ChangeCounts::default(),
+            changes: Vec::new(),
+            excluded_refs: Vec::new(),
+            includes_ignored: false,
+            entries: Entries::default(),
+            verified_by: None,
+            record: Some(std::sync::Arc::new(record)),
+        }
+    }
+
     /// This fingerprint without its per-path states and status list: what a later
     /// [`Workspace::fingerprint_since`] needs of it (its root and record), cheap to move to
     /// another thread.
@@ -648,6 +744,45 @@ impl GitEvidence {
 
 #[cfg(test)]
 mod tests {
+    fn stamp(n: i64) -> Stamp {
+        Stamp {
+            dev: 1,
+            ino: n as u64,
+            mode: 0o100644,
+            uid: 1000,
+            gid: 1000,
+            size: n,
+            mtime: (n, n * 3),
+            ctime: (n + 1, -1),
+        }
+    }
+
+    proptest::proptest! {
+        /// A record survives its bytes, and bytes that are not a record are refused whole.
+        #[test]
+        fn a_stat_record_round_trips_through_its_bytes(
+            paths in proptest::collection::btree_set("[a-z/.]{1,12}", 0..20),
+            cut in 0usize..64,
+        ) {
+            let mut record = StatRecord::new(20);
+            for (i, p) in paths.iter().enumerate() {
+                record.push(p.as_bytes(), stamp(i as i64), &[i as u8; 20]);
+            }
+            let bytes = record.to_bytes();
+            let back = StatRecord::from_bytes(&bytes).unwrap();
+            proptest::prop_assert_eq!(back.len(), record.len());
+            for (i, p) in paths.iter().enumerate() {
+                let (s, id) = back.get(p.as_bytes()).unwrap();
+                proptest::prop_assert_eq!(s, stamp(i as i64));
+                proptest::prop_assert_eq!(id, &[i as u8; 20][..]);
+            }
+            if !paths.is_empty() && cut > 0 && cut < bytes.len() - 5 {
+                proptest::prop_assert!(StatRecord::from_bytes(&bytes[..bytes.len() - cut]).is_none());
+            }
+            proptest::prop_assert!(StatRecord::from_bytes(b"HSR0").is_none());
+        }
+    }
+
     use super::*;
 
     fn fp(digest: &str, entries: &[(&str, &str)]) -> Fingerprint {

@@ -19,7 +19,17 @@ const IDENTITY: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
      (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_schema)";
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 1] = [V1];
+const MIGRATIONS: [&str; 2] = [V1, V2];
+
+/// handoff's own record of each worktree's tracked files as the last run left them: one row per
+/// worktree, replaced by each run.
+const V2: &str = "
+CREATE TABLE stat_records (
+    worktree TEXT PRIMARY KEY,
+    record   BLOB NOT NULL,
+    saved_at TEXT NOT NULL
+) STRICT;
+";
 
 /// Tasks, the timeline, and one table per kind of entry. Timeline rows point at their details
 /// rather than owning them, so a forked task's copied timeline shares them (a copied handoff is

@@ -394,6 +394,45 @@ pub(crate) fn task(conn: &Connection, c: &Ctx, id: &TaskId) -> Result<Option<Tas
     query_one(conn, c, SELECT_TASK, [id.as_str()], |r| task_row(r, c))
 }
 
+pub(crate) fn save_stat_record(
+    conn: &Connection,
+    c: &Ctx,
+    worktree: &Utf8Path,
+    record: &[u8],
+    at: &str,
+) -> Result<(), StoreError> {
+    execute(
+        conn,
+        c,
+        "INSERT INTO stat_records (worktree, record, saved_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (worktree) DO UPDATE SET record = excluded.record, saved_at = excluded.saved_at",
+        rusqlite::params![worktree.as_str(), record, at],
+    )?;
+    Ok(())
+}
+
+/// The record of the deepest worktree that is `path` or contains it.
+pub(crate) fn stat_record(
+    conn: &Connection,
+    c: &Ctx,
+    path: &Utf8Path,
+) -> Result<Option<(camino::Utf8PathBuf, Vec<u8>)>, StoreError> {
+    let candidates: Vec<String> = path.ancestors().map(|a| a.as_str().to_owned()).collect();
+    for candidate in candidates {
+        let found = query_one(
+            conn,
+            c,
+            "SELECT record FROM stat_records WHERE worktree = ?1",
+            [candidate.as_str()],
+            |r| get::<Vec<u8>>(r, 0, c),
+        )?;
+        if let Some(record) = found {
+            return Ok(Some((candidate.into(), record)));
+        }
+    }
+    Ok(None)
+}
+
 pub(crate) fn task_for_worktree(
     conn: &Connection,
     c: &Ctx,

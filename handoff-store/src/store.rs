@@ -225,6 +225,17 @@ impl TaskStore for SqliteStore {
             .ok_or_else(|| no_task(id))
     }
 
+    fn save_stat_record(&self, worktree: &Utf8Path, record: &[u8]) -> Result<(), StoreError> {
+        self.write(|conn, c| sql::save_stat_record(conn, c, worktree, record, &now_iso()))
+    }
+
+    fn stat_record(
+        &self,
+        path: &Utf8Path,
+    ) -> Result<Option<(camino::Utf8PathBuf, Vec<u8>)>, StoreError> {
+        self.read(|conn, c| sql::stat_record(conn, c, path))
+    }
+
     fn task_for_worktree(&self, worktree: &Utf8Path) -> Result<Option<Task>, StoreError> {
         self.read(|conn, c| sql::task_for_worktree(conn, c, worktree))
     }

@@ -286,3 +286,37 @@ fn ignored_files_are_evidence_when_the_run_asks_for_them() {
         }
     }
 }
+
+#[test]
+fn a_forged_index_left_between_runs_does_not_hide_the_change_from_the_next_run() {
+    let sb = Sandbox::new();
+    sb.repo.write("a.rs", "fn a() {}\n");
+    sb.repo.commit_all("a.rs");
+    std::thread::sleep(Duration::from_millis(2100));
+    // The first run leaves handoff's record of the worktree in the task store.
+    sb.agents.set(
+        SHELL,
+        format!("echo x > '{}'", sb.repo.path().join("work.txt").display()),
+    );
+    let first = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(first.status(), "succeeded", "{}", first.stdout);
+    // Between runs, something unconfined changes a.rs and covers its tracks in the index.
+    forge(sb.repo.path(), "a.rs", "fn b() {}\n");
+    assert_eq!(
+        sb.repo.git(&["status", "--porcelain", "--", "a.rs"]),
+        "",
+        "the forgery hides the change from git"
+    );
+    sb.agents.set(SHELL, "true");
+    let second = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(second.status(), "succeeded", "{}", second.stdout);
+    let before = &second.json["git"]["before"];
+    assert_eq!(before["verifiedBy"], "record", "{before}");
+    let changes: Vec<&str> = before["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    assert!(changes.contains(&"a.rs"), "{before}");
+}

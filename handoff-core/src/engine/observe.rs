@@ -27,7 +27,10 @@ impl Engine {
     ) -> Result<Fingerprint, Ended> {
         let cwd = Utf8PathBuf::from(&request.cwd);
         let workspace = self.evidence_workspace(request)?;
-        let before = fingerprint(&workspace, &cwd, None)
+        // The record the last run in this worktree left, if the task store keeps one: trusted
+        // rather than the index, which an agent may have rewritten since.
+        let kept = self.kept_record(&cwd);
+        let before = fingerprint(&workspace, &cwd, kept.as_ref())
             .await
             .map_err(|e| match e {
                 WorkspaceError::NotAWorktree { .. } => {
@@ -49,6 +52,26 @@ impl Engine {
         draft.before = Some(before.clone());
         draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
         Ok(before)
+    }
+
+    /// The record a task store keeps for the worktree containing `cwd`, as a fingerprint to
+    /// take the next one since; `None` without a store, a record, or a readable one.
+    fn kept_record(&self, cwd: &Utf8Path) -> Option<Fingerprint> {
+        let store = self.options.task_store.as_ref()?.open().ok()?;
+        let real = cwd.canonicalize_utf8().ok()?;
+        let (root, bytes) = store.stat_record(&real).ok()??;
+        let record = crate::workspace::StatRecord::from_bytes(&bytes)?;
+        Some(Fingerprint::record_only(root, record))
+    }
+
+    /// Keeps the record of a root run's "after" in the task store, for the next run.
+    fn keep_record(&self, after: &Fingerprint) {
+        let (Some(store), Some(record)) = (self.options.task_store.as_ref(), &after.record) else {
+            return;
+        };
+        if let Ok(store) = store.open() {
+            let _ = store.save_stat_record(&after.root, &record.to_bytes());
+        }
     }
 
     /// The workspace reader the evidence of `request` is taken with: ignored files covered when
@@ -80,6 +103,13 @@ impl Engine {
         Some(match fingerprint(&workspace, cwd, Some(before)).await {
             Ok(after) => {
                 let evidence = before.compare(&after);
+                if draft
+                    .request
+                    .as_ref()
+                    .is_some_and(|r| r.lineage.parent_run_id.is_none())
+                {
+                    self.keep_record(&after);
+                }
                 let after = After::Compared {
                     changed: evidence.changed,
                     files: evidence.changed_files.clone(),

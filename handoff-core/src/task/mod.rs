@@ -332,6 +332,22 @@ pub trait TaskStore: Send + Sync {
     /// left untouched. One transaction.
     fn fork_task(&self, id: &TaskId, fork: &Fork) -> Result<Task, StoreError>;
 
+    /// Keeps handoff's own record of the tracked files of `worktree` as one run left them
+    /// ([`crate::StatRecord::to_bytes`]), replacing the one kept before: the next run's "before"
+    /// trusts it rather than the index, which an agent may have rewritten in between. A store
+    /// that keeps none does nothing.
+    fn save_stat_record(&self, worktree: &Utf8Path, record: &[u8]) -> Result<(), StoreError> {
+        let _ = (worktree, record);
+        Ok(())
+    }
+
+    /// The record kept for the worktree that contains `path` (the deepest one), with that
+    /// worktree's root.
+    fn stat_record(&self, path: &Utf8Path) -> Result<Option<(Utf8PathBuf, Vec<u8>)>, StoreError> {
+        let _ = path;
+        Ok(None)
+    }
+
     /// Fails when the store can't be written now (e.g. another process holds its write lock),
     /// so that a command that must record what it does can refuse before it does anything.
     fn check_writable(&self) -> Result<(), StoreError> {

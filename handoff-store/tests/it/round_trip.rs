@@ -368,3 +368,32 @@ fn timestamps_are_iso_utc_milliseconds() {
     }
     assert!(entry.at <= now_iso());
 }
+
+#[test]
+fn a_worktrees_stat_record_is_kept_replaced_and_found_from_inside_it() {
+    use handoff_core::TaskStore;
+    let (_dir, path) = crate::temp();
+    let store = crate::open(&path);
+    let wt = camino::Utf8Path::new("/work/repo");
+    assert_eq!(store.stat_record(wt).unwrap(), None);
+    store.save_stat_record(wt, b"one").unwrap();
+    store.save_stat_record(wt, b"two").unwrap();
+    // Found from a directory inside it, not from a sibling that shares a prefix.
+    assert_eq!(
+        store.stat_record(&wt.join("src/deep")).unwrap(),
+        Some((wt.to_owned(), b"two".to_vec()))
+    );
+    assert_eq!(
+        store
+            .stat_record(camino::Utf8Path::new("/work/repository"))
+            .unwrap(),
+        None
+    );
+    // A worktree inside another is the deeper match.
+    let inner = wt.join("vendor/lib");
+    store.save_stat_record(&inner, b"inner").unwrap();
+    assert_eq!(
+        store.stat_record(&inner.join("x")).unwrap(),
+        Some((inner.clone(), b"inner".to_vec()))
+    );
+}
