@@ -96,9 +96,19 @@ const HOOK_MANAGER_FILES: &[&str] = &[
 ];
 
 /// The flag of one changed entry, given its states before and after (`None` where it did not
-/// exist).
-pub fn flag(path: &str, before: Option<&str>, after: Option<&str>) -> Option<Flag> {
-    let kind = kind_of(path, before, after)?;
+/// exist) and the `core.hooksPath` directories inside the worktree (worktree paths ending in
+/// `/`).
+pub fn flag(
+    path: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+    hooks_dirs: &[&str],
+) -> Option<Flag> {
+    let kind = if hooks_dirs.iter().any(|d| path.starts_with(d)) {
+        FlagKind::GitHook
+    } else {
+        kind_of(path, before, after)?
+    };
     Some(Flag {
         path: path.to_owned(),
         kind,
@@ -150,7 +160,7 @@ mod tests {
     use super::*;
 
     fn kind(path: &str) -> Option<FlagKind> {
-        flag(path, Some("file 100644 a"), Some("file 100644 b")).map(|f| f.kind)
+        flag(path, Some("file 100644 a"), Some("file 100644 b"), &[]).map(|f| f.kind)
     }
 
     #[test]
@@ -164,6 +174,26 @@ mod tests {
             assert!(FlagKind::GitHook.blocks());
         }
         assert_eq!(kind(".git/hooks/pre-commit.sample"), None);
+        // Under a `core.hooksPath` inside the worktree, whatever the directory is called.
+        assert_eq!(
+            flag(
+                "scripts/hooks/pre-commit",
+                None,
+                Some("file 100755 a"),
+                &["scripts/hooks/"]
+            )
+            .map(|f| f.kind),
+            Some(FlagKind::GitHook)
+        );
+        assert_eq!(
+            flag(
+                "scripts/hookset.sh",
+                None,
+                Some("file 100755 a"),
+                &["scripts/hooks/"]
+            ),
+            None
+        );
     }
 
     #[test]
@@ -173,7 +203,8 @@ mod tests {
             flag(
                 ".git/config",
                 Some(before),
-                Some("file 100644 b programs 111")
+                Some("file 100644 b programs 111"),
+                &[]
             ),
             None,
             "a new branch or remote URL is an ordinary setting"
@@ -182,6 +213,7 @@ mod tests {
             ".git/config",
             Some(before),
             Some("file 100644 b programs 222"),
+            &[],
         )
         .unwrap();
         assert_eq!(f.kind, FlagKind::GitProgramConfig);
@@ -190,7 +222,8 @@ mod tests {
             flag(
                 ".git/modules/dep/config",
                 None,
-                Some("file 100644 b programs 1")
+                Some("file 100644 b programs 1"),
+                &[]
             )
             .map(|f| f.kind),
             Some(FlagKind::GitProgramConfig)

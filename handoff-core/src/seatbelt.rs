@@ -629,23 +629,7 @@ pub fn wrap(
         env.remove(k);
     }
     env.insert("TMPDIR".into(), real_path(&tmp).to_string());
-    // Caches a build writes go to the run's own directory.
-    env.insert(
-        "npm_config_cache".into(),
-        layout.run_dir.join("npm-cache").to_string(),
-    );
-    env.insert(
-        "GOCACHE".into(),
-        layout.run_dir.join("go-build").to_string(),
-    );
-    if let Some(home) = &layout.home {
-        for (dir, var) in TOOLCHAINS {
-            let path = home.join(dir);
-            if exists(&path) && !env.contains_key(*var) {
-                env.insert((*var).into(), path.to_string());
-            }
-        }
-    }
+    crate::sandbox::cache_env(layout, env);
 
     let mut read_only: Vec<String> = SYSTEM.iter().map(ToString::to_string).collect();
     read_only.extend(p.read.iter().map(ToString::to_string));

@@ -229,6 +229,10 @@ pub struct Fingerprint {
     /// `hashed: <why>` (every file read, e.g. on a network filesystem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_by: Option<String>,
+    /// The `core.hooksPath` directory when it lies inside the worktree (a worktree path ending
+    /// in `/`, e.g. `.husky/_/`): the files under it are hooks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks_dir: Option<String>,
     /// handoff's own record of the tracked files it saw, for a later fingerprint of the same
     /// worktree to trust instead of the index ([`Workspace::fingerprint_since`]).
     #[serde(skip)]
@@ -623,6 +627,7 @@ impl Fingerprint {
             includes_ignored: false,
             entries: Entries::default(),
             verified_by: None,
+            hooks_dir: None,
             record: Some(std::sync::Arc::new(record)),
         }
     }
@@ -644,6 +649,7 @@ impl Fingerprint {
             includes_ignored: self.includes_ignored,
             entries: Entries::default(),
             verified_by: self.verified_by.clone(),
+            hooks_dir: self.hooks_dir.clone(),
             record: self.record.clone(),
         }
     }
@@ -715,9 +721,17 @@ impl Fingerprint {
         } else {
             self.digest != after.digest
         };
+        // A hooks directory either side names: one set during the run counts too.
+        let hooks_dirs: Vec<&str> = [&self.hooks_dir, &after.hooks_dir]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
         let flags = files
             .iter()
-            .filter_map(|f| crate::flags::flag(f, self.entries.get(f), after.entries.get(f)))
+            .filter_map(|f| {
+                crate::flags::flag(f, self.entries.get(f), after.entries.get(f), &hooks_dirs)
+            })
             .collect();
         GitEvidence {
             before: Some(self.clone()),
@@ -802,6 +816,7 @@ mod tests {
                 .map(|(p, s)| (p.to_string(), s.to_string()))
                 .collect(),
             verified_by: None,
+            hooks_dir: None,
             record: None,
         }
     }

@@ -71,6 +71,7 @@ mod tests {
             includes_ignored: true,
             entries: [("a", "tracked 100644 00")].into_iter().collect(),
             verified_by: None,
+            hooks_dir: None,
             record: None,
         };
         let json = serde_json::to_string(&DetailedFingerprint::from(fingerprint.clone())).unwrap();

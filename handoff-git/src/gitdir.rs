@@ -90,6 +90,9 @@ pub(crate) struct GitDirState {
     /// Hooks of a `core.hooksPath` inside the worktree, keyed by worktree path: they count only
     /// where the worktree part of the fingerprint does not cover them (ignored files).
     pub(crate) worktree_hooks: Vec<(String, String)>,
+    /// The `core.hooksPath` directory when it lies inside the worktree, as a worktree path
+    /// ending in `/`.
+    pub(crate) hooks_dir: Option<String>,
     /// Refs checked out in other linked worktrees, left out; sorted.
     pub(crate) excluded_refs: Vec<String>,
 }
@@ -318,6 +321,10 @@ fn hooks_path(
     let kind = repo.object_hash();
     let root = canonical(root);
     let inside = dir.strip_prefix(&root).ok().map(Path::to_owned);
+    if let Some(inside) = &inside {
+        let key = entry_key(gix::path::os_str_into_bstr(inside.as_os_str()).unwrap_or_default());
+        out.hooks_dir = Some(format!("{key}/"));
+    }
     let mut found = Vec::new();
     walk(&dir, BString::default(), &mut |path, rela, meta| {
         if let Some(state) = file_state(kind, path, meta)? {

@@ -441,6 +441,7 @@ pub(crate) fn fingerprint_repository(
                 "index".to_owned()
             }
         })),
+        hooks_dir: git.hooks_dir.clone(),
         record: Some(std::sync::Arc::new(record)),
     };
     merge(&mut fingerprint, &rows, &overrides, extra);
@@ -701,6 +702,7 @@ mod tests {
             includes_ignored: false,
             entries: entries.iter().cloned().collect(),
             verified_by: None,
+            hooks_dir: None,
             record: None,
         }
     }

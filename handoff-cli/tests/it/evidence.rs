@@ -320,3 +320,29 @@ fn a_forged_index_left_between_runs_does_not_hide_the_change_from_the_next_run()
         .collect();
     assert!(changes.contains(&"a.rs"), "{before}");
 }
+
+#[test]
+fn a_build_that_plants_a_hook_in_a_hooks_path_inside_the_worktree_is_blocked() {
+    // The user's hooks live in the worktree under a name of their own; git runs whatever lands
+    // there at the next commit, whatever the directory is called.
+    let sb = Sandbox::new();
+    sb.repo.write("scripts/hooks/README", "hooks\n");
+    sb.repo.commit_all("hooks dir");
+    sb.repo.git(&["config", "core.hooksPath", "scripts/hooks"]);
+    sb.agents.set(
+        SHELL,
+        format!(
+            "cd '{}' && printf '#!/bin/sh\\necho planted\\n' > scripts/hooks/pre-commit && \
+             echo x > work.txt",
+            sb.repo.path().display()
+        ),
+    );
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(
+        run.json["git"]["flags"][0]["path"],
+        "scripts/hooks/pre-commit"
+    );
+    assert_eq!(run.json["git"]["flags"][0]["kind"], "git-hook");
+    assert_eq!(run.json["git"]["before"]["hooksDir"], "scripts/hooks/");
+}

@@ -5,35 +5,16 @@
 //! honour is refused before it starts. The agent `grok` finding this CLI names
 //! `grok-community`; `grok-community` finding xAI's CLI names `grok`.
 
-use std::path::Path;
-
 use handoff_testkit::keys::{GROK, MODE, SHELL};
 use serde_json::Value;
 
-use crate::support::{Run, Sandbox};
+use crate::support::{Run, Sandbox, provider_stderr, q};
 
 /// A sandbox whose `PATH` finds the system's real `bwrap`, with the community `grok`.
 fn confined() -> Sandbox {
-    let sb = Sandbox::new();
-    sb.agents.uninstall("bwrap");
-    assert!(
-        ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
-            .iter()
-            .any(|p| Path::new(p).exists()),
-        "these tests need bubblewrap (Debian: apt-get install bubblewrap)"
-    );
+    let sb = crate::support::confined();
     sb.agents.set(GROK, "community");
     sb
-}
-
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display())
-}
-
-fn provider_stderr(run: &Run) -> &str {
-    run.json["diagnostics"]["providerStderr"]
-        .as_str()
-        .unwrap_or_default()
 }
 
 fn message(run: &Run) -> &str {

@@ -5,36 +5,10 @@
 //! leaving a `setsid` process behind. Before the sandbox, an OpenCode run with bash did each.
 //! The tests need a working `bwrap` (`cargo xtask ci` installs Debian's bubblewrap).
 
-use std::path::Path;
-
 use handoff_testkit::keys::{MODE, SHELL};
 use serde_json::Value;
 
-use crate::support::{Run, Sandbox, loopback_service};
-
-/// A sandbox whose `PATH` finds the system's real `bwrap` (not the stub fake Claude uses).
-fn confined() -> Sandbox {
-    let sb = Sandbox::new();
-    sb.agents.uninstall("bwrap");
-    assert!(
-        ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
-            .iter()
-            .any(|p| Path::new(p).exists()),
-        "these tests need bubblewrap (Debian: apt-get install bubblewrap)"
-    );
-    sb
-}
-
-fn q(p: &Path) -> String {
-    format!("'{}'", p.display())
-}
-
-/// What the agent (and the commands of its shell) wrote to stderr.
-fn provider_stderr(run: &Run) -> &str {
-    run.json["diagnostics"]["providerStderr"]
-        .as_str()
-        .unwrap_or_default()
-}
+use crate::support::{Run, Sandbox, confined, loopback_service, provider_stderr, q};
 
 fn sandbox_receipt(run: &Run) -> &Value {
     &run.json["policy"]["sandbox"]

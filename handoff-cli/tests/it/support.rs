@@ -249,3 +249,29 @@ pub fn loopback_service() -> (u16, std::sync::Arc<std::sync::atomic::AtomicU32>)
     });
     (port, hits)
 }
+
+/// A sandbox whose `PATH` finds the system's real `bwrap` (not the stub fake Claude uses): for
+/// runs under handoff's own sandbox.
+pub fn confined() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.agents.uninstall("bwrap");
+    assert!(
+        ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]
+            .iter()
+            .any(|p| Path::new(p).exists()),
+        "these tests need bubblewrap (Debian: apt-get install bubblewrap)"
+    );
+    sb
+}
+
+/// `p` as one single-quoted shell word.
+pub fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+/// What the agent (and the commands of its shell) wrote to stderr.
+pub fn provider_stderr(run: &Run) -> &str {
+    run.json["diagnostics"]["providerStderr"]
+        .as_str()
+        .unwrap_or_default()
+}

@@ -105,11 +105,20 @@ impl SharedTaskStore {
         SharedTaskStore(Arc::new(move || Ok(Arc::clone(&store))))
     }
 
-    /// A store `open` opens when a run is recorded; its error is the run's record warning.
+    /// A store `open` opens the first time a run needs it (to read or record): once, then
+    /// shared; an error is the run's record warning and is tried again next time.
     pub fn lazy(
         open: impl Fn() -> Result<Arc<dyn crate::task::TaskStore>, String> + Send + Sync + 'static,
     ) -> SharedTaskStore {
-        SharedTaskStore(Arc::new(open))
+        let opened: std::sync::OnceLock<Arc<dyn crate::task::TaskStore>> =
+            std::sync::OnceLock::new();
+        SharedTaskStore(Arc::new(move || {
+            if let Some(store) = opened.get() {
+                return Ok(Arc::clone(store));
+            }
+            let store = open()?;
+            Ok(Arc::clone(opened.get_or_init(|| store)))
+        }))
     }
 
     /// The store, opened.

@@ -29,7 +29,7 @@ impl Engine {
         let workspace = self.evidence_workspace(request)?;
         // The record the last run in this worktree left, if the task store keeps one: trusted
         // rather than the index, which an agent may have rewritten since.
-        let kept = self.kept_record(&cwd);
+        let kept = self.kept_record(&cwd).await;
         let before = fingerprint(&workspace, &cwd, kept.as_ref())
             .await
             .map_err(|e| match e {
@@ -56,22 +56,33 @@ impl Engine {
 
     /// The record a task store keeps for the worktree containing `cwd`, as a fingerprint to
     /// take the next one since; `None` without a store, a record, or a readable one.
-    fn kept_record(&self, cwd: &Utf8Path) -> Option<Fingerprint> {
-        let store = self.options.task_store.as_ref()?.open().ok()?;
-        let real = cwd.canonicalize_utf8().ok()?;
-        let (root, bytes) = store.stat_record(&real).ok()??;
-        let record = crate::workspace::StatRecord::from_bytes(&bytes)?;
-        Some(Fingerprint::record_only(root, record))
+    async fn kept_record(&self, cwd: &Utf8Path) -> Option<Fingerprint> {
+        let store = self.options.task_store.clone()?;
+        let cwd = cwd.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let real = cwd.canonicalize_utf8().ok()?;
+            let (root, bytes) = store.open().ok()?.stat_record(&real).ok()??;
+            let record = crate::workspace::StatRecord::from_bytes(&bytes)?;
+            Some(Fingerprint::record_only(root, record))
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// Keeps the record of a root run's "after" in the task store, for the next run.
-    fn keep_record(&self, after: &Fingerprint) {
-        let (Some(store), Some(record)) = (self.options.task_store.as_ref(), &after.record) else {
+    async fn keep_record(&self, after: &Fingerprint) {
+        let (Some(store), Some(record)) = (self.options.task_store.clone(), after.record.clone())
+        else {
             return;
         };
-        if let Ok(store) = store.open() {
-            let _ = store.save_stat_record(&after.root, &record.to_bytes());
-        }
+        let root = after.root.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(store) = store.open() {
+                let _ = store.save_stat_record(&root, &record.to_bytes());
+            }
+        })
+        .await;
     }
 
     /// The workspace reader the evidence of `request` is taken with: ignored files covered when
@@ -108,7 +119,7 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|r| r.lineage.parent_run_id.is_none())
                 {
-                    self.keep_record(&after);
+                    self.keep_record(&after).await;
                 }
                 let after = After::Compared {
                     changed: evidence.changed,

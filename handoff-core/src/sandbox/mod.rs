@@ -420,6 +420,28 @@ fn under_system(p: &Utf8Path) -> bool {
         .any(|s| real.starts_with(s))
 }
 
+/// The build caches and toolchains in a sandboxed agent's environment: the caches a build
+/// writes (npm's, Go's) in the run's own directory, the read-only toolchains named by their
+/// variables unless the environment names them already.
+pub(crate) fn cache_env(layout: &Layout, env: &mut BTreeMap<String, String>) {
+    env.insert(
+        "npm_config_cache".into(),
+        layout.run_dir.join("npm-cache").to_string(),
+    );
+    env.insert(
+        "GOCACHE".into(),
+        layout.run_dir.join("go-build").to_string(),
+    );
+    if let Some(home) = &layout.home {
+        for (dir, var) in TOOLCHAINS {
+            let path = home.join(dir);
+            if exists(&path) && !env.contains_key(*var) {
+                env.insert((*var).into(), path.to_string());
+            }
+        }
+    }
+}
+
 /// The network namespace of one run: where its proxy listens and what it allows.
 struct OwnNetwork {
     relay: Utf8PathBuf,
@@ -647,23 +669,7 @@ pub fn wrap(
             env.insert("PATH".into(), format!("{dir}{path}"));
         }
     }
-    // Caches a build writes go to the run's own directory.
-    env.insert(
-        "npm_config_cache".into(),
-        layout.run_dir.join("npm-cache").to_string(),
-    );
-    env.insert(
-        "GOCACHE".into(),
-        layout.run_dir.join("go-build").to_string(),
-    );
-    if let Some(home) = &layout.home {
-        for (dir, var) in TOOLCHAINS {
-            let path = home.join(dir);
-            if exists(&path) && !env.contains_key(*var) {
-                env.insert((*var).into(), path.to_string());
-            }
-        }
-    }
+    cache_env(layout, env);
 
     let list = |pick: fn(&Mount) -> Option<&Utf8PathBuf>| -> Vec<String> {
         mounts
