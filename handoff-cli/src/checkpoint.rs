@@ -38,6 +38,10 @@ pub struct CheckpointArgs {
     /// The model that agent ran.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
+    /// Run the commit's hooks even though hooks or a hook manager's configuration changed
+    /// since the task's first event (by default such a commit runs none). Review them first.
+    #[arg(long)]
+    pub run_hooks: bool,
     /// Print the result as one JSON line (`handoff.checkpoint.v1`) on stdout.
     #[arg(long)]
     pub json: bool,
@@ -53,6 +57,7 @@ pub fn main(args: CheckpointArgs) -> u8 {
         message: args.message,
         agent: args.agent,
         model: args.model,
+        run_hooks: args.run_hooks,
     };
     let mut show = |status: &[u8]| {
         let _ = std::io::stderr().write_all(status);
@@ -82,6 +87,13 @@ pub fn main(args: CheckpointArgs) -> u8 {
         );
         for path in &report.uncommitted {
             let _ = writeln!(out, "  uncommitted: {path}");
+        }
+        if !report.hooks_skipped.is_empty() {
+            let _ = writeln!(
+                out,
+                "  hooks not run: changed since the task began: {} (review them; --run-hooks runs them)",
+                report.hooks_skipped.join(", ")
+            );
         }
     }
     let _ = out.flush();

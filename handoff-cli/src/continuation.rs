@@ -134,6 +134,16 @@ pub struct ContinueArgs {
     #[arg(long, value_name = "SECS", default_value_t = handoff_continue::DEFAULT_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
+    /// Run the checkpoint's hooks even though hooks or a hook manager's configuration changed
+    /// since the task's first event (by default such a checkpoint runs none). Review them
+    /// first.
+    #[arg(long)]
+    pub run_hooks: bool,
+    /// Start the receiver even though agent configuration (.claude/, AGENTS.md, opencode.json,
+    /// .mcp.json, …) changed since the task's first event; the receiver loads it. Review it
+    /// first.
+    #[arg(long)]
+    pub trust_project_config: bool,
 }
 
 impl ContinueArgs {
@@ -168,6 +178,8 @@ impl ContinueArgs {
             ready_timeout: Duration::from_secs(self.ready_timeout),
             probe: self.probe,
             timeout: Duration::from_secs(self.timeout),
+            run_hooks: self.run_hooks,
+            trust_project_config: self.trust_project_config,
         }
     }
 }

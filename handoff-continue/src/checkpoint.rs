@@ -16,6 +16,7 @@ use handoff_core::{
 use handoff_git::{Git, PrivateIndex, split_z, tail};
 
 use crate::error::{CheckpointError, Failed, OrFail, OrReject, Phase, Rejection};
+use crate::trust::TaskTrust;
 
 /// The commit message when none is given.
 pub const DEFAULT_MESSAGE: &str = "handoff checkpoint";
@@ -38,6 +39,9 @@ pub struct CheckpointRequest {
     pub agent: Option<String>,
     /// The model that agent ran.
     pub model: Option<String>,
+    /// Run the commit's hooks even when hooks or hook managers' configuration changed since
+    /// the task's first event (a person's decision, after reviewing them).
+    pub run_hooks: bool,
 }
 
 /// A checkpoint made and recorded.
@@ -57,6 +61,9 @@ pub struct CheckpointReport {
     pub uncommitted: Vec<String>,
     /// The commit message.
     pub message: String,
+    /// The hooks and hook-manager files that changed since the task's first event, because of
+    /// which the commit ran no hooks (empty when hooks ran).
+    pub hooks_skipped: Vec<String>,
 }
 
 impl CheckpointReport {
@@ -69,6 +76,7 @@ impl CheckpointReport {
             "committed": self.committed,
             "uncommitted": self.uncommitted,
             "message": self.message,
+            "hooksSkipped": self.hooks_skipped,
         })
     }
 }
@@ -120,6 +128,7 @@ pub fn checkpoint(
         )
         .into());
     }
+    // Reads only, with nothing of the repository's configuration trusted.
     let git = Git::new(root.clone());
 
     if let Some(show) = show_status {
@@ -144,9 +153,11 @@ pub fn checkpoint(
         return Err(Rejection::new("paths", "nothing to commit: no tracked file changed").into());
     }
 
-    // The store and the task, before anything is committed.
+    // The store and the task, before anything is committed; what the task trusts.
     let store = store.open().rejected("task store")?;
     let task = store.task_for_worktree(&root).rejected("task store")?;
+    let trust = TaskTrust::read(&*store, task.as_ref(), &root)?;
+    let git = trust.git(&root, request.run_hooks);
     let author_provider = match (&agent, &task) {
         (Some(a), _) => a.clone(),
         (None, Some(t)) => t.agent.provider.clone(),
@@ -194,6 +205,7 @@ pub fn checkpoint(
                 },
             })?,
         };
+        trust.keep(&*store, &task.id)?;
         store.append(
             &task.id,
             &Record::Checkpoint(Checkpoint {
@@ -220,6 +232,7 @@ pub fn checkpoint(
         committed,
         uncommitted,
         message: request.message.clone(),
+        hooks_skipped: trust.hooks_skipped(request.run_hooks),
     })
 }
 
@@ -295,7 +308,7 @@ impl Prepared {
             .failed(Phase::Checkpoint)
     }
 
-    /// Commits (hooks run), then lets the user's index catch up with the new HEAD for the
+    /// Commits (hooks run if the runner trusts them), then lets the user's index catch up with the new HEAD for the
     /// committed paths only. Returns the new HEAD.
     pub(crate) fn commit(self, git: &Git, message: &str) -> Result<String, Failed> {
         let commit = self

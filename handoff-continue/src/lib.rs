@@ -22,6 +22,7 @@ pub mod error;
 mod private;
 pub mod ssh;
 pub mod timeline;
+mod trust;
 
 pub use attribute::{AttributeRequest, Attribution, attribute};
 pub use checkpoint::{

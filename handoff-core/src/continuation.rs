@@ -189,6 +189,10 @@ pub struct ContinueCheckpoint {
     pub committed: Vec<String>,
     /// Paths left uncommitted (untracked files, ignored ones excluded).
     pub uncommitted: Vec<String>,
+    /// The hooks and hook-manager files that changed since the task's first event, because of
+    /// which the commit runs no hooks (absent when hooks run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks_skipped: Vec<String>,
 }
 
 /// The branch pushed with `--push`.

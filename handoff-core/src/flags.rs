@@ -68,7 +68,8 @@ pub struct Flag {
 /// run a program (see `handoff-git`).
 pub const PROGRAMS_MARKER: &str = " programs ";
 
-const AGENT_DIRS: &[&str] = &[
+/// Directories of agents' configuration (worktree paths ending in `/`).
+pub const AGENT_DIRS: &[&str] = &[
     ".claude/",
     ".codex/",
     ".cursor/",
@@ -77,7 +78,8 @@ const AGENT_DIRS: &[&str] = &[
     ".opencode/",
 ];
 
-const AGENT_FILES: &[&str] = &[
+/// File names of agents' configuration, wherever they are (but under `node_modules/`).
+pub const AGENT_FILES: &[&str] = &[
     "AGENTS.md",
     "CLAUDE.md",
     "CLAUDE.local.md",
@@ -87,7 +89,8 @@ const AGENT_FILES: &[&str] = &[
     ".cursorrules",
 ];
 
-const HOOK_MANAGER_FILES: &[&str] = &[
+/// Hook managers' configuration files at the worktree's root (and `.husky/`).
+pub const HOOK_MANAGER_FILES: &[&str] = &[
     ".pre-commit-config.yaml",
     "lefthook.yml",
     "lefthook.yaml",

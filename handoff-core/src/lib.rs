@@ -40,6 +40,7 @@ mod supervisor;
 mod task;
 mod timestamp;
 mod transcript;
+mod trust;
 mod workspace;
 
 pub use carry::{
@@ -127,6 +128,7 @@ pub use transcript::{
     MAX_TOOL_TEXT_BYTES, Message, Part, Recap, Role, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource, bounded, recap,
 };
+pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, Stamp,
     StatRecord, StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,

@@ -70,6 +70,16 @@ pub trait Workspace: Send + Sync {
             what: "worktree locations",
         })
     }
+
+    /// The state of the configuration that runs programs in the worktree containing `cwd`
+    /// (hooks, repository-level program settings, agents' configuration): what a task trusts
+    /// from its first event on.
+    fn config_state(&self, cwd: &Utf8Path) -> Result<crate::ConfigState, WorkspaceError> {
+        let _ = cwd;
+        Err(WorkspaceError::Unsupported {
+            what: "configuration states",
+        })
+    }
 }
 
 /// Where a worktree belongs.

@@ -17,6 +17,7 @@ use handoff_core::WorkspaceError;
 
 use crate::hash;
 use crate::paths::entry_key;
+use crate::programs::programs_digest;
 use crate::workspace::git_error;
 
 /// The entry that records what `.git/HEAD` says: the branch it names, or the commit it holds when
@@ -424,7 +425,11 @@ fn is_per_worktree(name: &BStr) -> bool {
 }
 
 /// The state of a file in the git directory: `file <mode> <blob id>`; `None` for directories.
-fn file_state(kind: gix::hash::Kind, path: &Path, meta: &Metadata) -> io::Result<Option<String>> {
+pub(crate) fn file_state(
+    kind: gix::hash::Kind,
+    path: &Path,
+    meta: &Metadata,
+) -> io::Result<Option<String>> {
     let file_type = meta.file_type();
     if file_type.is_file() {
         use std::os::unix::fs::PermissionsExt;
@@ -451,7 +456,7 @@ fn file_state(kind: gix::hash::Kind, path: &Path, meta: &Metadata) -> io::Result
 /// Calls `visit` with the path, the name relative to the walk (`rela` joined with the names
 /// below it) and the metadata of `path` and of everything below it; a missing `path` is
 /// nothing. Symbolic links are not followed.
-fn walk(
+pub(crate) fn walk(
     path: &Path,
     rela: BString,
     visit: &mut dyn FnMut(&Path, &BStr, &Metadata) -> io::Result<()>,
@@ -482,89 +487,6 @@ fn walk(
         }
     }
     Ok(())
-}
-
-/// Whether a setting (`section`, `subsection`, `key`, lower case but the subsection) makes git
-/// run a program, or changes which programs or repositories it uses.
-fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
-    match section {
-        "core" => matches!(
-            key,
-            "fsmonitor"
-                | "hookspath"
-                | "sshcommand"
-                | "editor"
-                | "pager"
-                | "askpass"
-                | "gitproxy"
-                | "worktree"
-                | "attributesfile"
-        ),
-        "sequence" => key == "editor",
-        "filter" => matches!(key, "clean" | "smudge" | "process"),
-        "diff" => matches!(key, "command" | "textconv" | "external"),
-        "merge" => key == "driver",
-        "gpg" => key == "program",
-        "credential" => key == "helper",
-        "remote" => matches!(key, "receivepack" | "uploadpack" | "vcs"),
-        "url" => matches!(key, "insteadof" | "pushinsteadof"),
-        "protocol" => key == "allow",
-        "include" | "includeif" => key == "path",
-        "alias" => value.trim_start().starts_with(b"!"),
-        "pager" | "browser" | "man" | "difftool" | "mergetool" => true,
-        "submodule" => key == "update" && value.trim_start().starts_with(b"!"),
-        "uploadpack" => key == "packobjectshook",
-        "receive" => key == "procreceiverefs",
-        _ => false,
-    }
-}
-
-/// `sha256` of the settings of a git configuration file that run a program, one
-/// `section.subsection.key=value` line each, sorted: equal iff none of them changed. A file
-/// git cannot parse counts as changed whenever its bytes do.
-pub(crate) fn programs_digest(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let file = gix::config::File::from_bytes_no_includes(
-        bytes,
-        gix::config::file::Metadata::api(),
-        gix::config::file::init::Options::default(),
-    );
-    let mut lines: Vec<Vec<u8>> = Vec::new();
-    match file {
-        Ok(file) => {
-            for section in file.sections() {
-                let header = section.header();
-                let name = header.name().to_str_lossy().to_ascii_lowercase();
-                let sub = header.subsection_name().map(|s| s.to_owned());
-                for key in section.body().value_names() {
-                    let key = key.to_ascii_lowercase();
-                    for value in section.body().values(&key) {
-                        if runs_a_program(&name, &key, &value) {
-                            let mut line = name.clone().into_bytes();
-                            if let Some(sub) = &sub {
-                                line.push(b'.');
-                                line.extend_from_slice(sub);
-                            }
-                            line.push(b'.');
-                            line.extend_from_slice(key.as_bytes());
-                            line.push(b'=');
-                            line.extend_from_slice(&value);
-                            lines.push(line);
-                        }
-                    }
-                }
-            }
-        }
-        Err(_) => lines.push([b"unparsable:".as_slice(), bytes].concat()),
-    }
-    lines.sort();
-    lines.dedup();
-    let mut hasher = sha2::Sha256::new();
-    for line in &lines {
-        hasher.update(line);
-        hasher.update(b"\n");
-    }
-    hex::encode(hasher.finalize())
 }
 
 /// The git directories below `dir` (a `modules/` directory), with their names relative to the
@@ -605,7 +527,7 @@ fn subdirectories(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
-fn canonical(path: &Path) -> PathBuf {
+pub(crate) fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 

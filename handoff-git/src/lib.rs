@@ -61,6 +61,7 @@ mod gitdir;
 mod hash;
 mod par;
 mod paths;
+mod programs;
 mod repo_state;
 mod runner;
 mod scan;
@@ -73,6 +74,7 @@ mod workspace;
 
 pub use detailed::DetailedFingerprint;
 pub use gitdir::HEAD_ENTRY;
+pub use programs::{Neutralised, RepoPrograms, config_state};
 pub use repo_state::repo_state;
-pub use runner::{FORCED_CONFIG, Git, GitError, KEPT_ENV, PrivateIndex, split_z, tail};
+pub use runner::{FORCED_CONFIG, Git, GitError, KEPT_ENV, PrivateIndex, Trust, split_z, tail};
 pub use workspace::GitWorkspace;

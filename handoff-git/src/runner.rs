@@ -12,14 +12,23 @@
 //!   `GIT_*` variable either), so the evidence and the commands see the same settings. Reads never take optional locks (`GIT_OPTIONAL_LOCKS=0`), so looking
 //!   never refreshes the user's index behind their back.
 //! * **Forced settings.** [`FORCED_CONFIG`] is passed as `-c` before every command.
+//! * **The repository's programs.** Unless the caller trusts them ([`Trust`]), the programs the
+//!   repository-level configuration names are left out ([`crate::RepoPrograms`]): each such
+//!   setting gets the user's global value or a harmless default, hooks are turned off
+//!   (`core.hooksPath=/dev/null`), `diff`, `log` and `show` run with `--no-ext-diff
+//!   --no-textconv`, and a command that would need what cannot be left out (a filter driver
+//!   only the repository defines, a URL rewrite, a credential helper) is refused, naming it.
 //! * **Standard input** is closed unless a caller asks for a pipe.
 //!
 //! A failure is an error naming the command, its exit status and the tail of its output.
 
 use std::ffi::OsStr;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, OnceLock};
 
 use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::programs::{Neutralised, RepoPrograms};
 
 /// `GIT_*` variables of the caller that git still sees: the commit identity and the transport to
 /// remotes. Every other `GIT_*` variable is removed.
@@ -77,11 +86,55 @@ impl From<GitError> for String {
     }
 }
 
+/// Subcommands that read or write file contents through filters, or the worktree itself: they
+/// refuse while the repository names a filter or worktree handoff leaves out.
+const CONTENT_COMMANDS: &[&str] = &[
+    "add",
+    "am",
+    "apply",
+    "checkout",
+    "checkout-index",
+    "cherry-pick",
+    "commit",
+    "merge",
+    "pull",
+    "rebase",
+    "reset",
+    "restore",
+    "revert",
+    "stash",
+    "switch",
+    "update-index",
+    "worktree",
+];
+
+/// Subcommands that reach a remote: they refuse while the repository rewrites URLs or names a
+/// credential helper, remote helper or proxy handoff leaves out.
+const REMOTE_COMMANDS: &[&str] = &["clone", "fetch", "ls-remote", "pull", "push", "remote"];
+
+/// Subcommands that could show a diff through an external diff program or a text conversion.
+const DIFF_COMMANDS: &[&str] = &["diff", "log", "show"];
+
+/// What of the repository's own configuration a [`Git`] runner lets git run. Both are off by
+/// default: trust starts at a task's first event, and is given by a caller that compared the
+/// configuration with the task's state then (see [`handoff_core::ConfigState`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trust {
+    /// The programs the repository-level configuration names (filters, drivers, helpers, ssh
+    /// and gpg commands…) run as configured.
+    pub repo_programs: bool,
+    /// Hooks run (the effective hooks directory's).
+    pub hooks: bool,
+}
+
 /// The git CLI at one worktree root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Git {
     root: Utf8PathBuf,
     index: Option<Utf8PathBuf>,
+    trust: Trust,
+    /// What leaves the repository's programs out, read once per runner.
+    policy: Arc<OnceLock<Neutralised>>,
 }
 
 impl Git {
@@ -90,7 +143,39 @@ impl Git {
         Git {
             root: root.into(),
             index: None,
+            trust: Trust::default(),
+            policy: Arc::default(),
         }
+    }
+
+    /// The same runner, trusting what `trust` says of the repository's configuration.
+    pub fn trusting(&self, trust: Trust) -> Git {
+        Git {
+            root: self.root.clone(),
+            index: self.index.clone(),
+            trust,
+            policy: Arc::default(),
+        }
+    }
+
+    /// What this runner trusts.
+    pub fn trust(&self) -> Trust {
+        self.trust
+    }
+
+    /// The overrides and refusals that leave the repository's programs out (none when they
+    /// are trusted).
+    pub fn neutralised(&self) -> &Neutralised {
+        self.policy.get_or_init(|| {
+            if self.trust.repo_programs {
+                return Neutralised::default();
+            }
+            let Ok(programs) = RepoPrograms::of(&self.root) else {
+                return Neutralised::default();
+            };
+            let globals = gix::config::File::from_globals().unwrap_or_default();
+            programs.neutralised(&globals)
+        })
     }
 
     /// The directory git runs in.
@@ -103,18 +188,34 @@ impl Git {
         Git {
             root: self.root.clone(),
             index: Some(index.to_owned()),
+            trust: self.trust,
+            policy: Arc::clone(&self.policy),
         }
     }
 
-    /// The command, ready to run: environment scrubbed, forced settings first, stdin closed.
+    /// The command, ready to run: environment scrubbed, forced settings first, the
+    /// repository's programs left out unless trusted, stdin closed.
     pub fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut c = Command::new("git");
         scrub(&mut c, std::env::vars_os().map(|(k, _)| k));
+        c.arg("--no-pager");
         for (key, value) in FORCED_CONFIG {
             c.arg("-c").arg(format!("{key}={value}"));
         }
-        c.args(args)
-            .current_dir(&self.root)
+        for (key, value) in &self.neutralised().overrides {
+            c.arg("-c").arg(format!("{key}={value}"));
+        }
+        if !self.trust.hooks {
+            c.arg("-c").arg("core.hooksPath=/dev/null");
+        }
+        let sub = subcommand(args);
+        for (n, arg) in args.iter().enumerate() {
+            c.arg(arg);
+            if Some(n) == sub && DIFF_COMMANDS.iter().any(|d| OsStr::new(d) == arg.as_ref()) {
+                c.args(["--no-ext-diff", "--no-textconv"]);
+            }
+        }
+        c.current_dir(&self.root)
             .env("GIT_OPTIONAL_LOCKS", "0")
             .stdin(Stdio::null());
         if let Some(index) = &self.index {
@@ -124,8 +225,10 @@ impl Git {
     }
 
     /// Runs git and returns its output whatever its exit status; an error only when it could
-    /// not start.
+    /// not start, or when the command would need a program of the repository's that this
+    /// runner leaves out.
     pub fn output(&self, args: &[&str]) -> Result<Output, GitError> {
+        self.refusal(args)?;
         self.command(args).output().map_err(|e| GitError {
             args: owned(args),
             status: None,
@@ -211,6 +314,39 @@ impl Git {
             path,
         })
     }
+}
+
+impl Git {
+    /// Refuses a command that would need a setting this runner leaves out.
+    fn refusal(&self, args: &[&str]) -> Result<(), GitError> {
+        let Some(sub) = subcommand(args).map(|n| args[n]) else {
+            return Ok(());
+        };
+        let policy = self.neutralised();
+        let (settings, what) = if CONTENT_COMMANDS.contains(&sub) && !policy.content.is_empty() {
+            (&policy.content, "files")
+        } else if REMOTE_COMMANDS.contains(&sub) && !policy.remote.is_empty() {
+            (&policy.remote, "remotes")
+        } else {
+            return Ok(());
+        };
+        Err(GitError {
+            args: owned(args),
+            status: None,
+            message: format!(
+                "git {sub} refused: the repository's configuration changes how git handles \
+                 {what} with settings handoff does not trust (changed since the task began): \
+                 {}; remove them, or run git yourself",
+                settings.join(", ")
+            ),
+        })
+    }
+}
+
+/// The position of the subcommand in `args`: the first argument that is not an option.
+fn subcommand<S: AsRef<OsStr>>(args: &[S]) -> Option<usize> {
+    args.iter()
+        .position(|a| !a.as_ref().as_encoded_bytes().starts_with(b"-"))
 }
 
 /// A temporary index in the git directory and the runner that uses it; both the index and its

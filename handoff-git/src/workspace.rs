@@ -120,6 +120,10 @@ impl Workspace for GitWorkspace {
         crate::gitdir::protected_paths(&repo)
     }
 
+    fn config_state(&self, cwd: &Utf8Path) -> Result<handoff_core::ConfigState, WorkspaceError> {
+        crate::programs::config_state(cwd)
+    }
+
     fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {
         let repo = discover(cwd)?;
         let worktree =

@@ -19,7 +19,17 @@ const IDENTITY: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
      (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_schema)";
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 2] = [V1, V2];
+const MIGRATIONS: [&str; 3] = [V1, V2, V3];
+
+/// What each task trusts: the state of the configuration that runs programs (hooks, program
+/// settings, agents' configuration) at the task's first event, as JSON; written once.
+const V3: &str = "
+CREATE TABLE task_config_states (
+    task_id     TEXT PRIMARY KEY REFERENCES tasks (id),
+    state       TEXT NOT NULL CHECK (json_type(state) = 'object'),
+    recorded_at TEXT NOT NULL
+) STRICT;
+";
 
 /// handoff's own record of each worktree's tracked files as the last run left them: one row per
 /// worktree, replaced by each run.

@@ -411,6 +411,56 @@ pub(crate) fn save_stat_record(
     Ok(())
 }
 
+/// Keeps `state` as the task's configuration state unless it has one; whether it was kept.
+pub(crate) fn save_config_state(
+    conn: &Connection,
+    c: &Ctx,
+    task: &TaskId,
+    state: &str,
+    at: &str,
+) -> Result<bool, StoreError> {
+    let n = execute(
+        conn,
+        c,
+        "INSERT INTO task_config_states (task_id, state, recorded_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (task_id) DO NOTHING",
+        rusqlite::params![task.as_str(), state, at],
+    )?;
+    Ok(n > 0)
+}
+
+/// The configuration state kept for the task, as JSON.
+pub(crate) fn config_state(
+    conn: &Connection,
+    c: &Ctx,
+    task: &TaskId,
+) -> Result<Option<String>, StoreError> {
+    query_one(
+        conn,
+        c,
+        "SELECT state FROM task_config_states WHERE task_id = ?1",
+        [task.as_str()],
+        |r| get::<String>(r, 0, c),
+    )
+}
+
+/// Gives task `to` the configuration state of task `from`, if it has one.
+pub(crate) fn copy_config_state(
+    conn: &Connection,
+    c: &Ctx,
+    from: &TaskId,
+    to: &TaskId,
+) -> Result<(), StoreError> {
+    execute(
+        conn,
+        c,
+        "INSERT INTO task_config_states (task_id, state, recorded_at) \
+         SELECT ?2, state, recorded_at FROM task_config_states WHERE task_id = ?1",
+        rusqlite::params![from.as_str(), to.as_str()],
+    )?;
+    Ok(())
+}
+
 /// The record of the deepest worktree that is `path` or contains it.
 pub(crate) fn stat_record(
     conn: &Connection,

@@ -9,8 +9,8 @@ use camino::Utf8Path;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use handoff_core::{
-    Fork, HandoffId, HandoffOutcome, HandoffRow, NewHandoff, NewTask, Record, StoreError, Task,
-    TaskAgent, TaskId, TaskStore, TimelineEntry, check_timestamp, now_iso,
+    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, NewHandoff, NewTask, Record,
+    StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, check_timestamp, now_iso,
 };
 
 use crate::location::{default_path, prepare};
@@ -236,6 +236,27 @@ impl TaskStore for SqliteStore {
         self.read(|conn, c| sql::stat_record(conn, c, path))
     }
 
+    fn save_config_state(&self, task: &TaskId, state: &ConfigState) -> Result<bool, StoreError> {
+        let json = serde_json::to_string(state).map_err(|e| StoreError::Invalid {
+            field: "configuration state",
+            reason: e.to_string(),
+        })?;
+        self.write(|conn, c| sql::save_config_state(conn, c, task, &json, &now_iso()))
+    }
+
+    fn config_state(&self, task: &TaskId) -> Result<Option<ConfigState>, StoreError> {
+        let Some(json) = self.read(|conn, c| sql::config_state(conn, c, task))? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: self.ctx.path.clone(),
+                what: "configuration state",
+                message: e.to_string(),
+            })
+    }
+
     fn task_for_worktree(&self, worktree: &Utf8Path) -> Result<Option<Task>, StoreError> {
         self.read(|conn, c| sql::task_for_worktree(conn, c, worktree))
     }
@@ -377,6 +398,7 @@ impl TaskStore for SqliteStore {
             sql::insert_task(conn, c, &task)?;
             let through = sql::last_seq(conn, c, id)?;
             sql::copy_timeline(conn, c, id, &task.id)?;
+            sql::copy_config_state(conn, c, id, &task.id)?;
             let marker = Link::Forked { from: id, through };
             sql::insert_entry(conn, c, &task.id, &now, &marker)?;
             Ok(task)

@@ -45,7 +45,7 @@ pub fn note_file(sb: &Sandbox, name: &str, sections: &[&str]) -> String {
     path.to_string_lossy().into_owned()
 }
 
-fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
+pub fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
     let note = note_file(sb, "note.md", &SECTIONS);
     let cwd = sb.cwd();
     let mut all = vec![

@@ -26,3 +26,4 @@ mod own_sandbox;
 mod remote;
 mod statuses;
 mod support;
+mod trust;

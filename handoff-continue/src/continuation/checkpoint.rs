@@ -53,6 +53,7 @@ pub(super) fn make(
         note_text,
         note_dir,
         message,
+        trust,
         ..
     } = plan;
     let committed = prepared.committed.clone();
@@ -84,6 +85,12 @@ pub(super) fn make(
                 )
             })?,
     };
+    trust.keep(store, &task.id).map_err(|e| {
+        Failed::new(
+            Phase::Record,
+            format!("checkpoint {commit} made but the task store failed: {e}"),
+        )
+    })?;
     result.task_id = Some(task.id.clone());
     let source_ref = AgentRef {
         provider: from.provider.clone(),
@@ -187,5 +194,11 @@ pub(super) fn predicted(plan: &Plan) -> ContinueCheckpoint {
         created: !plan.prepared.committed.is_empty(),
         committed: plan.prepared.committed.clone(),
         uncommitted: plan.uncommitted.clone(),
+        // A new thread's commit is made without `git commit`, so without hooks either way.
+        hooks_skipped: if plan.prepared.committed.is_empty() || plan.new_thread.is_some() {
+            Vec::new()
+        } else {
+            plan.trust.hooks_skipped(plan.git.trust().hooks)
+        },
     }
 }

@@ -139,6 +139,13 @@ pub struct ContinueRequest {
     pub probe: bool,
     /// How long the receiver's first turn may take.
     pub timeout: Duration,
+    /// Run the checkpoint's hooks even when hooks or hook managers' configuration changed
+    /// since the task's first event (a person's decision).
+    pub run_hooks: bool,
+    /// Start the receiver even when agent configuration (`.claude/`, `AGENTS.md`,
+    /// `opencode.json`, …) changed since the task's first event (a person's decision, after
+    /// reviewing it).
+    pub trust_project_config: bool,
 }
 
 impl ContinueRequest {
@@ -166,6 +173,8 @@ impl ContinueRequest {
             ready_timeout: DEFAULT_READY_TIMEOUT,
             probe: false,
             timeout: DEFAULT_TIMEOUT,
+            run_hooks: false,
+            trust_project_config: false,
         }
     }
 }

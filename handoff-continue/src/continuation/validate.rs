@@ -13,6 +13,7 @@ use handoff_git::{Git, split_z};
 use super::{ContinueContext, ContinueRequest, NoteInput};
 use crate::checkpoint::{Prepared, is_note, known_provider};
 use crate::error::{OrReject, Rejection};
+use crate::trust::TaskTrust;
 
 /// File names that are never committed by a checkpoint when only staged.
 const SECRET_NAMES: [&str; 8] = [
@@ -47,6 +48,8 @@ pub(super) struct Plan {
     pub git_remote: Option<GitRemote>,
     pub note_dir: Utf8PathBuf,
     pub message: Option<String>,
+    /// What the task trusts of the worktree's configuration.
+    pub trust: TaskTrust,
 }
 
 /// Checks the request, the note, the repository and the task; fills in what the result can
@@ -137,8 +140,6 @@ pub(super) fn validate(
             ),
         ));
     };
-    let git = Git::new(root.clone());
-
     // The task and who has it.
     let task = ctx.store.task_for_worktree(&root).rejected("task store")?;
     result.task_id = task.as_ref().map(|t| t.id.clone());
@@ -173,6 +174,14 @@ pub(super) fn validate(
         }
     };
     result.source = Some(source.clone());
+
+    // What the task trusts: the checkpoint's git runs with it, and a receiver is not started
+    // on agent configuration that changed since the task's first event.
+    let trust = TaskTrust::read(ctx.store, task.as_ref(), &root)?;
+    let git = trust.git(&root, req.run_hooks);
+    if !req.note_only {
+        trust.check_receiver(req.trust_project_config)?;
+    }
     let target = ContinueTarget {
         provider: to.clone(),
         model: req.model.clone(),
@@ -296,6 +305,7 @@ pub(super) fn validate(
         git_remote: state.remote.clone(),
         note_dir: ctx.state_dir.join("notes"),
         message,
+        trust,
     })
 }
 

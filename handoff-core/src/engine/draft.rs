@@ -27,6 +27,9 @@ pub(super) struct Draft {
     pub(super) request: Option<Request>,
     pub(super) writes: Option<bool>,
     pub(super) before: Option<Fingerprint>,
+    /// The configuration that runs programs, as it was before the run (root runs with a task
+    /// store): the task's trusted state when this run is its first event.
+    pub(super) config_state: Option<crate::ConfigState>,
     pub(super) cwd: Option<Utf8PathBuf>,
     /// The supervisor of a root run with nested advice, while it runs.
     pub(super) supervisor: Option<Supervisor>,
@@ -99,6 +102,7 @@ impl Draft {
             request: None,
             writes: None,
             before: None,
+            config_state: None,
             cwd: None,
             supervisor: None,
             finished: None,

@@ -405,6 +405,7 @@ impl Engine {
         if let Some(supervisor) = draft.supervisor.take() {
             draft.finished = Some(supervisor.shutdown().await);
         }
+        let config_state = draft.config_state.take();
         let mut outcome = self.finish(draft, reserved, ended).await;
         if let Some(store) = &self.options.task_store {
             outcome.record_warning = record::delegated_run(
@@ -412,6 +413,7 @@ impl Engine {
                 self.workspace.as_ref(),
                 &outcome,
                 input.result.as_deref(),
+                config_state.as_ref(),
             )
             .err()
             .map(|e| format!("the run was not recorded in the task store: {e}"));

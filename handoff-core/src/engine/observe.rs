@@ -49,9 +49,23 @@ impl Engine {
                 )));
             }
         }
+        if self.options.task_store.is_some() && request.lineage.parent_run_id.is_none() {
+            draft.config_state = self.config_state(&cwd).await;
+        }
         draft.before = Some(before.clone());
         draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
         Ok(before)
+    }
+
+    /// The configuration that runs programs in the worktree containing `cwd`, if the workspace
+    /// reader can tell.
+    async fn config_state(&self, cwd: &Utf8Path) -> Option<crate::ConfigState> {
+        let workspace = Arc::clone(&self.workspace);
+        let cwd = cwd.to_owned();
+        tokio::task::spawn_blocking(move || workspace.config_state(&cwd).ok())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// The record a task store keeps for the worktree containing `cwd`, as a fingerprint to

@@ -3,7 +3,8 @@
 //! checkpoints and handoffs. A worktree without a task gets one, owned by the calling agent.
 //! Runs rejected before they started, and runs that never reached a worktree, are not recorded.
 //! The store is a side record: when it can't be used, the run's result and exit code stay as
-//! they are and the outcome carries a warning.
+//! they are and the outcome carries a warning. A task without a configuration state gets the
+//! one taken before this run: trust starts at the task's first event.
 
 use camino::Utf8PathBuf;
 use sha2::{Digest, Sha256};
@@ -19,6 +20,7 @@ pub(super) fn delegated_run(
     workspace: &dyn Workspace,
     outcome: &RunOutcome,
     result_path: Option<&str>,
+    config_state: Option<&crate::ConfigState>,
 ) -> Result<(), String> {
     let r = &outcome.result;
     if r.status == Status::Rejected {
@@ -61,6 +63,11 @@ pub(super) fn delegated_run(
                 .map_err(|e| e.to_string())?
         }
     };
+    if let Some(state) = config_state {
+        store
+            .save_config_state(&task.id, state)
+            .map_err(|e| e.to_string())?;
+    }
     store
         .append(
             &task.id,

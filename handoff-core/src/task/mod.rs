@@ -348,6 +348,24 @@ pub trait TaskStore: Send + Sync {
         Ok(None)
     }
 
+    /// Keeps `state` as what task `task` trusts (its configuration at its first event) unless
+    /// it already has one; whether it was kept. A forked task starts with its original's. A
+    /// store that keeps none does nothing.
+    fn save_config_state(
+        &self,
+        task: &TaskId,
+        state: &crate::ConfigState,
+    ) -> Result<bool, StoreError> {
+        let _ = (task, state);
+        Ok(false)
+    }
+
+    /// The configuration state kept for the task, if any.
+    fn config_state(&self, task: &TaskId) -> Result<Option<crate::ConfigState>, StoreError> {
+        let _ = task;
+        Ok(None)
+    }
+
     /// Fails when the store can't be written now (e.g. another process holds its write lock),
     /// so that a command that must record what it does can refuse before it does anything.
     fn check_writable(&self) -> Result<(), StoreError> {

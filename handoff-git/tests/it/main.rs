@@ -10,6 +10,7 @@ mod forgery;
 mod gitdir;
 mod ignored;
 mod nested;
+mod programs;
 mod prop;
 mod read_only;
 mod snapshot;

@@ -168,3 +168,33 @@ fn a_fork_needs_a_new_worktree_and_branch_and_writes_nothing_otherwise() {
     );
     assert_eq!(store.timeline(&original.id).unwrap().len(), 1);
 }
+
+#[test]
+fn a_task_keeps_its_first_configuration_state_and_a_fork_inherits_it() {
+    let (_dir, path) = temp();
+    let store = open(&path);
+    let task = store.create_task(&new_task("/p/w")).unwrap();
+    assert_eq!(store.config_state(&task.id).unwrap(), None);
+    let mut first = handoff_core::ConfigState::default();
+    first
+        .hooks
+        .insert(".git/hooks/pre-commit".into(), "file 100755 a".into());
+    assert!(store.save_config_state(&task.id, &first).unwrap());
+    let mut later = first.clone();
+    later
+        .hooks
+        .insert(".git/hooks/pre-commit".into(), "file 100755 b".into());
+    assert!(
+        !store.save_config_state(&task.id, &later).unwrap(),
+        "a later state replaced the first"
+    );
+    assert_eq!(store.config_state(&task.id).unwrap(), Some(first.clone()));
+
+    let fork = store
+        .fork_task(&task.id, &fork_to("/p/w-2", "handoff/continue"))
+        .unwrap();
+    assert_eq!(store.config_state(&fork.id).unwrap(), Some(first));
+    // Reopened, the state reads back.
+    drop(store);
+    assert!(open(&path).config_state(&fork.id).unwrap().is_some());
+}

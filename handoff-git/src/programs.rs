@@ -1,0 +1,600 @@
+//! The programs a repository's own configuration makes git run, and how handoff keeps its own
+//! git calls from running them.
+//!
+//! An agent that can write `.git/config` (or a file it includes) can name a program for git to
+//! run: an fsmonitor, a filter or diff driver, a credential helper, an ssh command, a gpg
+//! program. [`RepoPrograms`] reads those settings from the repository-level files only (the
+//! common directory's `config`, the worktree's `config.worktree`, and every file they include,
+//! whatever the include's condition), and [`RepoPrograms::neutralised`] turns them into `-c`
+//! overrides that give each setting the value of the user's global or system configuration, or
+//! a harmless default; settings that cannot be overridden that way (a filter the global
+//! configuration does not define, `core.worktree`, URL rewrites, credential helpers) make the
+//! commands that would use them refuse, naming them. [`config_state`] is the state of
+//! everything that runs programs in a worktree, kept with a task at its first event.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use gix::bstr::{BString, ByteSlice};
+use handoff_core::flags::{AGENT_DIRS, AGENT_FILES, HOOK_MANAGER_FILES};
+use handoff_core::{ConfigState, WorkspaceError};
+
+use crate::gitdir::{canonical, file_state, walk};
+use crate::workspace::{discover, git_error};
+
+/// How many include levels are followed (git's own limit is 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// Whether a setting (`section`, `key`, lower case) makes git run a program, or changes which
+/// programs or repositories it uses.
+pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
+    match section {
+        "core" => matches!(
+            key,
+            "fsmonitor"
+                | "hookspath"
+                | "sshcommand"
+                | "editor"
+                | "pager"
+                | "askpass"
+                | "gitproxy"
+                | "worktree"
+                | "attributesfile"
+        ),
+        "sequence" => key == "editor",
+        "filter" => matches!(key, "clean" | "smudge" | "process"),
+        "diff" => matches!(key, "command" | "textconv" | "external"),
+        "merge" => key == "driver",
+        "gpg" => key == "program",
+        "credential" => key == "helper",
+        "remote" => matches!(key, "receivepack" | "uploadpack" | "vcs"),
+        "url" => matches!(key, "insteadof" | "pushinsteadof"),
+        "protocol" => key == "allow",
+        "include" | "includeif" => key == "path",
+        "alias" => value.trim_start().starts_with(b"!"),
+        "pager" | "browser" | "man" | "difftool" | "mergetool" => true,
+        "submodule" => key == "update" && value.trim_start().starts_with(b"!"),
+        "uploadpack" => key == "packobjectshook",
+        "receive" => key == "procreceiverefs",
+        _ => false,
+    }
+}
+
+/// One setting that runs a program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Setting {
+    /// Section name, lower case.
+    pub section: String,
+    /// Subsection, as written.
+    pub sub: Option<String>,
+    /// Key, lower case.
+    pub key: String,
+    /// The value, as git reads it.
+    pub value: BString,
+}
+
+impl Setting {
+    /// `section[.sub].key`, as `git -c` takes it.
+    pub fn name(&self) -> String {
+        match &self.sub {
+            Some(sub) => format!("{}.{sub}.{}", self.section, self.key),
+            None => format!("{}.{}", self.section, self.key),
+        }
+    }
+}
+
+/// The settings of a git configuration file that run a program, in file order; `None` when git
+/// could not parse it.
+pub(crate) fn program_settings(bytes: &[u8]) -> Option<Vec<Setting>> {
+    let file = gix::config::File::from_bytes_no_includes(
+        bytes,
+        gix::config::file::Metadata::api(),
+        gix::config::file::init::Options::default(),
+    )
+    .ok()?;
+    let mut out = Vec::new();
+    for section in file.sections() {
+        let header = section.header();
+        let name = header.name().to_str_lossy().to_ascii_lowercase();
+        let sub = header
+            .subsection_name()
+            .map(|s| s.to_str_lossy().into_owned());
+        for key in section.body().value_names() {
+            let key = key.to_ascii_lowercase();
+            for value in section.body().values(&key) {
+                if runs_a_program(&name, &key, &value) {
+                    out.push(Setting {
+                        section: name.clone(),
+                        sub: sub.clone(),
+                        key: key.clone(),
+                        value,
+                    });
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `sha256` of the settings of a git configuration file that run a program, one
+/// `section.subsection.key=value` line each, sorted: equal iff none of them changed. A file
+/// git cannot parse counts as changed whenever its bytes do.
+pub(crate) fn programs_digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let mut lines: Vec<Vec<u8>> = match program_settings(bytes) {
+        Some(settings) => settings
+            .iter()
+            .map(|s| {
+                let mut line = s.name().into_bytes();
+                line.push(b'=');
+                line.extend_from_slice(&s.value);
+                line
+            })
+            .collect(),
+        None => vec![[b"unparsable:".as_slice(), bytes].concat()],
+    };
+    lines.sort();
+    lines.dedup();
+    let mut hasher = sha2::Sha256::new();
+    for line in &lines {
+        hasher.update(line);
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
+}
+
+/// A repository-level configuration file and its settings that run a program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConfigFile {
+    /// Where it is.
+    pub path: PathBuf,
+    /// How a person would name it: `.git/config`, or its absolute path.
+    pub label: String,
+    /// [`programs_digest`] of its bytes, `missing`, or `unreadable`.
+    pub digest: String,
+    /// Its program settings.
+    pub settings: Vec<Setting>,
+}
+
+/// The repository-level configuration of one worktree, with the files it includes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepoPrograms {
+    pub(crate) files: Vec<ConfigFile>,
+}
+
+/// What handoff's git calls pass to leave the repository's programs out, and what they refuse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Neutralised {
+    /// `-c key=value` pairs, after every other setting.
+    pub overrides: Vec<(String, String)>,
+    /// Settings that change what a staging or checkout command reads or writes (a filter, the
+    /// worktree): such commands refuse while they are there.
+    pub content: Vec<String>,
+    /// Settings that change where or how a remote is reached (URL rewrites, credential
+    /// helpers, a remote helper, a proxy): commands that reach a remote refuse while they are
+    /// there.
+    pub remote: Vec<String>,
+}
+
+impl RepoPrograms {
+    /// The repository-level configuration of the repository containing `cwd`.
+    pub fn of(cwd: &camino::Utf8Path) -> Result<RepoPrograms, WorkspaceError> {
+        let repo = discover(cwd)?;
+        Ok(Self::read(&repo))
+    }
+
+    pub(crate) fn read(repo: &gix::Repository) -> RepoPrograms {
+        let common = repo.common_dir();
+        let mut out = RepoPrograms::default();
+        let mut seen = Vec::new();
+        let roots = [
+            common.join("config"),
+            repo.git_dir().join("config.worktree"),
+        ];
+        for path in roots {
+            out.add(common, &path, 0, &mut seen);
+        }
+        out
+    }
+
+    fn add(&mut self, common: &Path, path: &Path, depth: usize, seen: &mut Vec<PathBuf>) {
+        let real = canonical(path);
+        if depth > MAX_INCLUDE_DEPTH || seen.contains(&real) {
+            return;
+        }
+        seen.push(real);
+        let label = match path.strip_prefix(common) {
+            Ok(rela) => format!(".git/{}", rela.display()),
+            Err(_) => path.display().to_string(),
+        };
+        let (digest, settings) = match std::fs::read(path) {
+            Ok(bytes) => (
+                programs_digest(&bytes),
+                program_settings(&bytes).unwrap_or_default(),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A missing `config.worktree` is the usual case, and not worth an entry; a
+                // missing include is (creating it later changes what git runs).
+                if depth == 0 {
+                    return;
+                }
+                ("missing".to_owned(), Vec::new())
+            }
+            Err(_) => ("unreadable".to_owned(), Vec::new()),
+        };
+        let includes: Vec<PathBuf> = settings
+            .iter()
+            .filter(|s| matches!(s.section.as_str(), "include" | "includeif") && s.key == "path")
+            .filter_map(|s| include_path(path, &s.value))
+            .collect();
+        self.files.push(ConfigFile {
+            path: path.to_owned(),
+            label,
+            digest,
+            settings,
+        });
+        for include in includes {
+            self.add(common, &include, depth + 1, seen);
+        }
+    }
+
+    /// Each file's digest by its label: the `git_programs` part of a [`ConfigState`].
+    pub fn digests(&self) -> BTreeMap<String, String> {
+        self.files
+            .iter()
+            .map(|f| (f.label.clone(), f.digest.clone()))
+            .collect()
+    }
+
+    /// The overrides and refusals that leave every setting here out of a git command, given the
+    /// user's global and system configuration.
+    pub fn neutralised(&self, globals: &gix::config::File) -> Neutralised {
+        let mut out = Neutralised::default();
+        for file in &self.files {
+            for s in &file.settings {
+                neutralise(s, &file.label, globals, &mut out);
+            }
+        }
+        out.overrides.dedup();
+        out.content.dedup();
+        out.remote.dedup();
+        out
+    }
+}
+
+/// The overrides and refusals for one repository-level setting.
+fn neutralise(s: &Setting, file: &str, globals: &gix::config::File, out: &mut Neutralised) {
+    let name = s.name();
+    let global = || {
+        globals
+            .string_by(
+                &s.section,
+                s.sub.as_deref().map(gix::bstr::BStr::new),
+                &s.key,
+            )
+            .map(|v| v.to_str_lossy().into_owned())
+    };
+    let named = format!("{name} in {file}");
+    if name.contains(['=', '\n']) {
+        // Not expressible as `-c key=value`: whatever it is, nothing that needs it runs.
+        out.content.push(named.clone());
+        out.remote.push(named);
+        return;
+    }
+    let mut set = |value: String| out.overrides.push((name.clone(), value));
+    match (s.section.as_str(), s.key.as_str()) {
+        // Forced off for every command, or decided by whether hooks run.
+        ("core", "fsmonitor" | "pager" | "hookspath") => {}
+        ("core", "worktree") => out.content.push(named),
+        ("core", "gitproxy") => out.remote.push(named),
+        ("core", "sshcommand") => set(global().unwrap_or_else(|| "ssh".into())),
+        ("core", "editor") | ("sequence", "editor") => set("false".into()),
+        ("core", "askpass") => set(global().unwrap_or_default()),
+        ("core", "attributesfile") => set(global().unwrap_or_else(|| "/dev/null".into())),
+        ("filter", _) => match global() {
+            Some(value) => set(value),
+            None => {
+                set(String::new());
+                if let Some(driver) = &s.sub {
+                    out.overrides
+                        .push((format!("filter.{driver}.required"), "false".into()));
+                }
+                out.content.push(named);
+            }
+        },
+        // `diff.external` cannot be emptied; handoff passes `--no-ext-diff` instead.
+        ("diff", "external") => {}
+        ("diff", _) | ("merge", _) => set(global().unwrap_or_default()),
+        ("gpg", "program") => set(global().unwrap_or_else(|| {
+            match s.sub.as_deref() {
+                Some("x509") => "gpgsm",
+                Some("ssh") => "ssh-keygen",
+                _ => "gpg",
+            }
+            .into()
+        })),
+        ("remote", "receivepack") => set(global().unwrap_or_else(|| "git-receive-pack".into())),
+        ("remote", "uploadpack") => set(global().unwrap_or_else(|| "git-upload-pack".into())),
+        ("remote", "vcs") | ("url", _) | ("credential", _) => out.remote.push(named),
+        ("protocol", "allow") => match s.sub.as_deref() {
+            Some(protocol) => set(global().unwrap_or_else(|| {
+                match protocol {
+                    "http" | "https" | "git" | "ssh" => "always",
+                    "ext" => "never",
+                    _ => "user",
+                }
+                .into()
+            })),
+            None => out.remote.push(named),
+        },
+        ("pager", _) => set("false".into()),
+        // Followed when read; the files they include are neutralised setting by setting.
+        ("include" | "includeif", _) => {}
+        // Never run by handoff: aliases cannot shadow git's own commands, and handoff opens no
+        // browser, manual, diff or merge tool, updates no submodule and serves no fetch or push.
+        _ => {}
+    }
+}
+
+/// The file an `include.path` value names, relative to the including file's directory
+/// (`~/` is the home directory).
+fn include_path(from: &Path, value: &[u8]) -> Option<PathBuf> {
+    let value = value.to_str().ok()?;
+    if value.is_empty() {
+        return None;
+    }
+    if let Some(rest) = value.strip_prefix("~/") {
+        return std::env::var_os("HOME").map(|home| PathBuf::from(home).join(rest));
+    }
+    let path = Path::new(value);
+    Some(if path.is_absolute() {
+        path.to_owned()
+    } else {
+        from.parent().unwrap_or(Path::new("/")).join(path)
+    })
+}
+
+/// The state of everything that runs programs in the worktree containing `cwd`: hooks and hook
+/// managers, the repository-level program settings, and the agents' configuration at the
+/// worktree's root (ignored files included; `node_modules` directories left out).
+pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceError> {
+    let repo = discover(cwd)?;
+    let root = repo
+        .workdir()
+        .map(Path::to_owned)
+        .ok_or_else(|| WorkspaceError::NotAWorktree {
+            path: cwd.to_owned(),
+        })?;
+    let kind = repo.object_hash();
+    let common = repo.common_dir().to_owned();
+    let mut state = ConfigState {
+        git_programs: RepoPrograms::read(&repo).digests(),
+        ..ConfigState::default()
+    };
+    let io = |path: &Path| {
+        let path = camino::Utf8PathBuf::from(path.to_string_lossy().into_owned());
+        move |source| WorkspaceError::Io { path, source }
+    };
+
+    // The effective hooks directory, and the setting that names it.
+    let configured = repo
+        .config_snapshot()
+        .trusted_path("core.hooksPath")
+        .map_err(|err| git_error("cannot read core.hooksPath", err))?;
+    state.hooks.insert(
+        "core.hooksPath".into(),
+        configured
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    );
+    let hooks_dir = match &configured {
+        Some(path) => canonical(&root.join(path)),
+        None => common.join("hooks"),
+    };
+    let hooks_label = label(&hooks_dir, &root, &common);
+    files(kind, &hooks_dir, &hooks_label, &mut state.hooks, &|name| {
+        !name.ends_with(".sample")
+    })
+    .map_err(io(&hooks_dir))?;
+
+    let everything = |_: &str| true;
+    files(
+        kind,
+        &root.join(".husky"),
+        ".husky",
+        &mut state.hooks,
+        &everything,
+    )
+    .map_err(io(&root))?;
+    for name in HOOK_MANAGER_FILES {
+        files(kind, &root.join(name), name, &mut state.hooks, &everything).map_err(io(&root))?;
+    }
+    for dir in AGENT_DIRS {
+        let dir = dir.trim_end_matches('/');
+        files(
+            kind,
+            &root.join(dir),
+            dir,
+            &mut state.agent_config,
+            &everything,
+        )
+        .map_err(io(&root))?;
+    }
+    for name in AGENT_FILES.iter().chain(&[".vscode/tasks.json"]) {
+        files(
+            kind,
+            &root.join(name),
+            name,
+            &mut state.agent_config,
+            &everything,
+        )
+        .map_err(io(&root))?;
+    }
+    Ok(state)
+}
+
+/// How `dir` is named in a [`ConfigState`]: `.git/…` under the common directory, a worktree path
+/// inside the worktree, else its absolute path.
+fn label(dir: &Path, root: &Path, common: &Path) -> String {
+    let common = canonical(common);
+    let root = canonical(root);
+    if let Ok(rela) = dir.strip_prefix(&common) {
+        return format!(".git/{}", rela.display())
+            .trim_end_matches('/')
+            .to_owned();
+    }
+    match dir.strip_prefix(&root) {
+        Ok(rela) => rela.display().to_string(),
+        Err(_) => dir.display().to_string(),
+    }
+}
+
+/// Adds the state of the file at `path`, or of every file below it, keyed `label/<name>`,
+/// where `keep` accepts the file's name. `node_modules` directories are not descended into.
+fn files(
+    kind: gix::hash::Kind,
+    path: &Path,
+    label: &str,
+    into: &mut BTreeMap<String, String>,
+    keep: &dyn Fn(&str) -> bool,
+) -> std::io::Result<()> {
+    let mut found = Vec::new();
+    walk(path, BString::default(), &mut |p, rela, meta| {
+        let rela = rela.to_str_lossy();
+        if rela.split('/').any(|c| c == "node_modules") {
+            return Ok(());
+        }
+        let name = rela.rsplit('/').next().unwrap_or("");
+        if !keep(if rela.is_empty() { label } else { name }) {
+            return Ok(());
+        }
+        if let Some(state) = file_state(kind, p, meta)? {
+            let key = if rela.is_empty() {
+                label.to_owned()
+            } else {
+                format!("{label}/{rela}")
+            };
+            found.push((key, state));
+        }
+        Ok(())
+    })?;
+    into.extend(found);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(text: &str) -> Vec<Setting> {
+        program_settings(text.as_bytes()).unwrap()
+    }
+
+    fn neutralised(text: &str, globals: &str) -> Neutralised {
+        let programs = RepoPrograms {
+            files: vec![ConfigFile {
+                path: "/r/.git/config".into(),
+                label: ".git/config".into(),
+                digest: String::new(),
+                settings: settings(text),
+            }],
+        };
+        let globals = gix::config::File::from_bytes_no_includes(
+            globals.as_bytes(),
+            gix::config::file::Metadata::api(),
+            gix::config::file::init::Options::default(),
+        )
+        .unwrap();
+        programs.neutralised(&globals)
+    }
+
+    #[test]
+    fn only_program_settings_are_read_with_their_names() {
+        let s = settings(
+            "[core]\n\tbare = false\n\tsshCommand = evil\n[branch \"main\"]\n\tremote = origin\n\
+             [filter \"lfs\"]\n\tclean = x\n[alias]\n\tst = status\n\tsh = !sh\n",
+        );
+        let names: Vec<String> = s.iter().map(Setting::name).collect();
+        assert_eq!(names, ["core.sshcommand", "filter.lfs.clean", "alias.sh"]);
+    }
+
+    #[test]
+    fn settings_take_the_global_value_or_a_harmless_default() {
+        let n = neutralised(
+            "[core]\n\tsshCommand = evil\n\teditor = evil\n[gpg]\n\tprogram = evil\n\
+             [gpg \"ssh\"]\n\tprogram = evil\n[diff \"x\"]\n\ttextconv = evil\n\
+             [remote \"origin\"]\n\tuploadpack = evil\n[protocol \"ext\"]\n\tallow = always\n\
+             [pager]\n\tlog = evil\n",
+            "[core]\n\tsshCommand = ssh -i key\n",
+        );
+        let get = |k: &str| {
+            n.overrides
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(get("core.sshcommand"), Some("ssh -i key"));
+        assert_eq!(get("core.editor"), Some("false"));
+        assert_eq!(get("gpg.program"), Some("gpg"));
+        assert_eq!(get("gpg.ssh.program"), Some("ssh-keygen"));
+        assert_eq!(get("diff.x.textconv"), Some(""));
+        assert_eq!(get("remote.origin.uploadpack"), Some("git-upload-pack"));
+        assert_eq!(get("protocol.ext.allow"), Some("never"));
+        assert_eq!(get("pager.log"), Some("false"));
+        assert!(n.content.is_empty() && n.remote.is_empty(), "{n:?}");
+    }
+
+    #[test]
+    fn a_repository_filter_is_refused_unless_the_global_configuration_defines_it() {
+        let n = neutralised(
+            "[filter \"evil\"]\n\tclean = sh x\n\trequired = true\n[filter \"lfs\"]\n\
+             \tclean = sh y\n",
+            "[filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n",
+        );
+        assert_eq!(n.content, ["filter.evil.clean in .git/config"]);
+        assert!(
+            n.overrides
+                .contains(&("filter.evil.clean".into(), String::new()))
+        );
+        assert!(
+            n.overrides
+                .contains(&("filter.evil.required".into(), "false".into()))
+        );
+        assert!(
+            n.overrides
+                .contains(&("filter.lfs.clean".into(), "git-lfs clean -- %f".into()))
+        );
+    }
+
+    #[test]
+    fn rewrites_helpers_and_the_worktree_are_refused_by_name() {
+        let n = neutralised(
+            "[url \"ssh://evil/\"]\n\tinsteadOf = https://github.com/\n[credential]\n\
+             \thelper = !sh x\n[core]\n\tworktree = /tmp\n[remote \"o\"]\n\tvcs = evil\n",
+            "",
+        );
+        assert_eq!(
+            n.remote,
+            [
+                "url.ssh://evil/.insteadof in .git/config",
+                "credential.helper in .git/config",
+                "remote.o.vcs in .git/config"
+            ]
+        );
+        assert_eq!(n.content, ["core.worktree in .git/config"]);
+    }
+
+    #[test]
+    fn includes_are_resolved_next_to_the_including_file() {
+        assert_eq!(
+            include_path(Path::new("/r/.git/config"), b"extra.cfg"),
+            Some(PathBuf::from("/r/.git/extra.cfg"))
+        );
+        assert_eq!(
+            include_path(Path::new("/r/.git/config"), b"/etc/x"),
+            Some(PathBuf::from("/etc/x"))
+        );
+        assert_eq!(include_path(Path::new("/r/.git/config"), b""), None);
+    }
+}
