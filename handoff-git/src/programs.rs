@@ -469,7 +469,17 @@ fn files(
         if !keep(if rela.is_empty() { label } else { name }) {
             return Ok(());
         }
-        if let Some(state) = file_state(kind, p, meta)? {
+        if let Some(mut state) = file_state(kind, p, meta)? {
+            // A symbolic link (a hook linked to a script in the worktree, say) is what it
+            // points at too: changing the script changes what runs.
+            if meta.file_type().is_symlink() {
+                let target = std::fs::metadata(p)
+                    .ok()
+                    .map(|m| file_state(kind, p, &m))
+                    .transpose()?
+                    .flatten();
+                state.push_str(&format!(" -> {}", target.as_deref().unwrap_or("missing")));
+            }
             let key = if rela.is_empty() {
                 label.to_owned()
             } else {

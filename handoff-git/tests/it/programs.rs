@@ -232,3 +232,19 @@ fn the_config_state_moves_with_hooks_program_settings_and_agent_configuration() 
         state.hooks
     );
 }
+
+#[test]
+fn a_hook_linked_to_a_script_changes_with_the_script() {
+    let (repo, marker) = repo();
+    plant_hook(&repo, "scripts", "check.sh", &marker);
+    std::os::unix::fs::symlink(
+        repo.path("scripts/check.sh"),
+        repo.path(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    let start = config_state(repo.root()).unwrap();
+    // The link stays; the script it runs is rewritten.
+    std::fs::write(repo.path("scripts/check.sh"), "#!/bin/sh\necho other\n").unwrap();
+    let changes = config_state(repo.root()).unwrap().changed_since(&start);
+    assert_eq!(changes.hooks, [".git/hooks/pre-commit"]);
+}
