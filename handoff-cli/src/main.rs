@@ -556,7 +556,14 @@ async fn capabilities(json: bool) -> u8 {
 fn main() -> ExitCode {
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
-    let args: Vec<String> = std::env::args().collect();
+    // Arguments are text: one that is not UTF-8 is refused like any malformed argument (with
+    // a `rejected` result for a run), never a panic.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let not_text = raw.iter().position(|a| a.to_str().is_none());
+    let args: Vec<String> = raw
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -568,6 +575,16 @@ fn main() -> ExitCode {
             return ExitCode::from(handoff_core::exit::USAGE);
         }
     };
+    if let Some(n) = not_text {
+        let message = format!("argument {n} is not valid UTF-8: {:?}", args[n]);
+        return match salvage(&args) {
+            Some(input) => ExitCode::from(runtime.block_on(rejected_early(input, message))),
+            None => {
+                let _ = writeln!(std::io::stderr(), "handoff: {message}");
+                ExitCode::from(handoff_core::exit::USAGE)
+            }
+        };
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {

@@ -293,6 +293,9 @@ impl Prepared {
                 format!("git diff --check: {}", lines.join("; ")),
             ));
         }
+        if !committed.is_empty() {
+            check_identity(git)?;
+        }
         Ok(Prepared { index, committed })
     }
 
@@ -328,6 +331,23 @@ impl Prepared {
         git.run(&reset).failed(Phase::Checkpoint)?;
         git.head().failed(Phase::Checkpoint)
     }
+}
+
+/// Refuses a commit git would refuse for want of an identity (`user.name`, `user.email`), before
+/// anything changed.
+fn check_identity(git: &Git) -> Result<(), Rejection> {
+    for ident in ["GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"] {
+        let out = git.output(&["var", ident]).rejected("repository")?;
+        if !out.status.success() {
+            return Err(Rejection::new(
+                "repository",
+                "git has no identity to commit the checkpoint with: set it with git config \
+                 user.name \"…\" and git config user.email \"…\" (--global, or in this \
+                 repository), then try again",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A named path as a pathspec relative to the worktree root, or why it cannot be committed.

@@ -506,3 +506,20 @@ fn a_planted_fsmonitor_neither_runs_nor_hides_a_change() {
     assert_eq!(strings(&run.json["committed"]), ["README.md"]);
     assert!(!marker.exists(), "the planted fsmonitor ran");
 }
+
+#[test]
+fn a_machine_without_a_git_identity_is_refused_before_anything_changes() {
+    let sb = Sandbox::new();
+    // No name or email anywhere, and no guessing one from the host name.
+    sb.repo.git(&["config", "user.useConfigOnly", "true"]);
+    sb.repo.write("a.txt", "a\n");
+    let before = head(&sb);
+    let run = checkpoint(&sb, &["a.txt", "--agent", "claude"]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(
+        run.stderr.contains("git has no identity") && run.stderr.contains("user.email"),
+        "{run:?}"
+    );
+    assert_eq!(head(&sb), before);
+    assert_eq!(sb.repo.git(&["status", "--porcelain"]), "?? a.txt\n");
+}

@@ -327,3 +327,33 @@ fn isolation_variables_of_opencode_cannot_be_overridden() {
         assert!(sb.agents.invocations().is_empty(), "{text}");
     }
 }
+
+#[test]
+fn an_isolation_variable_set_to_handoffs_own_value_is_accepted() {
+    // Common in users' setups: the value handoff pins anyway.
+    let sb = Sandbox::new();
+    write_config(
+        &sb,
+        "[agents.claude]\nenv = { DISABLE_AUTOUPDATER = \"1\" }\n",
+    );
+    sb.record();
+    let run = delegate_with_env(&sb, "claude", "review", &[], &[]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run_of(&sb)["env"]["DISABLE_AUTOUPDATER"], "1");
+
+    // Another value is still refused, and nothing starts.
+    let sb = Sandbox::new();
+    write_config(
+        &sb,
+        "[agents.claude]\nenv = { DISABLE_AUTOUPDATER = \"0\" }\n",
+    );
+    sb.record();
+    let run = delegate_with_env(&sb, "claude", "review", &[], &[]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    let msg = run.json["diagnostics"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("DISABLE_AUTOUPDATER") && msg.contains("isolation"),
+        "{msg}"
+    );
+    assert!(sb.agents.invocations().is_empty());
+}

@@ -10,7 +10,7 @@
 //! | 0 | succeeded | `build_succeeded`, `build_in_subdirectory`, `phase_succeeded`, `review_succeeded`, `verify_succeeded`, `advice_succeeded`, `advice_accepts_any_caller`, `instructions_from_stdin`, `flag_equals_value_syntax`, `mcp_api_key_header_is_accepted_by_claude` |
 //! | 2 | failed / blocked | `answer_blocked`, `answer_failed`, `agent_error`, `max_turns`, `nonzero_exit_with_valid_answer`, `claude_max_turns_names_error_max_turns` |
 //! | 3 | not_run | `cli_not_installed`, `preflight_help_missing_flag`, `claude_without_sandbox_tools`, `pending_adapters_are_not_run` |
-//! | 5 | rejected | `rejections_*`, `mcp_rejection_keeps_receipts`, `result_already_exists_is_untouched`, `result_dir_writable_by_others`, `early_*`, `unparsable_command_line_echoes_what_it_can` |
+//! | 5 | rejected | `rejections_*`, `mcp_rejection_keeps_receipts`, `result_already_exists_is_untouched`, `result_dir_writable_by_others`, `early_*`, `unparsable_command_line_echoes_what_it_can`, `an_argument_that_is_not_utf8_is_rejected_not_a_panic` |
 //! | 7 | failed | `crash_without_answer`, `prose`, `schema_drift`, `invalid_utf8`, `oversized`, `result_file_replaced_during_run`, `result_file_written_during_run` |
 //! | 10 | blocked | `build_without_change`, `review_mutation`, `review_mutation_overrides_failure`, `claude_sandbox_not_enforced_is_blocked` |
 //!
@@ -2258,4 +2258,33 @@ fn capabilities_json() {
             run.stdout
         );
     }
+}
+
+#[test]
+fn an_argument_that_is_not_utf8_is_rejected_not_a_panic() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new();
+    let bad = std::ffi::OsStr::from_bytes(b"/tmp/\xff");
+    let ins = sb.instructions("Review.");
+    let mut cmd = sb.command();
+    cmd.args(["run", "--caller-harness", "claude", "--harness", "codex"])
+        .args(["--mode", "review", "--instructions", &ins, "--cwd"])
+        .arg(bad);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(run.json["status"], "rejected", "{run:?}");
+    assert!(
+        run.json["diagnostics"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not valid UTF-8"),
+        "{run:?}"
+    );
+    // Any other command: one line on stderr, the usage exit code.
+    let mut cmd = sb.command();
+    cmd.args(["checkpoint", "--cwd"]).arg(bad).arg("a.txt");
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("is not valid UTF-8"), "{run:?}");
+    assert!(!run.stderr.contains("panicked"), "{run:?}");
 }

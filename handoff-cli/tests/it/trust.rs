@@ -261,3 +261,25 @@ fn a_filter_from_the_global_configuration_keeps_working_when_the_repository_rede
         "the repository's filter ran: {ran}"
     );
 }
+
+#[test]
+fn continue_without_a_git_identity_is_refused_before_anything_changes() {
+    let sb = sandbox();
+    for key in ["user.name", "user.email"] {
+        sb.repo.git(&["config", "--unset", key]);
+    }
+    sb.repo.git(&["config", "user.useConfigOnly", "true"]);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    12\n}\n");
+    let before = head(&sb);
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.json["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("git has no identity"),
+        "{run:#?}"
+    );
+    assert_eq!(head(&sb), before);
+}

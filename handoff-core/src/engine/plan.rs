@@ -156,7 +156,8 @@ fn plain_schema(v: &mut serde_json::Value) {
 }
 
 /// Applies `pass_env` and `env` of the agent's configuration to the planned environment.
-/// A variable the adapter sets itself (for isolation) can't be overridden: that is refused.
+/// A variable the adapter sets itself (for isolation) can't be overridden: another value is
+/// refused; the same value (`DISABLE_AUTOUPDATER = "1"` for Claude Code, say) is accepted.
 pub(super) fn apply_config_env(
     invocation: &mut Invocation,
     parent: &BTreeMap<String, String>,
@@ -180,7 +181,7 @@ pub(super) fn apply_config_env(
         ));
     }
     for name in &config.pass_env {
-        if adapter_owned(&invocation.env, name) {
+        if adapter_owned(&invocation.env, name) && invocation.env.get(name) != parent.get(name) {
             return Err(format!(
                 "config agents.{}.pass_env: {name} is set by handoff for {}'s isolation",
                 spec.id, spec.id
@@ -192,7 +193,7 @@ pub(super) fn apply_config_env(
         }
     }
     for (k, v) in &config.env {
-        if adapter_owned(&invocation.env, k) {
+        if adapter_owned(&invocation.env, k) && invocation.env.get(k) != Some(v) {
             return Err(format!(
                 "config agents.{}.env.{k}: {k} is set by handoff for {}'s isolation and cannot be overridden",
                 spec.id, spec.id
