@@ -57,12 +57,32 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
             Ok(store) => {
                 let tasks = store.tasks(None).map(|t| t.len());
                 let version = store.schema_version();
-                match (tasks, version) {
-                    (Ok(tasks), Ok(version)) => json!({
-                        "ok": true, "path": path, "created": true,
-                        "schema": version, "tasks": tasks,
-                    }),
-                    (Err(e), _) | (_, Err(e)) => {
+                let integrity = store.integrity_problems();
+                let access = handoff_store::access_problems(&path);
+                match (tasks, version, integrity) {
+                    (Ok(tasks), Ok(version), Ok(problems)) if problems.is_empty() => {
+                        if !access.is_empty() {
+                            healthy = false;
+                        }
+                        json!({
+                            "ok": access.is_empty(), "path": path, "created": true,
+                            "schema": version, "tasks": tasks, "integrity": "ok",
+                            "access": access,
+                            "error": access.first(),
+                        })
+                    }
+                    (Ok(_), Ok(_), Ok(problems)) => {
+                        healthy = false;
+                        json!({
+                            "ok": false, "path": path, "created": true,
+                            "integrity": problems,
+                            "error": format!(
+                                "the integrity check failed: {}",
+                                problems.first().map_or("", String::as_str)
+                            ),
+                        })
+                    }
+                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                         healthy = false;
                         json!({"ok": false, "path": path, "error": e.to_string()})
                     }

@@ -29,6 +29,6 @@ mod schema;
 mod sql;
 mod store;
 
-pub use location::{FILE_NAME, default_path};
+pub use location::{FILE_NAME, access_problems, default_path};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use store::{SqliteStore, StoreOptions};

@@ -47,9 +47,62 @@ pub(crate) fn prepare(path: &Utf8Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// What is wrong with who may read the store at `path` and its directory: each one a line
+/// naming the file, its mode and the fix. The store holds prompts, notes and results, so only
+/// its owner may read it; handoff creates it 0600 in a 0700 directory.
+pub fn access_problems(path: &Utf8Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::geteuid().as_raw();
+    let mut problems = Vec::new();
+    let mut check = |p: &Utf8Path, fix: &str| {
+        let Ok(meta) = fs::metadata(p) else {
+            return;
+        };
+        let mode = meta.mode() & 0o777;
+        if mode & 0o077 != 0 {
+            problems.push(format!(
+                "'{p}' is readable or writable by others (mode {mode:04o}): chmod {fix} '{p}'"
+            ));
+        }
+        if meta.uid() != uid {
+            problems.push(format!(
+                "'{p}' belongs to user {}, not to you ({uid})",
+                meta.uid()
+            ));
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_str().is_empty()) {
+        check(dir, "700");
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        check(Utf8Path::new(&format!("{path}{suffix}")), "600");
+    }
+    problems
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_others_can_read_is_a_problem() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8Path::from_path(dir.path()).unwrap().join("state");
+        let path = root.join("tasks.sqlite3");
+        prepare(&path).unwrap();
+        assert!(
+            access_problems(&path).is_empty(),
+            "{:?}",
+            access_problems(&path)
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+        let problems = access_problems(&path);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("mode 0755") && problems[0].contains("chmod 700"));
+        assert!(problems[1].contains("mode 0644") && problems[1].contains("chmod 600"));
+    }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

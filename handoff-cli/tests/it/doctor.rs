@@ -66,3 +66,72 @@ fn a_broken_configuration_makes_doctor_fail() {
         "{run:#?}"
     );
 }
+
+/// Makes the sandbox's task store (at its default path) with one task, and returns its path.
+fn store_with_a_task(sb: &Sandbox) -> std::path::PathBuf {
+    let cwd = sb.cwd();
+    for (k, v) in [
+        ("user.name", "t"),
+        ("user.email", "t@t"),
+        ("commit.gpgsign", "false"),
+    ] {
+        sb.repo.git(&["config", k, v]);
+    }
+    sb.repo.write("a.txt", "a\n");
+    let run = sb.run(&["checkpoint", "--cwd", &cwd, "--agent", "claude", "a.txt"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let path = sb.root.join("home/.local/state/handoff/tasks.sqlite3");
+    assert!(path.exists());
+    path
+}
+
+#[test]
+fn a_store_that_fails_its_integrity_check_makes_doctor_fail() {
+    let sb = Sandbox::new();
+    let path = store_with_a_task(&sb);
+    assert_eq!(
+        sb.run(&["doctor", "--json"]).json["taskStore"]["integrity"],
+        "ok"
+    );
+    // A row whose task does not exist: the kind of damage a plain read never notices.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "foreign_keys", false).unwrap();
+    conn.execute(
+        "INSERT INTO task_config_states (task_id, state, recorded_at) VALUES ('task-gone', '{}', 'x')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let run = sb.run(&["doctor", "--json"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let store = &run.json["taskStore"];
+    assert_eq!(store["ok"], false, "{run:#?}");
+    assert!(
+        store["error"]
+            .as_str()
+            .unwrap()
+            .contains("integrity check failed"),
+        "{run:#?}"
+    );
+    let text = sb.run(&["doctor"]);
+    assert!(
+        text.stdout.contains("task store  BROKEN"),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
+fn a_store_others_can_read_makes_doctor_fail() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let path = store_with_a_task(&sb);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = sb.run(&["doctor", "--json"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let error = run.json["taskStore"]["error"].as_str().unwrap();
+    assert!(
+        error.contains("mode 0644") && error.contains("chmod 600"),
+        "{run:#?}"
+    );
+}
