@@ -155,7 +155,9 @@ pub fn checkpoint(
 
     // The store and the task, before anything is committed; what the task trusts.
     let store = store.open().rejected("task store")?;
-    let task = store.task_for_worktree(&root).rejected("task store")?;
+    let task = store
+        .task_at(&root, &git.project_root())
+        .rejected("task store")?;
     let trust = TaskTrust::read(&*store, task.as_ref(), &root)?;
     let git = trust.git(&root, request.run_hooks);
     let author_provider = match (&agent, &task) {

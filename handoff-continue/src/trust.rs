@@ -13,9 +13,12 @@ use crate::error::{OrReject, Rejection};
 /// The worktree's configuration now, and what changed since the task's first event.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskTrust {
-    /// The state now: kept as the task's when it has none (its first event is now).
+    /// The state now.
     pub now: ConfigState,
-    /// What changed since the task's first event (nothing, when this is it).
+    /// The state at the task's first event, or at the worktree's when that made no task; none
+    /// when this is the first event.
+    pub start: Option<ConfigState>,
+    /// What changed since then (nothing, when this is the first event).
     pub changes: ConfigChanges,
 }
 
@@ -29,14 +32,22 @@ impl TaskTrust {
         let now = handoff_git::config_state(root)
             .map_err(|e| format!("cannot read the repository's configuration: {e}"))
             .rejected("repository")?;
-        let start = match task {
+        let mut start = match task {
             Some(t) => store.config_state(&t.id).rejected("task store")?,
             None => None,
         };
+        if start.is_none() {
+            start = store.worktree_config_state(root).rejected("task store")?;
+        }
         let changes = start
-            .map(|start| now.changed_since(&start))
+            .as_ref()
+            .map(|start| now.changed_since(start))
             .unwrap_or_default();
-        Ok(TaskTrust { now, changes })
+        Ok(TaskTrust {
+            now,
+            start,
+            changes,
+        })
     }
 
     /// The runner for `root`, trusting what did not change; hooks also when `run_hooks`.
@@ -56,9 +67,11 @@ impl TaskTrust {
         self.changes.hooks.clone()
     }
 
-    /// Keeps the state now as the task's, unless it has one.
+    /// Keeps the state at the first event as the task's, unless it has one.
     pub fn keep(&self, store: &dyn TaskStore, task: &TaskId) -> Result<(), StoreError> {
-        store.save_config_state(task, &self.now).map(|_| ())
+        store
+            .save_config_state(task, self.start.as_ref().unwrap_or(&self.now))
+            .map(|_| ())
     }
 
     /// Refuses to start a receiver on agent configuration that changed since the task's first

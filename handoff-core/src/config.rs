@@ -354,12 +354,32 @@ pub fn check_codex_override(o: &str) -> Result<(), String> {
             "`{key}` is pinned by handoff for isolation and cannot be overridden"
         ));
     }
+    if codex_credential_key(key) {
+        return Err(format!(
+            "`{key}` would put a credential on Codex's command line, which every local user can \
+             read: name a variable with `model_providers.<id>.env_key` (or \
+             `env_http_headers`) and pass it with pass_env or env"
+        ));
+    }
     if let Some((_, own)) = CODEX_OWN.iter().find(|(k, _)| *k == key) {
         return Err(format!(
             "set `{own}` in [agents.codex] instead of overriding `{key}`"
         ));
     }
     Ok(())
+}
+
+/// Whether a Codex configuration key holds a credential's value (rather than the name of the
+/// variable that holds it, like `env_key` and `env_http_headers`).
+fn codex_credential_key(key: &str) -> bool {
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.contains(&"env_http_headers") {
+        return false;
+    }
+    let last = parts.last().copied().unwrap_or("");
+    parts.contains(&"http_headers")
+        || last == "experimental_bearer_token"
+        || (last != "env_key" && credential_name(last))
 }
 
 fn check_opencode_provider(table: &toml::Table) -> Result<(), String> {
@@ -510,6 +530,27 @@ env = { CLAUDE_CONFIG_DIR = "/home/u/.claude-work", ANTHROPIC_API_KEY = "sk-work
         assert!(e.contains("line 3"), "{e}");
         let e = Config::parse("[agent.codex]\n").unwrap_err();
         assert!(e.contains("line 1") && e.contains("agent"), "{e}");
+    }
+
+    #[test]
+    fn literal_credentials_are_refused_and_variable_names_accepted() {
+        for o in [
+            "model_providers.gw.experimental_bearer_token=\"tok\"",
+            "model_providers.gw.http_headers.Authorization=\"Bearer x\"",
+            "model_providers.gw.http_headers={ X-Org = \"a\" }",
+            "model_providers.gw.api_key=\"sk-1\"",
+        ] {
+            let e = check_codex_override(o).unwrap_err();
+            assert!(e.contains("env_key"), "{o}: {e}");
+        }
+        for o in [
+            "model_providers.gw.env_key=\"GW_TOKEN\"",
+            "model_providers.gw.env_http_headers.X-Token=\"GW_TOKEN\"",
+            "model_providers.gw.base_url=\"https://gw/v1\"",
+            "model_provider=\"gw\"",
+        ] {
+            assert_eq!(check_codex_override(o), Ok(()), "{o}");
+        }
     }
 
     #[test]

@@ -107,7 +107,9 @@ pub use provider::{
     ProbeEnv, Provider, ProviderSpec, RawOutput, Receiver, Registry, RunDir, SandboxedState,
     Sessions, StdinSource, TurnDefaults,
 };
-pub use redact::{DIAGNOSTIC_LIMIT, credential_values, redact, redact_known, truncate_tail};
+pub use redact::{
+    DIAGNOSTIC_LIMIT, credential_name, credential_values, redact, redact_known, truncate_tail,
+};
 pub use request::*;
 pub use result::*;
 pub use supervisor::{

@@ -387,8 +387,17 @@ pub trait Receiver: Send + Sync {
     fn parse_receiver(&self, raw: &RawOutput) -> ReceiverReport;
 
     /// The program and arguments that resume `session_id` interactively, run in the worktree
-    /// (the program as the user would type it, found on their PATH).
-    fn resume_command(&self, session_id: &str) -> Vec<String>;
+    /// (the program as the user would type it, found on their PATH), with the settings of the
+    /// agent's configuration the receiver ran with that are not credentials (a gateway, say),
+    /// so the session resumes against the same model provider.
+    fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String>;
+
+    /// Variables the resume command needs besides the configuration's `env` (which the engine
+    /// adds itself): e.g. the configuration's model providers. Never a credential.
+    fn resume_env(&self, config: &AgentConfig) -> BTreeMap<String, String> {
+        let _ = config;
+        BTreeMap::new()
+    }
 
     /// Whether this CLI, at `version` (first line of its `--version`), can resume a carried
     /// session as a receiver.

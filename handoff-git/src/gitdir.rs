@@ -492,7 +492,7 @@ pub(crate) fn walk(
 /// The git directories below `dir` (a `modules/` directory), with their names relative to the
 /// common directory (`modules/a/b`), sorted; a submodule's name may hold slashes, and a git
 /// directory is one with a `HEAD`. Objects, refs and logs are not descended into.
-fn module_dirs(dir: &Path, rela: &str) -> io::Result<Vec<(String, PathBuf)>> {
+pub(crate) fn module_dirs(dir: &Path, rela: &str) -> io::Result<Vec<(String, PathBuf)>> {
     let mut out = Vec::new();
     for (name, child) in subdirectories(dir)? {
         let child_rela = format!("{rela}/{name}");

@@ -22,16 +22,14 @@ use handoff_core::{ConfigState, WorkspaceError};
 use crate::gitdir::{canonical, file_state, walk};
 use crate::workspace::{discover, git_error};
 
-/// How many include levels are followed (git's own limit is 10).
-const MAX_INCLUDE_DEPTH: usize = 10;
-
 /// Whether a setting (`section`, `key`, lower case) makes git run a program, or changes which
 /// programs or repositories it uses.
 pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
     match section {
         "core" => matches!(
             key,
-            "fsmonitor"
+            "alternaterefscommand"
+                | "fsmonitor"
                 | "hookspath"
                 | "sshcommand"
                 | "editor"
@@ -45,9 +43,21 @@ pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
         "filter" => matches!(key, "clean" | "smudge" | "process"),
         "diff" => matches!(key, "command" | "textconv" | "external"),
         "merge" => key == "driver",
-        "gpg" => key == "program",
+        "gpg" => matches!(key, "program" | "defaultkeycommand"),
+        // git-lfs, run as a filter, runs its extensions and transfer agents.
+        "lfs" => {
+            matches!(
+                key,
+                "clean" | "smudge" | "path" | "args" | "standalonetransferagent"
+            )
+        }
         "credential" => key == "helper",
-        "remote" => matches!(key, "receivepack" | "uploadpack" | "vcs"),
+        // A repository on this machine (a path or `file:`) is reached by running its hooks.
+        "remote" => match key {
+            "receivepack" | "uploadpack" | "vcs" => true,
+            "url" | "pushurl" => local_url(value),
+            _ => false,
+        },
         "url" => matches!(key, "insteadof" | "pushinsteadof"),
         "protocol" => key == "allow",
         "include" | "includeif" => key == "path",
@@ -56,8 +66,16 @@ pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
         "submodule" => key == "update" && value.trim_start().starts_with(b"!"),
         "uploadpack" => key == "packobjectshook",
         "receive" => key == "procreceiverefs",
+        "trailer" => matches!(key, "cmd" | "command"),
         _ => false,
     }
+}
+
+/// Whether a remote URL names a repository on this machine (a path or `file:`), which git
+/// reaches by running its hooks and programs here.
+fn local_url(value: &[u8]) -> bool {
+    let value = value.trim();
+    value.starts_with(b"file:") || !value.contains(&b':')
 }
 
 /// One setting that runs a program.
@@ -120,27 +138,15 @@ pub(crate) fn program_settings(bytes: &[u8]) -> Option<Vec<Setting>> {
 /// `section.subsection.key=value` line each, sorted: equal iff none of them changed. A file
 /// git cannot parse counts as changed whenever its bytes do.
 pub(crate) fn programs_digest(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    let mut lines: Vec<Vec<u8>> = match program_settings(bytes) {
-        Some(settings) => settings
-            .iter()
-            .map(|s| {
-                let mut line = s.name().into_bytes();
-                line.push(b'=');
-                line.extend_from_slice(&s.value);
-                line
-            })
-            .collect(),
-        None => vec![[b"unparsable:".as_slice(), bytes].concat()],
-    };
-    lines.sort();
-    lines.dedup();
-    let mut hasher = sha2::Sha256::new();
-    for line in &lines {
-        hasher.update(line);
-        hasher.update(b"\n");
+    match program_settings(bytes) {
+        Some(settings) => digest(&settings),
+        None => {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(
+                [b"unparsable:".as_slice(), bytes].concat(),
+            ))
+        }
     }
-    hex::encode(hasher.finalize())
 }
 
 /// A repository-level configuration file and its settings that run a program.
@@ -177,64 +183,73 @@ pub struct Neutralised {
 }
 
 impl RepoPrograms {
-    /// The repository-level configuration of the repository containing `cwd`.
+    /// The repository-level configuration of the repository containing `cwd`, as git itself
+    /// reads it (`git config --list --show-origin --show-scope --includes`: git's own names for
+    /// every setting, every include git follows): the repository's and the worktree's files and
+    /// what they include, and each submodule's.
     pub fn of(cwd: &camino::Utf8Path) -> Result<RepoPrograms, WorkspaceError> {
         let repo = discover(cwd)?;
-        Ok(Self::read(&repo))
+        Self::read(&repo)
     }
 
-    pub(crate) fn read(repo: &gix::Repository) -> RepoPrograms {
-        let common = repo.common_dir();
+    pub(crate) fn read(repo: &gix::Repository) -> Result<RepoPrograms, WorkspaceError> {
+        let common = canonical(repo.common_dir());
+        let dir = repo
+            .workdir()
+            .map(Path::to_owned)
+            .unwrap_or_else(|| repo.git_dir().to_owned());
         let mut out = RepoPrograms::default();
-        let mut seen = Vec::new();
-        let roots = [
-            common.join("config"),
-            repo.git_dir().join("config.worktree"),
-        ];
-        for path in roots {
-            out.add(common, &path, 0, &mut seen);
+        let listed = list(&dir, &["--list", "--includes"])?;
+        out.add_listing(&common, &dir, &listed, &["local", "worktree"]);
+        let modules =
+            crate::gitdir::module_dirs(&common.join("modules"), "modules").map_err(|source| {
+                WorkspaceError::Io {
+                    path: camino::Utf8PathBuf::from(common.join("modules").display().to_string()),
+                    source,
+                }
+            })?;
+        for (_, module) in modules {
+            let file = module.join("config");
+            if !file.is_file() {
+                continue;
+            }
+            let file_arg = file.display().to_string();
+            let listed = list(&dir, &["--file", &file_arg, "--list", "--includes"])?;
+            out.add_listing(&common, &dir, &listed, &["command"]);
         }
-        out
+        Ok(out)
     }
 
-    fn add(&mut self, common: &Path, path: &Path, depth: usize, seen: &mut Vec<PathBuf>) {
-        let real = canonical(path);
-        if depth > MAX_INCLUDE_DEPTH || seen.contains(&real) {
-            return;
-        }
-        seen.push(real);
-        let label = match path.strip_prefix(common) {
-            Ok(rela) => format!(".git/{}", rela.display()),
-            Err(_) => path.display().to_string(),
-        };
-        let (digest, settings) = match std::fs::read(path) {
-            Ok(bytes) => (
-                programs_digest(&bytes),
-                program_settings(&bytes).unwrap_or_default(),
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                // A missing `config.worktree` is the usual case, and not worth an entry; a
-                // missing include is (creating it later changes what git runs).
-                if depth == 0 {
-                    return;
+    /// Adds the entries of one listing whose scope is one of `scopes`, file by file.
+    fn add_listing(&mut self, common: &Path, dir: &Path, listed: &[Listed], scopes: &[&str]) {
+        for entry in listed.iter().filter(|e| scopes.contains(&e.scope.as_str())) {
+            let path = dir.join(&entry.origin);
+            let path = canonical(&path);
+            let at = match self.files.iter().position(|f| f.path == path) {
+                Some(at) => at,
+                None => {
+                    let label = match path.strip_prefix(common) {
+                        Ok(rela) => format!(".git/{}", rela.display()),
+                        Err(_) => path.display().to_string(),
+                    };
+                    self.files.push(ConfigFile {
+                        path: path.clone(),
+                        label,
+                        digest: String::new(),
+                        settings: Vec::new(),
+                    });
+                    self.files.len() - 1
                 }
-                ("missing".to_owned(), Vec::new())
+            };
+            let Some(setting) = entry.setting() else {
+                continue;
+            };
+            if runs_a_program(&setting.section, &setting.key, &setting.value) {
+                self.files[at].settings.push(setting);
             }
-            Err(_) => ("unreadable".to_owned(), Vec::new()),
-        };
-        let includes: Vec<PathBuf> = settings
-            .iter()
-            .filter(|s| matches!(s.section.as_str(), "include" | "includeif") && s.key == "path")
-            .filter_map(|s| include_path(path, &s.value))
-            .collect();
-        self.files.push(ConfigFile {
-            path: path.to_owned(),
-            label,
-            digest,
-            settings,
-        });
-        for include in includes {
-            self.add(common, &include, depth + 1, seen);
+        }
+        for file in &mut self.files {
+            file.digest = digest(&file.settings);
         }
     }
 
@@ -315,7 +330,17 @@ fn neutralise(s: &Setting, file: &str, globals: &gix::config::File, out: &mut Ne
         })),
         ("remote", "receivepack") => set(global().unwrap_or_else(|| "git-receive-pack".into())),
         ("remote", "uploadpack") => set(global().unwrap_or_else(|| "git-upload-pack".into())),
-        ("remote", "vcs") | ("url", _) | ("credential", _) => out.remote.push(named),
+        ("remote", "vcs" | "url" | "pushurl") | ("url", _) | ("credential", _) => {
+            out.remote.push(named)
+        }
+        ("gpg", "defaultkeycommand") | ("core", "alternaterefscommand") | ("trailer", _) => {
+            set(global().unwrap_or_default())
+        }
+        // git-lfs reads its own settings; none can be replaced from here.
+        ("lfs", _) => {
+            out.content.push(named.clone());
+            out.remote.push(named);
+        }
         ("protocol", "allow") => match s.sub.as_deref() {
             Some(protocol) => set(global().unwrap_or_else(|| {
                 match protocol {
@@ -336,22 +361,101 @@ fn neutralise(s: &Setting, file: &str, globals: &gix::config::File, out: &mut Ne
     }
 }
 
-/// The file an `include.path` value names, relative to the including file's directory
-/// (`~/` is the home directory).
-fn include_path(from: &Path, value: &[u8]) -> Option<PathBuf> {
-    let value = value.to_str().ok()?;
-    if value.is_empty() {
-        return None;
+/// One entry of `git config --list -z --show-scope --show-origin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Listed {
+    scope: String,
+    /// The file, as git names it (relative to where git ran, or absolute).
+    origin: PathBuf,
+    /// `section[.subsection].key`, as git names it.
+    name: String,
+    value: BString,
+}
+
+impl Listed {
+    /// The setting, with git's name split (the subsection may hold dots).
+    fn setting(&self) -> Option<Setting> {
+        let (section, rest) = self.name.split_once('.')?;
+        let (sub, key) = match rest.rsplit_once('.') {
+            Some((sub, key)) => (Some(sub.to_owned()), key),
+            None => (None, rest),
+        };
+        Some(Setting {
+            section: section.to_ascii_lowercase(),
+            sub,
+            key: key.to_ascii_lowercase(),
+            value: self.value.clone(),
+        })
     }
-    if let Some(rest) = value.strip_prefix("~/") {
-        return std::env::var_os("HOME").map(|home| PathBuf::from(home).join(rest));
+}
+
+/// `git config <args> -z --show-scope --show-origin` in `dir`, without any of the
+/// repository's programs (git runs none to list its configuration), parsed.
+fn list(dir: &Path, args: &[&str]) -> Result<Vec<Listed>, WorkspaceError> {
+    let mut c = crate::runner::plain_command(dir);
+    c.arg("config")
+        .args(args)
+        .args(["-z", "--show-scope", "--show-origin"]);
+    let out = c.output().map_err(|source| WorkspaceError::Io {
+        path: camino::Utf8PathBuf::from(dir.display().to_string()),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(WorkspaceError::Git {
+            message: format!(
+                "git cannot read the repository's configuration: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
     }
-    let path = Path::new(value);
-    Some(if path.is_absolute() {
-        path.to_owned()
-    } else {
-        from.parent().unwrap_or(Path::new("/")).join(path)
-    })
+    Ok(parse_listing(&out.stdout))
+}
+
+/// Parses `scope NUL origin NUL name [LF value] NUL`, repeated.
+pub(crate) fn parse_listing(bytes: &[u8]) -> Vec<Listed> {
+    let mut fields = bytes.split(|&b| b == 0);
+    let mut out = Vec::new();
+    while let (Some(scope), Some(origin), Some(item)) =
+        (fields.next(), fields.next(), fields.next())
+    {
+        if scope.is_empty() {
+            break;
+        }
+        let (name, value) = match item.iter().position(|&b| b == b'\n') {
+            Some(at) => (&item[..at], &item[at + 1..]),
+            None => (item, &b""[..]),
+        };
+        let origin = origin.strip_prefix(b"file:").unwrap_or(origin);
+        out.push(Listed {
+            scope: String::from_utf8_lossy(scope).into_owned(),
+            origin: PathBuf::from(String::from_utf8_lossy(origin).into_owned()),
+            name: String::from_utf8_lossy(name).into_owned(),
+            value: BString::from(value),
+        });
+    }
+    out
+}
+
+/// The digest of a file's program settings: `sha256` of one `name=value` line each, sorted.
+fn digest(settings: &[Setting]) -> String {
+    use sha2::Digest;
+    let mut lines: Vec<Vec<u8>> = settings
+        .iter()
+        .map(|s| {
+            let mut line = s.name().into_bytes();
+            line.push(b'=');
+            line.extend_from_slice(&s.value);
+            line
+        })
+        .collect();
+    lines.sort();
+    lines.dedup();
+    let mut hasher = sha2::Sha256::new();
+    for line in &lines {
+        hasher.update(line);
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
 }
 
 /// The state of everything that runs programs in the worktree containing `cwd`: hooks and hook
@@ -368,7 +472,7 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
     let kind = repo.object_hash();
     let common = repo.common_dir().to_owned();
     let mut state = ConfigState {
-        git_programs: RepoPrograms::read(&repo).digests(),
+        git_programs: RepoPrograms::read(&repo)?.digests(),
         ..ConfigState::default()
     };
     let io = |path: &Path| {
@@ -388,9 +492,11 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     );
+    // Resolved, so that a hooks directory linked elsewhere (`.git/hooks -> ../.githooks`) is
+    // read where its hooks are.
     let hooks_dir = match &configured {
         Some(path) => canonical(&root.join(path)),
-        None => common.join("hooks"),
+        None => canonical(&common.join("hooks")),
     };
     let hooks_label = label(&hooks_dir, &root, &common);
     files(kind, &hooks_dir, &hooks_label, &mut state.hooks, &|name| {
@@ -596,15 +702,22 @@ mod tests {
     }
 
     #[test]
-    fn includes_are_resolved_next_to_the_including_file() {
-        assert_eq!(
-            include_path(Path::new("/r/.git/config"), b"extra.cfg"),
-            Some(PathBuf::from("/r/.git/extra.cfg"))
+    fn listings_split_into_scope_origin_name_and_value() {
+        let listed = parse_listing(
+            b"local\0file:.git/config\0filter.evil.clean\nsh x\0local\0file:.git/config\0\
+              core.bare\nfalse\0worktree\0file:/r/.git/config.worktree\0a.b.c.d\0",
         );
+        assert_eq!(listed.len(), 3);
+        let s = listed[0].setting().unwrap();
         assert_eq!(
-            include_path(Path::new("/r/.git/config"), b"/etc/x"),
-            Some(PathBuf::from("/etc/x"))
+            (s.section.as_str(), s.sub.as_deref(), s.key.as_str()),
+            ("filter", Some("evil"), "clean")
         );
-        assert_eq!(include_path(Path::new("/r/.git/config"), b""), None);
+        assert_eq!(listed[0].origin, PathBuf::from(".git/config"));
+        // A subsection may hold dots; a key without a value has an empty one.
+        let s = listed[2].setting().unwrap();
+        assert_eq!((s.sub.as_deref(), s.key.as_str()), (Some("b.c"), "d"));
+        assert_eq!(s.value, "");
+        assert_eq!(listed[2].scope, "worktree");
     }
 }

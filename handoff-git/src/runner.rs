@@ -170,11 +170,23 @@ impl Git {
             if self.trust.repo_programs {
                 return Neutralised::default();
             }
-            let Ok(programs) = RepoPrograms::of(&self.root) else {
-                return Neutralised::default();
-            };
-            let globals = gix::config::File::from_globals().unwrap_or_default();
-            programs.neutralised(&globals)
+            match RepoPrograms::of(&self.root) {
+                Ok(programs) => {
+                    let globals = gix::config::File::from_globals().unwrap_or_default();
+                    programs.neutralised(&globals)
+                }
+                // Not a repository: git will say so itself. Anything else that keeps the
+                // configuration from being read refuses every command that could use it.
+                Err(handoff_core::WorkspaceError::NotAWorktree { .. }) => Neutralised::default(),
+                Err(e) => {
+                    let why = format!("the repository's configuration cannot be read ({e})");
+                    Neutralised {
+                        overrides: Vec::new(),
+                        content: vec![why.clone()],
+                        remote: vec![why],
+                    }
+                }
+            }
         })
     }
 
@@ -374,6 +386,17 @@ impl Drop for PrivateIndex {
         let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_file(format!("{}.lock", self.path));
     }
+}
+
+/// `git` in `dir` with the caller's `GIT_*` variables removed and nothing else added: for
+/// reading the configuration itself, which runs no program.
+pub(crate) fn plain_command(dir: &std::path::Path) -> Command {
+    let mut c = Command::new("git");
+    scrub(&mut c, std::env::vars_os().map(|(k, _)| k));
+    c.current_dir(dir)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(Stdio::null());
+    c
 }
 
 /// Splits NUL-separated git output (`-z`) into its non-empty items.

@@ -22,10 +22,18 @@ const IDENTITY: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
 const MIGRATIONS: [&str; 3] = [V1, V2, V3];
 
 /// What each task trusts: the state of the configuration that runs programs (hooks, program
-/// settings, agents' configuration) at the task's first event, as JSON; written once.
+/// settings, agents' configuration) at the task's first event, as JSON; written once. A
+/// worktree's first event that made no task (a delegated run without a caller) keeps its state
+/// by worktree until a task takes it over.
 const V3: &str = "
 CREATE TABLE task_config_states (
     task_id     TEXT PRIMARY KEY REFERENCES tasks (id),
+    state       TEXT NOT NULL CHECK (json_type(state) = 'object'),
+    recorded_at TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE worktree_config_states (
+    worktree    TEXT PRIMARY KEY,
     state       TEXT NOT NULL CHECK (json_type(state) = 'object'),
     recorded_at TEXT NOT NULL
 ) STRICT;

@@ -426,7 +426,48 @@ pub(crate) fn save_config_state(
          ON CONFLICT (task_id) DO NOTHING",
         rusqlite::params![task.as_str(), state, at],
     )?;
+    // The task has its state now: what its worktree kept before it existed is taken over.
+    execute(
+        conn,
+        c,
+        "DELETE FROM worktree_config_states \
+         WHERE worktree = (SELECT worktree FROM tasks WHERE id = ?1)",
+        [task.as_str()],
+    )?;
     Ok(n > 0)
+}
+
+/// Keeps `state` for the worktree unless it has one; whether it was kept.
+pub(crate) fn save_worktree_config_state(
+    conn: &Connection,
+    c: &Ctx,
+    worktree: &Utf8Path,
+    state: &str,
+    at: &str,
+) -> Result<bool, StoreError> {
+    let n = execute(
+        conn,
+        c,
+        "INSERT INTO worktree_config_states (worktree, state, recorded_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (worktree) DO NOTHING",
+        rusqlite::params![worktree.as_str(), state, at],
+    )?;
+    Ok(n > 0)
+}
+
+/// The configuration state a worktree keeps for the task it does not have yet, as JSON.
+pub(crate) fn worktree_config_state(
+    conn: &Connection,
+    c: &Ctx,
+    worktree: &Utf8Path,
+) -> Result<Option<String>, StoreError> {
+    query_one(
+        conn,
+        c,
+        "SELECT state FROM worktree_config_states WHERE worktree = ?1",
+        [worktree.as_str()],
+        |r| get::<String>(r, 0, c),
+    )
 }
 
 /// The configuration state kept for the task, as JSON.

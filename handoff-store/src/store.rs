@@ -116,6 +116,19 @@ impl SqliteStore {
         self.read(sql::integrity_problems)
     }
 
+    fn parse_config_state(&self, json: Option<String>) -> Result<Option<ConfigState>, StoreError> {
+        let Some(json) = json else {
+            return Ok(None);
+        };
+        serde_json::from_str(&json)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: self.ctx.path.clone(),
+                what: "configuration state",
+                message: e.to_string(),
+            })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock dropped its transaction, which rolled back.
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
@@ -245,16 +258,28 @@ impl TaskStore for SqliteStore {
     }
 
     fn config_state(&self, task: &TaskId) -> Result<Option<ConfigState>, StoreError> {
-        let Some(json) = self.read(|conn, c| sql::config_state(conn, c, task))? else {
-            return Ok(None);
-        };
-        serde_json::from_str(&json)
-            .map(Some)
-            .map_err(|e| StoreError::Corrupt {
-                path: self.ctx.path.clone(),
-                what: "configuration state",
-                message: e.to_string(),
-            })
+        let json = self.read(|conn, c| sql::config_state(conn, c, task))?;
+        self.parse_config_state(json)
+    }
+
+    fn save_worktree_config_state(
+        &self,
+        worktree: &Utf8Path,
+        state: &ConfigState,
+    ) -> Result<bool, StoreError> {
+        let json = serde_json::to_string(state).map_err(|e| StoreError::Invalid {
+            field: "configuration state",
+            reason: e.to_string(),
+        })?;
+        self.write(|conn, c| sql::save_worktree_config_state(conn, c, worktree, &json, &now_iso()))
+    }
+
+    fn worktree_config_state(
+        &self,
+        worktree: &Utf8Path,
+    ) -> Result<Option<ConfigState>, StoreError> {
+        let json = self.read(|conn, c| sql::worktree_config_state(conn, c, worktree))?;
+        self.parse_config_state(json)
     }
 
     fn task_for_worktree(&self, worktree: &Utf8Path) -> Result<Option<Task>, StoreError> {

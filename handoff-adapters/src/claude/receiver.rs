@@ -2,7 +2,7 @@
 //! (`--session-id`, `--resume`, `--fork-session`), read back from its `stream-json` output.
 
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
+    AgentConfig, AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
     ReceiverRequest, RunDir, StdinSource, agent_env,
 };
 use serde_json::json;
@@ -222,7 +222,7 @@ impl Receiver for Claude {
         parse_receiver(raw)
     }
 
-    fn resume_command(&self, session_id: &str) -> Vec<String> {
+    fn resume_command(&self, session_id: &str, _config: &AgentConfig) -> Vec<String> {
         vec![
             SPEC.executable.to_owned(),
             "--resume".to_owned(),

@@ -3,7 +3,7 @@
 //! events.
 
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
+    AgentConfig, AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
     ReceiverRequest, RunDir, StdinSource, agent_env,
 };
 use serde_json::json;
@@ -199,12 +199,18 @@ impl Receiver for Codex {
         parse_receiver(raw)
     }
 
-    fn resume_command(&self, session_id: &str) -> Vec<String> {
-        vec![
-            SPEC.executable.to_owned(),
-            "resume".to_owned(),
-            session_id.to_owned(),
-        ]
+    /// `codex [--config k=v]… resume <id>`: the configuration's overrides (a model provider,
+    /// its base URL) come along; none carries a credential (those are refused when the
+    /// configuration is loaded: Codex reads them from the variable `env_key` names).
+    fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
+        let mut argv = vec![SPEC.executable.to_owned()];
+        for o in &config.config {
+            argv.push("--config".to_owned());
+            argv.push(o.clone());
+        }
+        argv.push("resume".to_owned());
+        argv.push(session_id.to_owned());
+        argv
     }
 
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use camino::Utf8PathBuf;
 use handoff_core::{
-    AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
+    AgentConfig, AnswerSource, Invocation, InvocationError, RawOutput, Receiver, ReceiverReport,
     ReceiverRequest, RunDir, StdinSource, agent_env,
 };
 use serde_json::{Value, json};
@@ -245,12 +245,27 @@ impl Receiver for OpenCode {
         parse_receiver(raw)
     }
 
-    fn resume_command(&self, session_id: &str) -> Vec<String> {
+    fn resume_command(&self, session_id: &str, _config: &AgentConfig) -> Vec<String> {
         vec![
             SPEC.executable.to_owned(),
             "--session".to_owned(),
             session_id.to_owned(),
         ]
+    }
+
+    /// The configuration's model providers, as inline configuration, with every value under a
+    /// credential-named key left out (OpenCode reads those from the provider's own variables,
+    /// or from `{env:NAME}` references, which are kept).
+    fn resume_env(&self, config: &AgentConfig) -> BTreeMap<String, String> {
+        let Some(table) = &config.provider else {
+            return BTreeMap::new();
+        };
+        let mut value = serde_json::to_value(table).unwrap_or(Value::Null);
+        strip_credentials(&mut value);
+        BTreeMap::from([(
+            "OPENCODE_CONFIG_CONTENT".to_owned(),
+            json!({ "provider": value }).to_string(),
+        )])
     }
 
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
@@ -302,6 +317,21 @@ pub(crate) fn resume_support(version: Option<&str>) -> Result<(), String> {
             "OpenCode's version '{}' can't be read; carrying a conversation into it needs {need} or newer",
             clip(line)
         )),
+    }
+}
+
+/// Removes every string under a credential-named key that is not an `{env:…}` reference.
+fn strip_credentials(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|k, v| {
+                !(handoff_core::credential_name(k)
+                    && v.as_str().is_some_and(|s| !s.starts_with("{env:")))
+            });
+            map.values_mut().for_each(strip_credentials);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_credentials),
+        _ => {}
     }
 }
 

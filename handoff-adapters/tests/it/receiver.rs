@@ -239,10 +239,51 @@ fn the_user_overrides_reach_a_codex_receiver() {
 
 #[test]
 fn resume_commands() {
-    let cmd = |h: &str| receiver(h).resume_command(SESSION);
+    let none = handoff_core::AgentConfig::default();
+    let cmd = |h: &str| receiver(h).resume_command(SESSION, &none);
     assert_eq!(cmd("claude"), ["claude", "--resume", SESSION]);
     assert_eq!(cmd("codex"), ["codex", "resume", SESSION]);
     assert_eq!(cmd("opencode"), ["opencode", "--session", SESSION]);
+    assert!(receiver("opencode").resume_env(&none).is_empty());
+}
+
+#[test]
+fn resume_commands_keep_the_configured_gateway_and_leave_credentials_out() {
+    let mut config = handoff_core::AgentConfig {
+        config: vec![
+            "model_provider=\"gw\"".into(),
+            "model_providers.gw.base_url=\"https://gw.example/v1\"".into(),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        receiver("codex").resume_command(SESSION, &config),
+        [
+            "codex",
+            "--config",
+            "model_provider=\"gw\"",
+            "--config",
+            "model_providers.gw.base_url=\"https://gw.example/v1\"",
+            "resume",
+            SESSION
+        ]
+    );
+    config.provider = Some(
+        toml::from_str(
+            "[gw]\nnpm = \"@ai-sdk/openai-compatible\"\n[gw.options]\nbaseURL = \"https://gw.example/v1\"\n\
+             apiKey = \"sk-literal-secret\"\n[gw2.options]\napiKey = \"{env:GW2_KEY}\"\n",
+        )
+        .unwrap(),
+    );
+    let env = receiver("opencode").resume_env(&config);
+    let content = &env["OPENCODE_CONFIG_CONTENT"];
+    let v: serde_json::Value = serde_json::from_str(content).unwrap();
+    assert_eq!(
+        v["provider"]["gw"]["options"]["baseURL"],
+        "https://gw.example/v1"
+    );
+    assert!(!content.contains("sk-literal-secret"), "{content}");
+    assert_eq!(v["provider"]["gw2"]["options"]["apiKey"], "{env:GW2_KEY}");
 }
 
 #[test]

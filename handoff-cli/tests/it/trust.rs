@@ -283,3 +283,24 @@ fn continue_without_a_git_identity_is_refused_before_anything_changes() {
     );
     assert_eq!(head(&sb), before);
 }
+
+#[test]
+fn redirecting_the_worktree_through_a_link_does_not_start_a_new_trusting_task() {
+    let sb = sandbox();
+    let marker = sb.root.join("hooks-ran");
+    sb.repo.write("a.txt", "one\n");
+    let first = checkpoint(&sb, &["a.txt", "--agent", "claude"]);
+    assert_eq!(first.code, 0, "{first:?}");
+
+    hook(&sb, ".git/hooks/pre-commit", &marker);
+    std::os::unix::fs::symlink("..", sb.repo.path().join(".git/wt")).unwrap();
+    sb.repo.git(&["config", "core.worktree", "wt"]);
+    sb.repo.write("a.txt", "two\n");
+    let second = checkpoint(&sb, &["--tracked"]);
+    assert_eq!(ran(&marker), "", "the planted hook ran: {second:?}");
+    assert_eq!(second.code, 5, "{second:?}");
+    assert!(
+        second.stderr.contains("core.worktree in .git/config"),
+        "{second:?}"
+    );
+}

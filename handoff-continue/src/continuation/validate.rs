@@ -141,7 +141,11 @@ pub(super) fn validate(
         ));
     };
     // The task and who has it.
-    let task = ctx.store.task_for_worktree(&root).rejected("task store")?;
+    let project_root = Git::new(root.clone()).project_root();
+    let task = ctx
+        .store
+        .task_at(&root, &project_root)
+        .rejected("task store")?;
     result.task_id = task.as_ref().map(|t| t.id.clone());
     let from = match &req.from {
         Some(f) => Some(known_provider(registry, "--from", f)?),

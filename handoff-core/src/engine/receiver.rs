@@ -49,6 +49,8 @@ pub struct PreparedReceiver {
     /// agent (credentials left out: they stay in the configuration, never in a printed
     /// command), then the account's.
     resume_env: BTreeMap<String, String>,
+    /// The agent's configuration the receiver runs with.
+    agent_config: crate::config::AgentConfig,
 }
 
 impl std::fmt::Debug for PreparedReceiver {
@@ -86,10 +88,12 @@ impl PreparedReceiver {
 
     /// How to resume `session_id` interactively in the receiver's worktree.
     pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
-        self.provider
-            .receiver()
-            .map(|r| r.resume_command(session_id))
-            .map(|argv| ResumeCommand::new(self.request.cwd.clone(), self.resume_env.clone(), argv))
+        self.provider.receiver().map(|r| {
+            let mut env = self.resume_env.clone();
+            env.extend(r.resume_env(&self.agent_config));
+            let argv = r.resume_command(session_id, &self.agent_config);
+            ResumeCommand::new(self.request.cwd.clone(), env, argv)
+        })
     }
 }
 
@@ -359,6 +363,7 @@ impl Engine {
                 .chain(account_env.iter().filter(|(k, _)| !credential_name(k)))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            agent_config: agent_config.clone(),
             account_env,
         })
     }

@@ -42,13 +42,25 @@ pub(super) fn delegated_run(
         return Ok(());
     };
     let store = store.open()?;
-    let task = match store.task_for_worktree(&root).map_err(|e| e.to_string())? {
+    let location = workspace.location(&root);
+    let found = match &location {
+        Ok(l) => store.task_at(&root, &l.project_root),
+        Err(_) => store.task_for_worktree(&root),
+    }
+    .map_err(|e| e.to_string())?;
+    let task = match found {
         Some(t) => t,
         None => {
             let Some(caller) = &r.caller else {
+                // No task to keep it with: the worktree keeps the state until one is made.
+                if let Some(state) = config_state {
+                    store
+                        .save_worktree_config_state(&root, state)
+                        .map_err(|e| e.to_string())?;
+                }
                 return Ok(());
             };
-            let location = workspace.location(&root).map_err(|e| e.to_string())?;
+            let location = location.map_err(|e| e.to_string())?;
             store
                 .create_task(&NewTask {
                     project_root: location.project_root,

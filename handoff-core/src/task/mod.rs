@@ -286,6 +286,34 @@ pub trait TaskStore: Send + Sync {
     /// All tasks, or those of one project, oldest first.
     fn tasks(&self, project_root: Option<&Utf8Path>) -> Result<Vec<Task>, StoreError>;
 
+    /// The current task of the worktree at `root` however it is reached: by that path, by its
+    /// resolved path, or as the newest task of `project_root` whose worktree resolves to the
+    /// same directory. A worktree redirected through a symbolic link (`core.worktree`, a linked
+    /// path) is thus still the same task, and does not start a new one that trusts whatever is
+    /// there now.
+    fn task_at(
+        &self,
+        root: &Utf8Path,
+        project_root: &Utf8Path,
+    ) -> Result<Option<Task>, StoreError> {
+        if let Some(t) = self.task_for_worktree(root)? {
+            return Ok(Some(t));
+        }
+        let Ok(real) = root.canonicalize_utf8() else {
+            return Ok(None);
+        };
+        if real != root
+            && let Some(t) = self.task_for_worktree(&real)?
+        {
+            return Ok(Some(t));
+        }
+        Ok(self
+            .tasks(Some(project_root))?
+            .into_iter()
+            .rev()
+            .find(|t| t.worktree.canonicalize_utf8().ok().as_ref() == Some(&real)))
+    }
+
     /// Sets who works on the task now.
     fn set_agent(&self, id: &TaskId, agent: &TaskAgent) -> Result<Task, StoreError>;
 
@@ -363,6 +391,27 @@ pub trait TaskStore: Send + Sync {
     /// The configuration state kept for the task, if any.
     fn config_state(&self, task: &TaskId) -> Result<Option<crate::ConfigState>, StoreError> {
         let _ = task;
+        Ok(None)
+    }
+
+    /// Keeps `state` for `worktree` until a task there takes it over (its first event made no
+    /// task), unless the worktree has one; whether it was kept. Saving a task's state takes
+    /// over (and removes) its worktree's.
+    fn save_worktree_config_state(
+        &self,
+        worktree: &Utf8Path,
+        state: &crate::ConfigState,
+    ) -> Result<bool, StoreError> {
+        let _ = (worktree, state);
+        Ok(false)
+    }
+
+    /// The configuration state a worktree keeps for the task it does not have yet.
+    fn worktree_config_state(
+        &self,
+        worktree: &Utf8Path,
+    ) -> Result<Option<crate::ConfigState>, StoreError> {
+        let _ = worktree;
         Ok(None)
     }
 

@@ -248,3 +248,142 @@ fn a_hook_linked_to_a_script_changes_with_the_script() {
     let changes = config_state(repo.root()).unwrap().changed_since(&start);
     assert_eq!(changes.hooks, [".git/hooks/pre-commit"]);
 }
+
+#[test]
+fn a_hooks_directory_linked_into_the_worktree_is_read_where_its_hooks_are() {
+    let (repo, marker) = repo();
+    plant_hook(&repo, ".githooks", "pre-commit", &marker);
+    std::fs::remove_dir_all(repo.path(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../.githooks", repo.path(".git/hooks")).unwrap();
+    let start = config_state(repo.root()).unwrap();
+    assert!(
+        start.hooks.contains_key(".githooks/pre-commit"),
+        "{:?}",
+        start.hooks
+    );
+    std::fs::write(repo.path(".githooks/pre-commit"), "#!/bin/sh\necho other\n").unwrap();
+    let changes = config_state(repo.root()).unwrap().changed_since(&start);
+    assert_eq!(changes.hooks, [".githooks/pre-commit"]);
+}
+
+#[test]
+fn old_style_section_names_are_named_as_git_names_them() {
+    // `[filter.EVIL]` is `filter.evil.*` to git; an override of `filter.EVIL.*` would miss it.
+    let (repo, marker) = repo();
+    let mut config = std::fs::read_to_string(repo.path(".git/config")).unwrap();
+    config.push_str(&format!(
+        "[filter.EVIL]\n\tclean = \"sh -c 'echo ran >> {}; cat'\"\n",
+        marker.display()
+    ));
+    std::fs::write(repo.path(".git/config"), config).unwrap();
+    std::fs::write(repo.path(".git/info/attributes"), "* filter=evil\n").unwrap();
+    repo.write("a.txt", "changed\n");
+    // Plain git runs it.
+    repo.git(&["status", "--short"]);
+    assert_ne!(ran(&marker), "", "the attack does not work");
+    std::fs::remove_file(&marker).unwrap();
+    let git = Git::new(repo.root());
+    // Reads that compare with the worktree run no filter.
+    git.run(&["diff", "--name-only", "HEAD"]).unwrap();
+    git.run(&["status", "--short"]).unwrap();
+    let err = git.run(&["add", "a.txt"]).unwrap_err();
+    assert!(err.message.contains("filter.evil.clean"), "{}", err.message);
+    assert_eq!(ran(&marker), "");
+}
+
+#[test]
+fn a_filter_in_a_submodules_configuration_is_left_out_too() {
+    let (repo, marker) = repo();
+    let sub = crate::support::TestRepo::with_commit();
+    repo.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        sub.root().as_str(),
+        "sub",
+    ]);
+    repo.commit("submodule");
+    let module = repo.path(".git/modules/sub");
+    assert!(module.join("config").is_file());
+    let mut config = std::fs::read_to_string(module.join("config")).unwrap();
+    config.push_str(&format!(
+        "[filter \"evil\"]\n\tclean = \"sh -c 'echo ran >> {}; cat'\"\n",
+        marker.display()
+    ));
+    std::fs::write(module.join("config"), config).unwrap();
+    std::fs::create_dir_all(module.join("info")).unwrap();
+    std::fs::write(module.join("info/attributes"), "* filter=evil\n").unwrap();
+    std::fs::write(repo.path("sub/new.txt"), "x\n").unwrap();
+    std::fs::write(repo.path("sub/a.txt"), "touched\n").unwrap();
+    repo.git(&["status", "--short"]);
+    assert_ne!(ran(&marker), "", "the attack does not work");
+    std::fs::remove_file(&marker).unwrap();
+    let git = Git::new(repo.root());
+    git.run(&["diff", "--name-only", "HEAD"]).unwrap();
+    git.run(&["status", "--short"]).unwrap();
+    assert_eq!(ran(&marker), "", "the submodule's filter ran");
+    let programs = RepoPrograms::of(repo.root()).unwrap();
+    assert!(
+        programs.digests().contains_key(".git/modules/sub/config"),
+        "{:?}",
+        programs.digests()
+    );
+}
+
+#[test]
+fn a_local_repository_as_remote_refuses_pushes() {
+    // Pushing to a repository on this machine runs its hooks, here, as the user.
+    let (repo, marker) = repo();
+    let bare = repo.path(".git/evil.git");
+    crate::support::git_in(
+        repo.root().as_std_path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    plant_hook(&repo, ".git/evil.git/hooks", "pre-receive", &marker);
+    repo.git(&["remote", "add", "origin", ".git/evil.git"]);
+    let err = Git::new(repo.root())
+        .run(&["push", "-q", "origin", "main"])
+        .unwrap_err();
+    assert!(
+        err.message.contains("remote.origin.url in .git/config"),
+        "{}",
+        err.message
+    );
+    assert_eq!(ran(&marker), "");
+}
+
+#[test]
+fn an_include_git_resolves_from_a_users_home_is_read() {
+    // `~user/` is resolved by git; the listing is git's, so handoff sees what git sees.
+    let (repo, marker) = repo();
+    let home = std::env::var("HOME").unwrap_or_default();
+    let user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten();
+    let (Some(user), false) = (user, home.is_empty()) else {
+        return;
+    };
+    let dir = tempfile::tempdir_in(&user.dir).unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let Ok(rela) = dir.path().strip_prefix(&user.dir) else {
+        return;
+    };
+    std::fs::write(
+        dir.path().join("x.cfg"),
+        format!(
+            "[filter \"evil\"]\n\tclean = \"sh -c 'echo ran >> {}; cat'\"\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    repo.git(&[
+        "config",
+        "include.path",
+        &format!("~{}/{}/x.cfg", user.name, rela.display()),
+    ]);
+    repo.write(".gitattributes", "*.txt filter=evil\n");
+    let err = Git::new(repo.root()).run(&["add", "a.txt"]).unwrap_err();
+    assert!(err.message.contains("filter.evil.clean"), "{}", err.message);
+    assert_eq!(ran(&marker), "");
+}

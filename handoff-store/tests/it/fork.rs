@@ -198,3 +198,25 @@ fn a_task_keeps_its_first_configuration_state_and_a_fork_inherits_it() {
     drop(store);
     assert!(open(&path).config_state(&fork.id).unwrap().is_some());
 }
+
+#[test]
+fn a_worktree_keeps_its_first_state_until_a_task_takes_it_over() {
+    let (_dir, path) = temp();
+    let store = open(&path);
+    let mut first = handoff_core::ConfigState::default();
+    first.hooks.insert("core.hooksPath".into(), String::new());
+    let mut later = first.clone();
+    later
+        .hooks
+        .insert(".git/hooks/pre-commit".into(), "x".into());
+    let worktree = camino::Utf8Path::new("/p/w");
+    assert!(store.save_worktree_config_state(worktree, &first).unwrap());
+    assert!(!store.save_worktree_config_state(worktree, &later).unwrap());
+    assert_eq!(
+        store.worktree_config_state(worktree).unwrap(),
+        Some(first.clone())
+    );
+    let task = store.create_task(&new_task("/p/w")).unwrap();
+    assert!(store.save_config_state(&task.id, &first).unwrap());
+    assert_eq!(store.worktree_config_state(worktree).unwrap(), None);
+}
