@@ -9,6 +9,7 @@
     clippy::print_stderr
 )]
 
+mod attacks;
 mod carry;
 mod continuation;
 mod grok_community;
@@ -222,6 +223,22 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
             run.stderr.trim()
         );
         run
+    }
+
+    /// The same machine without bwrap: a PATH of every system tool but bwrap.
+    fn without_bubblewrap(&mut self) {
+        let tools = self.root.join("tools");
+        std::fs::create_dir_all(&tools).unwrap();
+        for dir in ["/usr/local/bin", "/usr/bin", "/bin"] {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let name = e.file_name();
+                if name == "bwrap" || tools.join(&name).exists() {
+                    continue;
+                }
+                let _ = std::os::unix::fs::symlink(e.path(), tools.join(&name));
+            }
+        }
+        self.path = format!("{}:{}", real_bin().display(), tools.display());
     }
 
     fn file(&self, name: &str) -> String {
@@ -530,19 +547,7 @@ fn claude_without_bubblewrap_is_not_run_even_after_a_cached_preflight() {
     let mut rig = Rig::new("claude", Script::answer(provider_output("ok")));
     let run = rig.run("review", &[]);
     assert_eq!(run.code, 0, "{}", run.json);
-    // The same machine without bwrap: a PATH of every system tool but bwrap.
-    let tools = rig.root.join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    for dir in ["/usr/local/bin", "/usr/bin", "/bin"] {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let name = e.file_name();
-            if name == "bwrap" || tools.join(&name).exists() {
-                continue;
-            }
-            let _ = std::os::unix::fs::symlink(e.path(), tools.join(&name));
-        }
-    }
-    rig.path = format!("{}:{}", real_bin().display(), tools.display());
+    rig.without_bubblewrap();
     let run = rig.run("review", &[]);
     assert_eq!(run.code, 3, "{}", run.json);
     assert_eq!(run.json["status"], "not_run");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use handoff_core::Workspace;
 use handoff_git::GitWorkspace;
 
-use crate::support::{TestRepo, changed};
+use crate::support::{TestRepo, changed, forge_index};
 
 /// Lets the files written so far age past the record's timestamp granularity, so that the
 /// first fingerprint records them (a file younger than that is read every time).
@@ -30,24 +30,6 @@ fn rewrite_keeping_mtime(repo: &TestRepo, rel: &str, content: &str) {
         .unwrap()
         .set_times(FileTimes::new().set_modified(mtime))
         .unwrap();
-}
-
-/// Rewrites the index entry of `rel` with the file's current stat data, keeping its object id.
-fn forge_index(repo: &TestRepo, rel: &str) {
-    let mut index = gix::index::File::at(
-        repo.path(".git/index"),
-        gix::hash::Kind::Sha1,
-        false,
-        gix::index::decode::Options::default(),
-    )
-    .unwrap();
-    let meta = gix::index::fs::Metadata::from_path_no_follow(&repo.path(rel)).unwrap();
-    let stat = gix::index::entry::Stat::from_fs(&meta).unwrap();
-    let i = index
-        .entry_index_by_path(rel.into())
-        .expect("the path is tracked");
-    index.entries_mut()[i].stat = stat;
-    index.write(gix::index::write::Options::default()).unwrap();
 }
 
 #[test]

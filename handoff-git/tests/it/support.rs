@@ -112,6 +112,38 @@ pub fn changed(before: &Fingerprint, after: &Fingerprint) -> Vec<String> {
     evidence.changed_files
 }
 
+/// Rewrites the index entry of `rel` with the file's current stat data, keeping its object id:
+/// git, and a fingerprint that trusts the index, then take the file for what the index says.
+///
+/// Like git when it writes an index, entries that were racily clean under the old index (their
+/// mtime's second not older than the index file's) are smudged (their size zeroed), so that the
+/// newer index file does not turn an unnoticed same-second edit of another file into a clean one.
+pub fn forge_index(repo: &TestRepo, rel: &str) {
+    let path = repo.path(".git/index");
+    let written = gix::index::fs::Metadata::from_path_no_follow(&path).unwrap();
+    let written = gix::index::entry::Stat::from_fs(&written).unwrap().mtime;
+    let mut index = gix::index::File::at(
+        &path,
+        gix::hash::Kind::Sha1,
+        false,
+        gix::index::decode::Options::default(),
+    )
+    .unwrap();
+    let meta = gix::index::fs::Metadata::from_path_no_follow(&repo.path(rel)).unwrap();
+    let stat = gix::index::entry::Stat::from_fs(&meta).unwrap();
+    let i = index
+        .entry_index_by_path(rel.into())
+        .expect("the path is tracked");
+    for (j, entry) in index.entries_mut().iter_mut().enumerate() {
+        if j == i {
+            entry.stat = stat;
+        } else if entry.stat.mtime.secs >= written.secs {
+            entry.stat.size = 0;
+        }
+    }
+    index.write(gix::index::write::Options::default()).unwrap();
+}
+
 /// The keys of a fingerprint that are worktree paths (not `.git/…`).
 pub fn worktree_keys(fp: &Fingerprint) -> Vec<&str> {
     fp.entries
