@@ -75,6 +75,10 @@ pub struct ContinueArgs {
     /// A message for the receiver, sent after the note.
     #[arg(long, value_name = "TEXT")]
     pub message: Option<String>,
+    /// The message from a file instead (kept out of the command line, which other local users
+    /// can read).
+    #[arg(long, value_name = "FILE", conflicts_with = "message")]
+    pub message_file: Option<String>,
     /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit.
     #[arg(long, value_name = "DIR")]
     pub cwd: String,
@@ -184,6 +188,24 @@ impl ContinueArgs {
     }
 }
 
+/// The longest `--message-file`, in bytes.
+const MAX_MESSAGE_BYTES: u64 = 64 * 1024;
+
+/// The text of `--message-file`.
+fn read_message(path: &str) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_MESSAGE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("--message-file {path}: {e}"))?;
+    if bytes.len() as u64 > MAX_MESSAGE_BYTES {
+        return Err(format!(
+            "--message-file {path}: longer than {MAX_MESSAGE_BYTES} bytes"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("--message-file {path}: not UTF-8 text"))
+}
+
 /// Runs `handoff continue`; returns the exit code. `live` is the status line being drawn, if
 /// any; it is cleared before anything else is written.
 pub async fn main(
@@ -224,6 +246,10 @@ async fn run(
         .map_err(|e| e.to_string())?
         .parent()
         .map_or_else(|| ".".into(), camino::Utf8Path::to_owned);
+    let mut args = args;
+    if let Some(path) = args.message_file.take() {
+        args.message = Some(read_message(&path)?);
+    }
     let request = args.request();
     let ctx = ContinueContext {
         engine: &engine,

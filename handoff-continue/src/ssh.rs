@@ -7,6 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use handoff_core::shell_word;
+use handoff_git::TRANSPORTS;
 use tokio::io::AsyncWriteExt;
 
 /// Where the task goes.
@@ -106,8 +107,9 @@ pub fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
-/// The ssh client: `$HANDOFF_SSH` (a command line, e.g. `ssh -F ~/.ssh/work_config`) or `ssh`,
-/// in batch mode with a connect timeout.
+/// The ssh client: `$HANDOFF_SSH` (a command line in POSIX shell words, e.g.
+/// `ssh -F ~/.ssh/work_config -o 'ProxyCommand=nc -X 5 -x proxy:1080 %h %p'`) or `ssh`, in
+/// batch mode with a connect timeout.
 #[derive(Debug, Clone)]
 pub struct Ssh {
     argv: Vec<String>,
@@ -115,14 +117,35 @@ pub struct Ssh {
     pub host: String,
 }
 
+/// Refuses a git remote URL that git would read as an option (`--upload-pack=…`), or one with a
+/// control character.
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.starts_with('-') {
+        return Err(format!(
+            "the git remote URL '{url}' starts with '-': git would read it as an option"
+        ));
+    }
+    if url.is_empty() || url.chars().any(char::is_control) {
+        return Err(format!(
+            "the git remote URL {url:?} is empty or has a control character"
+        ));
+    }
+    Ok(())
+}
+
 impl Ssh {
-    /// The client for `host`, from handoff's environment.
-    pub fn new(host: &str, env: &std::collections::BTreeMap<String, String>) -> Ssh {
-        let mut argv: Vec<String> = env
-            .get("HANDOFF_SSH")
-            .map(|s| s.split_whitespace().map(str::to_owned).collect())
-            .filter(|v: &Vec<String>| !v.is_empty())
-            .unwrap_or_else(|| vec!["ssh".to_owned()]);
+    /// The client for `host`, from handoff's environment; `$HANDOFF_SSH` that is not valid
+    /// shell words (an unclosed quote) is refused.
+    pub fn new(
+        host: &str,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Ssh, String> {
+        let mut argv: Vec<String> = match env.get("HANDOFF_SSH").map(|s| s.trim()) {
+            None | Some("") => vec!["ssh".to_owned()],
+            Some(line) => shlex::split(line).filter(|v| !v.is_empty()).ok_or_else(|| {
+                format!("HANDOFF_SSH {line:?} is not a command line in shell words (a quote is not closed)")
+            })?,
+        };
         argv.extend(
             [
                 "-o",
@@ -135,10 +158,10 @@ impl Ssh {
             ]
             .map(str::to_owned),
         );
-        Ssh {
+        Ok(Ssh {
             argv,
             host: host.to_owned(),
-        }
+        })
     }
 
     /// The command a person types to reach the host (`ssh -t <host>`), for printed commands.
@@ -301,7 +324,7 @@ elif [ -e "$p" ]; then echo "repo=not-a-repo"
 else echo "repo=absent"
 fi
 e=$(mktemp)
-if out=$(GIT_TERMINAL_PROMPT=0 git ls-remote {url} {refname} 2>"$e"); then
+if out=$(GIT_TERMINAL_PROMPT=0 git {transports} ls-remote -- {url} {refname} 2>"$e"); then
   echo "branchHead=$(printf '%s\n' "$out" | head -n 1 | cut -f 1)"
 else
   echo "lsRemoteError=$(tail -n 1 "$e")"
@@ -315,7 +338,17 @@ rm -f "$e"
         url = q(url),
         refname = q(&format!("refs/heads/{branch}")),
         root = q(root),
+        transports = transports(),
     )
+}
+
+/// [`TRANSPORTS`] as `-c` words, for the git commands of the scripts run there.
+fn transports() -> String {
+    TRANSPORTS
+        .iter()
+        .map(|t| format!("-c {t}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A full object id (40 or 64 lowercase hex digits).
@@ -358,14 +391,14 @@ p={path}
 export GIT_TERMINAL_PROMPT=0
 if [ ! -e "$p/.git" ]; then
   mkdir -p "$(dirname "$p")"
-  git clone -q --no-checkout {url} "$p"
+  git {transports} clone -q --no-checkout -- {url} "$p"
   echo "cloned=1"
 else
   prev=$(git -C "$p" symbolic-ref -q --short HEAD || git -C "$p" rev-parse HEAD)
   echo "previous=$prev"
   echo "branchWas=$(git -C "$p" rev-parse -q --verify {branchref} || true)"
 fi
-git -C "$p" fetch -q {url} {refspec}
+git -C "$p" {transports} fetch -q -- {url} {refspec}
 git -C "$p" checkout -q -B {branch} {commit}
 test "$(git -C "$p" rev-parse HEAD)" = {commit}
 echo "head=$(git -C "$p" rev-parse HEAD)"
@@ -376,6 +409,7 @@ echo "head=$(git -C "$p" rev-parse HEAD)"
         branch = q(branch),
         branchref = q(&format!("refs/heads/{branch}")),
         commit = q(commit),
+        transports = transports(),
     )
 }
 
@@ -533,12 +567,56 @@ mod tests {
             "HANDOFF_SSH".to_owned(),
             "ssh -F /c/config".to_owned(),
         )]);
-        let ssh = Ssh::new("box", &env);
+        let ssh = Ssh::new("box", &env).unwrap();
         assert_eq!(
             ssh.interactive("cd /r && codex resume x"),
             "ssh -F /c/config -t box 'cd /r && codex resume x'"
         );
         assert_eq!(last_lines("a\n\nb\nc\nd\n", 2), "c | d");
+    }
+
+    #[test]
+    fn the_ssh_command_line_is_shell_words() {
+        let env =
+            |v: &str| std::collections::BTreeMap::from([("HANDOFF_SSH".to_owned(), v.to_owned())]);
+        let ssh = Ssh::new(
+            "box",
+            &env("ssh -o 'ProxyCommand=nc -x proxy:1080 %h %p' -p 2222"),
+        )
+        .unwrap();
+        assert_eq!(
+            ssh.argv[..5],
+            [
+                "ssh",
+                "-o",
+                "ProxyCommand=nc -x proxy:1080 %h %p",
+                "-p",
+                "2222"
+            ]
+        );
+        assert!(
+            Ssh::new("box", &env("ssh -o 'unclosed"))
+                .unwrap_err()
+                .contains("quote")
+        );
+        assert_eq!(Ssh::new("box", &env("  ")).unwrap().argv[0], "ssh");
+    }
+
+    #[test]
+    fn option_like_urls_are_refused_and_scripts_end_options_before_urls() {
+        assert!(check_url("--upload-pack=touch /tmp/x").is_err());
+        assert!(check_url("-u").is_err());
+        assert!(check_url("a\nb").is_err());
+        assert!(check_url("git@host:r.git").is_ok());
+        let inspect = inspect_script(None, "/r", "r", "codex", "git@h:r.git", "main", "abc");
+        assert!(inspect.contains("ls-remote -- git@h:r.git"), "{inspect}");
+        assert!(inspect.contains("-c protocol.allow=never"), "{inspect}");
+        let prepare = prepare_script("/p", "git@h:r.git", "main", "abc");
+        assert!(
+            prepare.contains("clone -q --no-checkout -- git@h:r.git"),
+            "{prepare}"
+        );
+        assert!(prepare.contains("fetch -q -- git@h:r.git"), "{prepare}");
     }
 
     proptest! {

@@ -76,5 +76,7 @@ pub use detailed::DetailedFingerprint;
 pub use gitdir::HEAD_ENTRY;
 pub use programs::{Neutralised, RepoPrograms, config_state};
 pub use repo_state::repo_state;
-pub use runner::{FORCED_CONFIG, Git, GitError, KEPT_ENV, PrivateIndex, Trust, split_z, tail};
+pub use runner::{
+    FORCED_CONFIG, Git, GitError, KEPT_ENV, PrivateIndex, TRANSPORTS, Trust, split_z, tail,
+};
 pub use workspace::GitWorkspace;

@@ -112,6 +112,16 @@ const CONTENT_COMMANDS: &[&str] = &[
 /// credential helper, remote helper or proxy handoff leaves out.
 const REMOTE_COMMANDS: &[&str] = &["clone", "fetch", "ls-remote", "pull", "push", "remote"];
 
+/// The transports a command that reaches a remote may use: https, ssh and file (`ext::`,
+/// `fd::`, plain http and remote helpers never), passed as `-c` to each such command handoff
+/// runs, here and on the other machine of `continue --on`.
+pub const TRANSPORTS: &[&str] = &[
+    "protocol.allow=never",
+    "protocol.https.allow=always",
+    "protocol.ssh.allow=always",
+    "protocol.file.allow=always",
+];
+
 /// Subcommands that could show a diff through an external diff program or a text conversion.
 const DIFF_COMMANDS: &[&str] = &["diff", "log", "show"];
 
@@ -221,6 +231,16 @@ impl Git {
             c.arg("-c").arg("core.hooksPath=/dev/null");
         }
         let sub = subcommand(args);
+        let reaches_a_remote = sub.is_some_and(|n| {
+            REMOTE_COMMANDS
+                .iter()
+                .any(|r| OsStr::new(r) == args[n].as_ref())
+        });
+        if reaches_a_remote {
+            for t in TRANSPORTS {
+                c.arg("-c").arg(t);
+            }
+        }
         for (n, arg) in args.iter().enumerate() {
             c.arg(arg);
             if Some(n) == sub && DIFF_COMMANDS.iter().any(|d| OsStr::new(d) == arg.as_ref()) {

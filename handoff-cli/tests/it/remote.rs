@@ -576,3 +576,98 @@ fn a_refusal_there_is_undone() {
     assert!(files_under(&other.home.join(".local/state/handoff/incoming")).is_empty());
     assert!(files_under(&other.home.join(".codex")).is_empty());
 }
+
+#[test]
+fn the_message_and_secrets_never_travel_on_a_command_line_and_the_session_is_masked_here() {
+    let sb = sandbox();
+    let _origin = with_origin(&sb);
+    let source = seed_claude(&sb);
+    // A secret only this machine knows (no pattern would find it), in the session carried.
+    let secret = "plainGatewayValue7731qq";
+    let mut text = std::fs::read_to_string(&source).unwrap();
+    text.push_str(&format!(
+        "{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":\"use key {secret}\"}},\"uuid\":\"u-secret\",\"sessionId\":\"x\"}}\n"
+    ));
+    std::fs::write(&source, text).unwrap();
+    let other = other_machine(&["codex"]);
+    // Every ssh command line, as `ps` would show it.
+    let log = sb.root.join("ssh-argv.log");
+    let wrapper = sb.root.join("ssh-wrap");
+    let ssh: Vec<String> = other
+        .host
+        .ssh_command()
+        .iter()
+        .map(|w| handoff_core::shell_word(w))
+        .collect();
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{}'\nexec {} \"$@\"\n",
+            log.display(),
+            ssh.join(" ")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let note = note_file(&sb);
+    let cwd = repo_path(&sb);
+    let message = "Finish the parser; the staging password is hunter2-private";
+    let run = sb.exec(
+        sb.command()
+            .env("HANDOFF_SSH", wrapper.to_str().unwrap())
+            .env("GATEWAY_TOKEN", secret)
+            .args([
+                "continue",
+                "--cwd",
+                &cwd,
+                "--note-file",
+                &note,
+                "--on",
+                &dest(&other),
+            ])
+            .args(["--from", "claude", "--to", "codex", "--message", message]),
+    );
+    assert_eq!(run.code, 0, "{run:#?}\n{}", other.host.log_text());
+    let argv = std::fs::read_to_string(&log).unwrap();
+    assert!(argv.contains("--message-file"), "{argv}");
+    assert!(
+        !argv.contains("hunter2"),
+        "the message was on an ssh command line: {argv}"
+    );
+    // The session reached the other machine without the secret this machine knows.
+    for file in files_under(&other.home.join(".codex")) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(!text.contains(secret), "unmasked in {}", file.display());
+    }
+    for file in files_under(&other.home.join(".local/state/handoff")) {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(secret), "unmasked in {}", file.display());
+    }
+}
+
+#[test]
+fn an_option_like_remote_url_is_refused_before_anything_runs() {
+    let sb = sandbox();
+    let _origin = with_origin(&sb);
+    seed_claude(&sb);
+    let other = other_machine(&["codex"]);
+    let marker = sb.root.join("upload-pack-ran");
+    sb.repo.git(&[
+        "config",
+        "remote.origin.url",
+        &format!("--upload-pack=touch {}", marker.display()),
+    ]);
+    let run = continue_on(
+        &sb,
+        &other,
+        &dest(&other),
+        &["--from", "claude", "--to", "codex", "--dry-run"],
+    );
+    refused(&run, "starts with '-'");
+    assert!(!marker.exists(), "the URL ran as an option");
+}

@@ -79,7 +79,9 @@ pub(super) async fn inspect(
         .provider(&plan.target.provider)
         .map(|p| p.spec().executable)
         .unwrap_or("?");
-    let ssh = Ssh::new(&dest.host, &ctx.env);
+    ssh::check_url(&url).map_err(|e| Rejection::new("--on", format!("--on: {e}")))?;
+    let ssh =
+        Ssh::new(&dest.host, &ctx.env).map_err(|e| Rejection::new("--on", format!("--on: {e}")))?;
     let name = plan.root.file_name().unwrap_or("repo");
     let first = plan
         .git
@@ -370,6 +372,25 @@ pub(super) async fn finish(
             return Err(fail(e, result));
         }
     };
+    // The message, as a file: never on a command line here or there.
+    let mut message_file = None;
+    if let Some(message) = &local.message {
+        match ssh
+            .step(
+                "sending the message",
+                &ssh::upload_script(&id, "message.txt"),
+                redact(message, local.known).0.as_bytes(),
+                REMOTE_STEP,
+            )
+            .await
+        {
+            Ok(out) => message_file = out.value("file"),
+            Err(e) => {
+                undo(ssh).await;
+                return Err(fail(e, result));
+            }
+        }
+    }
     let mut session_file = None;
     if let Some(src) = local.source {
         let bytes = match std::fs::read(&src.session.path) {
@@ -383,11 +404,13 @@ pub(super) async fn finish(
             }
         };
         let name = src.session.path.file_name().unwrap_or("session.jsonl");
+        // Masked here, with every secret this machine knows, before it leaves.
+        let masked = redact(&String::from_utf8_lossy(&bytes), local.known).0;
         match ssh
             .step(
                 "sending the session",
                 &ssh::upload_script(&id, name),
-                &bytes,
+                masked.as_bytes(),
                 REMOTE_STEP,
             )
             .await
@@ -428,7 +451,7 @@ pub(super) async fn finish(
     opt("--model", args.model.as_ref());
     opt("--effort", args.effort.as_ref());
     opt("--account", args.account.as_ref());
-    opt("--message", local.message.as_ref());
+    opt("--message-file", message_file.as_ref());
     opt("--session", session_file.as_ref());
     if args.fallback == Some(Fallback::FreshAgent) {
         remote_args.extend(["--fallback".into(), "fresh-agent".into()]);
