@@ -1,10 +1,10 @@
 //! Masking secrets in text that leaves the engine (diagnostics, answers), and telling which
 //! variables hold them.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
-use regex::Regex;
+use crate::mask::{Masker, is_secret_variable};
 
 /// Largest diagnostic text kept, in bytes.
 pub const DIAGNOSTIC_LIMIT: usize = 8192;
@@ -12,70 +12,46 @@ const TRUNCATION_MARK: &str = "…[truncated]";
 /// Longest worker-supplied text quoted back in an error message.
 const QUOTE_LIMIT: usize = 128;
 
-// Each pattern masks one family of credentials. The replacement keeps the key name (for
-// `key=value` forms) so the reader still sees *what* was masked.
-static PATTERNS: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
-    [
-        (r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]{8,}", "Bearer [REDACTED]"),
-        (
-            r"(?i)\b(api[_-]?key|access[_-]?token|auth[_-]?token|password|passwd|secret|client[_-]?secret)(\s*[:=]\s*)[^\s,;]+",
-            "$1$2[REDACTED]",
-        ),
-        (r"\b(?:sk|rk|pk)-[A-Za-z0-9_-]{12,}", "[REDACTED_TOKEN]"),
-        (r"\bxai-[A-Za-z0-9_-]{12,}", "[REDACTED_TOKEN]"),
-        (r"\bgh[pousr]_[A-Za-z0-9]{12,}", "[REDACTED_TOKEN]"),
-        (r"\bgithub_pat_[A-Za-z0-9_]{12,}", "[REDACTED_TOKEN]"),
-        (r"\bAKIA[0-9A-Z]{16}\b", "[REDACTED_TOKEN]"),
-        (
-            r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-            "[REDACTED_TOKEN]",
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(p, r)| Regex::new(p).ok().map(|re| (re, r)))
-    .collect()
-});
-
-/// Masks secrets: first the exact `known` values (MCP secrets, API keys handed to the agent),
-/// then every credential pattern. Returns the text and how many secrets were masked.
+/// Masks secrets: the exact `known` values (MCP secrets, API keys handed to the agent) in every
+/// form they travel in, then every secret recognised by structure (see [`Masker::mask`]).
+/// Returns the text and how many secrets were masked.
 pub fn redact(text: &str, known: &[String]) -> (String, u64) {
-    let (mut out, mut count) = redact_known(text, known);
-    for (re, replacement) in PATTERNS.iter() {
-        let n = re.find_iter(&out).count() as u64;
-        if n > 0 {
-            out = re.replace_all(&out, *replacement).into_owned();
-            count += n;
-        }
-    }
-    (out, count)
+    let masked = masker(known).mask(text);
+    (masked.text.into_owned(), masked.count)
 }
 
-/// Masks only the exact `known` values (at least 4 bytes long); used where credential patterns
-/// could hit legitimate content, such as an agent's answer about code.
+/// Masks only the exact `known` values (see [`Masker::mask_known`]); used where credential
+/// patterns could hit legitimate content, such as an agent's answer about code.
 pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
-    let mut out = text.to_owned();
-    let mut count = 0u64;
-    for secret in known.iter().filter(|s| s.len() >= 4) {
-        let n = out.matches(secret.as_str()).count() as u64;
-        if n > 0 {
-            out = out.replace(secret.as_str(), "[REDACTED]");
-            count += n;
-        }
+    let masked = masker(known).mask_known(text);
+    (masked.text.into_owned(), masked.count)
+}
+
+/// A masker for `known`: callers mask many strings with the same secrets (every message of a
+/// transcript), so the last one built on this thread is reused.
+fn masker(known: &[String]) -> Masker {
+    thread_local! {
+        static LAST: RefCell<Option<(Vec<String>, Masker)>> = const { RefCell::new(None) };
     }
-    (out, count)
+    LAST.with_borrow_mut(|last| match last {
+        Some((k, m)) if k.as_slice() == known => m.clone(),
+        _ => {
+            let m = Masker::new(known);
+            *last = Some((known.to_vec(), m.clone()));
+            m
+        }
+    })
 }
 
-/// Whether a variable or key name looks like it holds a credential (KEY, TOKEN, SECRET,
-/// PASSWORD or AUTH in it, any case).
+/// Whether a variable or configuration key holds something to keep secret: a credential name
+/// (its last word TOKEN, SECRET, PASSWORD, CREDENTIALS, AUTH, a non-lookup KEY…), header lines
+/// (`*_HEADERS`) or a key id (`*_KEY_ID`).
 pub fn credential_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
-        .iter()
-        .any(|w| n.contains(w))
+    is_secret_variable(name)
 }
 
-/// Values of the passed-through variables that look like credentials (names containing KEY,
-/// TOKEN, SECRET or PASSWORD): masked wherever they appear in results.
+/// Values of the passed-through variables that look like credentials (see
+/// [`credential_name`]): masked wherever they appear in results.
 pub fn credential_values(env: &BTreeMap<String, String>) -> Vec<String> {
     env.iter()
         .filter(|(k, v)| v.len() >= 8 && credential_name(k))
@@ -139,10 +115,18 @@ mod tests {
 
     proptest! {
         #[test]
-        fn redaction_never_leaves_a_known_secret(prefix in ".{0,40}", secret in "[A-Za-z0-9]{6,20}", suffix in ".{0,40}") {
+        fn redaction_never_leaves_a_known_secret(prefix in ".{0,40}", secret in "[A-Za-z0-9]{8,20}", suffix in ".{0,40}") {
             let text = format!("{prefix}{secret}{suffix}");
             let (t, _) = redact(&text, std::slice::from_ref(&secret));
             prop_assert!(!t.contains(&secret));
+        }
+
+        // Shorter secrets would cut ordinary words: they are masked as a whole value only.
+        #[test]
+        fn a_short_known_secret_is_masked_as_a_value(name in "[A-Z]{1,8}_[A-Z]{1,8}", secret in "[A-Za-z0-9]{4,7}") {
+            let text = format!("{name}={secret}\n");
+            let (t, _) = redact(&text, std::slice::from_ref(&secret));
+            prop_assert!(!t.contains(&secret), "{t}");
         }
 
         #[test]

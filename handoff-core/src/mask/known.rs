@@ -1,0 +1,132 @@
+//! Exact secrets handoff knows (configured values, passed-through credentials, account tokens,
+//! MCP secrets) and every form they travel in.
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
+use super::encode::forms;
+use super::{Edit, REDACTED};
+
+/// Known secrets at least this long are masked wherever they appear; shorter ones only as a
+/// whole value (`NAME=value`, `"name": "value"`, a whole JSON string), where masking cannot
+/// cut into ordinary words.
+pub const MIN_FREE_LEN: usize = 8;
+
+/// The automata over the known secrets.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Known {
+    /// Every form of every long secret, matched leftmost-longest in one pass.
+    long: Option<AhoCorasick>,
+    /// The short secrets and their JSON-escaped forms.
+    short: Option<AhoCorasick>,
+    /// The short secrets, sorted, for whole-value comparison.
+    short_values: Vec<String>,
+}
+
+impl Known {
+    pub(super) fn new<I, S>(known: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut long = Vec::new();
+        let mut short_values = Vec::new();
+        for secret in known {
+            let secret = secret.as_ref();
+            if secret.trim().is_empty() {
+                continue;
+            }
+            if secret.len() >= MIN_FREE_LEN {
+                long.extend(forms(secret));
+            } else {
+                short_values.push(secret.to_owned());
+            }
+        }
+        long.sort();
+        long.dedup();
+        short_values.sort();
+        short_values.dedup();
+        let mut short: Vec<String> = short_values.clone();
+        short.extend(short_values.iter().map(|s| super::encode::json_escaped(s)));
+        short.sort();
+        short.dedup();
+        Self {
+            long: automaton(&long),
+            short: automaton(&short),
+            short_values,
+        }
+    }
+
+    /// Every occurrence of a long secret in any of its forms.
+    pub(super) fn long_edits(&self, text: &str) -> Vec<Edit> {
+        let Some(ac) = &self.long else {
+            return Vec::new();
+        };
+        ac.find_iter(text)
+            .map(|m| Edit::new(m.start(), m.end(), REDACTED))
+            .collect()
+    }
+
+    /// Every occurrence of a short secret that is a whole value: after `=` or `:` (a quote
+    /// allowed around it), or the whole text, and ending where the value ends.
+    pub(super) fn short_edits(&self, text: &str) -> Vec<Edit> {
+        let Some(ac) = &self.short else {
+            return Vec::new();
+        };
+        ac.find_iter(text)
+            .filter(|m| value_position(text, m.start(), m.end()))
+            .map(|m| Edit::new(m.start(), m.end(), REDACTED))
+            .collect()
+    }
+
+    /// Whether `value` is exactly one of the short secrets.
+    pub(super) fn is_short_secret(&self, value: &str) -> bool {
+        self.short_values
+            .binary_search_by(|s| s.as_str().cmp(value))
+            .is_ok()
+    }
+}
+
+fn automaton(patterns: &[String]) -> Option<AhoCorasick> {
+    if patterns.is_empty() {
+        return None;
+    }
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(patterns)
+        .ok()
+}
+
+/// Whether `text[start..end]` is a whole value: the whole text, or preceded by `=` or `:` (then
+/// spaces, then an optional quote) and followed by the end of the value (end of text,
+/// whitespace, a quote or a separator).
+fn value_position(text: &str, start: usize, end: usize) -> bool {
+    if start == 0 && end == text.len() {
+        return true;
+    }
+    let before = &text.as_bytes()[..start];
+    let mut i = before.len();
+    let quote = i > 0 && matches!(before[i - 1], b'"' | b'\'');
+    if quote {
+        i -= 1;
+        // `\"value\"` inside a JSON string.
+        if i > 0 && before[i - 1] == b'\\' {
+            i -= 1;
+        }
+    }
+    while i > 0 && matches!(before[i - 1], b' ' | b'\t') {
+        i -= 1;
+    }
+    if i == 0 || !matches!(before[i - 1], b'=' | b':') {
+        return false;
+    }
+    match text.as_bytes().get(end) {
+        None => true,
+        Some(b) => {
+            b.is_ascii_whitespace()
+                || matches!(
+                    b,
+                    b'"' | b'\'' | b',' | b';' | b'&' | b')' | b'}' | b']' | b'\\'
+                )
+        }
+    }
+}
