@@ -306,6 +306,14 @@ impl Config {
     /// The configuration with every credential value replaced by `********`.
     pub fn masked(&self) -> Config {
         let mut c = self.clone();
+        // Every other string through the masking service too: a URL with userinfo, a token in
+        // an override, a secret of one agent repeated in another's settings.
+        let masker = crate::Masker::new(known_secrets(&BTreeMap::new(), self));
+        let mask = |v: &mut String| {
+            if let std::borrow::Cow::Owned(m) = masker.mask(v).text {
+                *v = m;
+            }
+        };
         for a in c.agents.values_mut() {
             for (k, v) in a
                 .env
@@ -314,10 +322,14 @@ impl Config {
             {
                 if credential_name(k) {
                     *v = "********".into();
+                } else {
+                    mask(v);
                 }
             }
+            a.config.iter_mut().for_each(mask);
             if let Some(p) = a.provider.as_mut() {
                 mask_table(p);
+                mask_strings(p, &mask);
             }
         }
         c
@@ -410,6 +422,23 @@ fn table_has_credentials(t: &toml::Table) -> bool {
     })
 }
 
+fn mask_strings(t: &mut toml::Table, mask: &dyn Fn(&mut String)) {
+    for (_, v) in t.iter_mut() {
+        match v {
+            toml::Value::String(s) => mask(s),
+            toml::Value::Table(inner) => mask_strings(inner, mask),
+            toml::Value::Array(items) => {
+                for item in items {
+                    if let toml::Value::String(s) = item {
+                        mask(s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn mask_table(t: &mut toml::Table) {
     for (k, v) in t.iter_mut() {
         if credential_name(k) && v.is_str() {
@@ -420,8 +449,20 @@ fn mask_table(t: &mut toml::Table) {
     }
 }
 
-/// Every literal secret of `config` (credential env values, provider credentials): masked
-/// wherever they would appear in a result.
+/// The values handoff masks wherever they appear: the credentials of `env` (handoff's
+/// environment) and every secret of `config`.
+pub fn known_secrets(env: &BTreeMap<String, String>, config: &Config) -> Vec<String> {
+    let mut known = crate::redact::credential_values(env);
+    for agent in config.agents.values() {
+        known.extend(config_secrets(agent));
+    }
+    known.sort();
+    known.dedup();
+    known
+}
+
+/// Every secret value of one agent's configuration: credential-named `env` entries (its
+/// accounts' too) and credential-named strings in its tables.
 pub fn config_secrets(config: &AgentConfig) -> Vec<String> {
     fn walk(t: &toml::Table, out: &mut Vec<String>) {
         for (k, v) in t {

@@ -51,7 +51,7 @@ pub use carry::{
 };
 pub use config::{
     AccountConfig, AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override,
-    config_secrets, valid_account_name,
+    config_secrets, known_secrets, valid_account_name,
 };
 pub use continuation::{
     CONTINUE_SCHEMA, CarryMode, CarrySource, ContinueCarry, ContinueCheckpoint, ContinueMessage,

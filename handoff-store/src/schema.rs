@@ -18,8 +18,22 @@ pub const APPLICATION_ID: i32 = 0x484E_4446;
 const IDENTITY: &str = "SELECT (SELECT user_version FROM pragma_user_version), \
      (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_schema)";
 
+/// One migration: SQL, or a step written in Rust.
+enum Migration {
+    Sql(&'static str),
+    /// Masks, with every credential pattern, the free text stores written before handoff masked
+    /// what it writes: turn summaries, handoff messages, reasons and details, checkpoint
+    /// messages, check commands. With `secure_delete` on, the old text is zeroed.
+    Scrub,
+}
+
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 3] = [V1, V2, V3];
+const MIGRATIONS: [Migration; 4] = [
+    Migration::Sql(V1),
+    Migration::Sql(V2),
+    Migration::Sql(V3),
+    Migration::Scrub,
+];
 
 /// What each task trusts: the state of the configuration that runs programs (hooks, program
 /// settings, agents' configuration) at the task's first event, as JSON; written once. A
@@ -212,8 +226,10 @@ pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError
                 }
             }
         };
-        tx.execute_batch(MIGRATIONS[version as usize])
-            .map_err(failed)?;
+        match &MIGRATIONS[version as usize] {
+            Migration::Sql(sql) => tx.execute_batch(sql).map_err(failed)?,
+            Migration::Scrub => scrub(&tx).map_err(failed)?,
+        }
         tx.pragma_update(None, "user_version", next)
             .map_err(failed)?;
         if version == 0 {
@@ -221,5 +237,53 @@ pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError
                 .map_err(failed)?;
         }
         tx.commit().map_err(failed)?;
+        if matches!(MIGRATIONS[version as usize], Migration::Scrub) {
+            // The old text out of the write-ahead log and into overwritten pages now.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
+}
+
+/// Masks every free-text column in place (see [`Migration::Scrub`]).
+fn scrub(conn: &Connection) -> rusqlite::Result<()> {
+    let masker = handoff_core::Masker::default();
+    for (table, column) in [
+        ("turns", "summary"),
+        ("handoffs", "message"),
+        ("handoffs", "outcome_reason"),
+        ("checkpoints", "message"),
+        ("checks", "command"),
+    ] {
+        let rows: Vec<(String, String)> = conn
+            .prepare(&format!(
+                "SELECT CAST(rowid AS TEXT), {column} FROM {table} WHERE {column} IS NOT NULL"
+            ))?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for (rowid, text) in rows {
+            let masked = masker.mask(&text);
+            if masked.count > 0 {
+                conn.execute(
+                    &format!("UPDATE {table} SET {column} = ?1 WHERE rowid = CAST(?2 AS INTEGER)"),
+                    rusqlite::params![masked.text.as_ref(), rowid],
+                )?;
+            }
+        }
+    }
+    let rows: Vec<(String, String)> = conn
+        .prepare("SELECT id, details FROM handoffs WHERE details IS NOT NULL")?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (id, details) in rows {
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(&details) else {
+            continue;
+        };
+        if masker.mask_json(&mut value) > 0 {
+            conn.execute(
+                "UPDATE handoffs SET details = ?1 WHERE id = ?2",
+                rusqlite::params![value.to_string(), id],
+            )?;
+        }
+    }
+    Ok(())
 }

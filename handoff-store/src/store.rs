@@ -9,7 +9,7 @@ use camino::Utf8Path;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use handoff_core::{
-    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, NewHandoff, NewTask, Record,
+    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, Masker, NewHandoff, NewTask, Record,
     StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, check_timestamp, now_iso,
 };
 
@@ -18,9 +18,10 @@ use crate::schema;
 use crate::sql::{self, Ctx, Link, SqlResult};
 
 /// How to open a store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StoreOptions {
     busy_timeout: Duration,
+    masker: Masker,
 }
 
 impl StoreOptions {
@@ -31,7 +32,16 @@ impl StoreOptions {
     pub fn new() -> StoreOptions {
         StoreOptions {
             busy_timeout: StoreOptions::DEFAULT_BUSY_TIMEOUT,
+            masker: Masker::default(),
         }
+    }
+
+    /// What masks the text the store writes (summaries, messages, reasons, details, commands):
+    /// by default every credential pattern; give it the secrets the caller knows (its
+    /// configuration's, its environment's credentials) to mask those too, in every encoding.
+    pub fn masker(mut self, masker: Masker) -> StoreOptions {
+        self.masker = masker;
+        self
     }
 
     /// How long to wait for another process's write lock before failing with
@@ -54,6 +64,7 @@ impl Default for StoreOptions {
 pub struct SqliteStore {
     ctx: Ctx,
     conn: Mutex<Connection>,
+    masker: Masker,
 }
 
 impl SqliteStore {
@@ -83,6 +94,9 @@ impl SqliteStore {
         let mut conn = Connection::open_with_flags(&ctx.path, flags).ctx(&ctx)?;
         conn.busy_timeout(options.busy_timeout).ctx(&ctx)?;
         conn.pragma_update(None, "foreign_keys", true).ctx(&ctx)?;
+        // What is deleted or overwritten (a masked row's old text) is zeroed, not left in
+        // free pages.
+        conn.pragma_update(None, "secure_delete", true).ctx(&ctx)?;
         // Before anything writes to it: refuse another program's file or a newer store.
         schema::check(&conn, &ctx)?;
         enable_wal(&conn, &ctx, options.busy_timeout)?;
@@ -93,6 +107,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             ctx,
             conn: Mutex::new(conn),
+            masker: options.masker.clone(),
         })
     }
 
@@ -114,6 +129,40 @@ impl SqliteStore {
     /// empty when it is sound.
     pub fn integrity_problems(&self) -> Result<Vec<String>, StoreError> {
         self.read(sql::integrity_problems)
+    }
+
+    /// `record` with its free text masked.
+    fn masked_record(&self, record: &Record) -> Record {
+        let mask = |s: &str| self.masker.mask(s).text.into_owned();
+        match record {
+            Record::Turn(t) => Record::Turn(handoff_core::Turn {
+                summary: mask(&t.summary),
+                ..t.clone()
+            }),
+            Record::Checkpoint(c) => Record::Checkpoint(handoff_core::Checkpoint {
+                message: mask(&c.message),
+                ..c.clone()
+            }),
+            Record::Check(c) => Record::Check(handoff_core::CheckRun {
+                command: mask(&c.command),
+                ..c.clone()
+            }),
+            Record::DelegatedRun(r) => Record::DelegatedRun(r.clone()),
+        }
+    }
+
+    /// `handoff` with its message and details masked.
+    fn masked_handoff(&self, handoff: &NewHandoff) -> NewHandoff {
+        let mut out = handoff.clone();
+        if let Some(message) = &out.context.message {
+            out.context.message = Some(self.masker.mask(message).text.into_owned());
+        }
+        if let Some(details) = out.context.details.take() {
+            let mut value = serde_json::Value::Object(details);
+            self.masker.mask_json(&mut value);
+            out.context.details = value.as_object().cloned();
+        }
+        out
     }
 
     fn parse_config_state(&self, json: Option<String>) -> Result<Option<ConfigState>, StoreError> {
@@ -307,6 +356,7 @@ impl TaskStore for SqliteStore {
         record: &Record,
     ) -> Result<TimelineEntry, StoreError> {
         check_timestamp("at", at)?;
+        let record = &self.masked_record(record);
         record.validate()?;
         let seq = self.write(|conn, c| {
             if !sql::touch(conn, c, task, &now_iso())? {
@@ -337,6 +387,7 @@ impl TaskStore for SqliteStore {
         task: &TaskId,
         handoff: &NewHandoff,
     ) -> Result<HandoffRow, StoreError> {
+        let handoff = &self.masked_handoff(handoff);
         handoff.validate()?;
         let now = now_iso();
         let row = HandoffRow {
@@ -369,6 +420,12 @@ impl TaskStore for SqliteStore {
         id: &HandoffId,
         outcome: &HandoffOutcome,
     ) -> Result<HandoffRow, StoreError> {
+        let outcome = &match outcome {
+            HandoffOutcome::NotStarted { reason } => HandoffOutcome::NotStarted {
+                reason: self.masker.mask(reason).text.into_owned(),
+            },
+            other => other.clone(),
+        };
         if *outcome == HandoffOutcome::Pending {
             return Err(StoreError::Invalid {
                 field: "outcome",
@@ -396,6 +453,9 @@ impl TaskStore for SqliteStore {
         id: &HandoffId,
         details: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<HandoffRow, StoreError> {
+        let mut details = serde_json::Value::Object(details.clone());
+        self.masker.mask_json(&mut details);
+        let details = details.as_object().cloned().unwrap_or_default();
         self.write(|conn, c| {
             let row = sql::handoff(conn, c, id)?.ok_or_else(|| no_handoff(id))?;
             let mut merged = row.context.details.unwrap_or_default();

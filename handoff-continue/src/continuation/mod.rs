@@ -223,10 +223,11 @@ pub async fn try_continue_task(
     cancel: watch::Receiver<bool>,
 ) -> Result<ContinueResult, Stopped> {
     let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
+    let masker = handoff_core::Masker::new(ctx.engine.known_secrets());
     match run(request, ctx, &mut result, cancel).await {
         Ok(code) => {
             result.exit_code = code;
-            Ok(result)
+            Ok(masked(result, &masker))
         }
         Err(error) => {
             let result = match &error {
@@ -244,9 +245,24 @@ pub async fn try_continue_task(
                     result
                 }
             };
-            Err(Stopped { result, error })
+            Err(Stopped {
+                result: masked(result, &masker),
+                error,
+            })
         }
     }
+}
+
+/// The result with every string masked: the message, reasons, commands, paths, whatever an
+/// agent or a person put in it.
+fn masked(result: ContinueResult, masker: &handoff_core::Masker) -> ContinueResult {
+    let Ok(mut value) = serde_json::to_value(&result) else {
+        return result;
+    };
+    if masker.mask_json(&mut value) == 0 {
+        return result;
+    }
+    serde_json::from_value(value).unwrap_or(result)
 }
 
 /// The result of a continuation refused before it started (e.g. an unusable configuration).

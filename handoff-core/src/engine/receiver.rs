@@ -181,13 +181,7 @@ impl Engine {
     /// The values `handoff config` masks: credentials in handoff's environment and every
     /// secret of the configuration.
     pub fn known_secrets(&self) -> Vec<String> {
-        let mut known = credential_values(&self.options.env);
-        for agent in self.options.config.agents.values() {
-            known.extend(config_secrets(agent));
-        }
-        known.sort();
-        known.dedup();
-        known
+        crate::config::known_secrets(&self.options.env, &self.options.config)
     }
 
     /// The adapter for `id`, if registered.

@@ -140,3 +140,73 @@ fn a_file_that_is_not_a_database_is_one_clear_line() {
     assert!(!line.contains('\n'), "{line}");
     assert!(line.contains(path.as_str()), "{line}");
 }
+
+/// Every byte of the store on disk: the file, its WAL and shared memory.
+fn bytes_on_disk(path: &camino::Utf8Path) -> Vec<u8> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .flat_map(|s| std::fs::read(format!("{path}{s}")).unwrap_or_default())
+        .collect()
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn what_the_store_writes_is_masked_with_what_the_caller_knows() {
+    let (_dir, path) = temp();
+    let known = "plainGatewayValue7731qq";
+    let store = SqliteStore::open_with(
+        &path,
+        &handoff_store::StoreOptions::new().masker(handoff_core::Masker::new([known])),
+    )
+    .unwrap();
+    let task = store.create_task(&new_task("/p/w")).unwrap();
+    let pattern = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    store
+        .append(&task.id, &turn(&format!("used {known} and {pattern}")))
+        .unwrap();
+    let timeline = store.timeline(&task.id).unwrap();
+    let text = format!("{timeline:?}");
+    assert!(!text.contains(known) && !text.contains(pattern), "{text}");
+    drop(store);
+    let disk = bytes_on_disk(&path);
+    assert!(!contains(&disk, known), "the known secret is on disk");
+    assert!(!contains(&disk, pattern), "the token is on disk");
+}
+
+#[test]
+fn a_store_written_before_masking_is_scrubbed_once_by_its_migration() {
+    let (_dir, path) = temp();
+    let pattern = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let task = {
+        let store = open(&path);
+        let task = store.create_task(&new_task("/p/w")).unwrap();
+        store.append(&task.id, &turn("kept")).unwrap();
+        task
+    };
+    // As an older handoff left it: the text unmasked, the schema one migration back.
+    {
+        let conn = raw(&path);
+        conn.execute(
+            "UPDATE turns SET summary = ?1",
+            [format!("the token is {pattern}")],
+        )
+        .unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION - 1)
+            .unwrap();
+    }
+    let store = open(&path);
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let text = format!("{:?}", store.timeline(&task.id).unwrap());
+    assert!(!text.contains(pattern), "{text}");
+    assert!(text.contains("the token is"), "{text}");
+    drop(store);
+    assert!(
+        !contains(&bytes_on_disk(&path), pattern),
+        "the old text is on disk"
+    );
+}
