@@ -17,6 +17,7 @@ mod docs;
 mod doctor;
 mod evidence;
 mod grok_community;
+mod leaks;
 mod library;
 mod lifecycle;
 mod live;
