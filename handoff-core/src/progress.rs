@@ -64,6 +64,24 @@ impl fmt::Display for ProgressEvent {
     }
 }
 
+impl ProgressEvent {
+    /// The event with its detail or path masked.
+    pub fn masked(self, masker: &crate::Masker) -> ProgressEvent {
+        let mask = |s: String| match masker.mask(&s).text {
+            std::borrow::Cow::Owned(m) => m,
+            std::borrow::Cow::Borrowed(_) => s,
+        };
+        match self {
+            ProgressEvent::Tool { name, detail } => ProgressEvent::Tool {
+                name,
+                detail: detail.map(mask),
+            },
+            ProgressEvent::FileEdited { path } => ProgressEvent::FileEdited { path: mask(path) },
+            other => other,
+        }
+    }
+}
+
 /// `text`'s first line, trimmed and cut to [`MAX_DETAIL_CHARS`] characters (with `…`).
 fn one_line(text: &str) -> String {
     let line = text
@@ -111,6 +129,20 @@ impl fmt::Debug for ProgressHook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn details_are_masked() {
+        let masker = crate::Masker::new(["plainGatewayValue7731qq"]);
+        let e = ProgressEvent::tool(
+            "Bash",
+            Some("curl -H 'Authorization: Bearer abcdefghijklmnop' -d plainGatewayValue7731qq"),
+        )
+        .masked(&masker);
+        let shown = e.to_string();
+        assert!(!shown.contains("abcdefghijklmnop"), "{shown}");
+        assert!(!shown.contains("plainGatewayValue7731qq"), "{shown}");
+        assert!(shown.starts_with("Bash: curl"), "{shown}");
+    }
 
     #[test]
     fn details_are_one_short_line() {

@@ -134,4 +134,37 @@ fn no_secret_reaches_any_output_the_store_or_a_command_line() {
         assert_clean("an agent's argv", call["argv"].to_string().as_bytes());
     }
     assert!(Path::new(&source).exists());
+
+    // The printed resume command works as printed: through `sh`, it reaches Codex with the
+    // gateway of the configuration and the carried session.
+    let shell = run.json["receiver"]["resume"]["shell"].as_str().unwrap();
+    let session = run.json["carry"]["sessionId"].as_str().unwrap();
+    let before = sb.agents.invocations().len();
+    let out = std::process::Command::new("sh")
+        .args(["-c", shell])
+        .env_clear()
+        .env("PATH", sb.agents.path_env())
+        .env("HOME", home(&sb))
+        .env("GATEWAY_TOKEN", ENV_TOKEN)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{shell}: {out:?}");
+    let calls = sb.agents.invocations();
+    let resumed = calls[before..]
+        .iter()
+        .find(|c| c["exe"] == "codex")
+        .unwrap_or_else(|| panic!("codex was not run by {shell}"));
+    let argv: Vec<&str> = resumed["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        argv.contains(&"model_providers.gw.base_url=\"https://gateway.example/v1\"")
+            && argv.ends_with(&["resume", session]),
+        "{argv:?}"
+    );
+    assert_clean("the resume command", shell.as_bytes());
 }

@@ -185,6 +185,7 @@ impl Engine {
             &request.lineage.run_id,
             request.lineage.parent_run_id.is_none(),
             label,
+            &invocation.secrets,
         );
         // The reaper holds the worktree lease until the agent's tree is gone, even if handoff
         // is killed first.
@@ -324,14 +325,20 @@ impl Engine {
         run_id: &str,
         root: bool,
         label: String,
+        secrets: &[String],
     ) -> Option<tokio::sync::mpsc::UnboundedSender<Vec<u8>>> {
         let hook = self.options.progress.clone()?;
+        // What the status line shows (a command, a path) is masked like every other output.
+        let mut known = self.known_secrets();
+        known.extend(secrets.iter().cloned());
+        let masker = crate::Masker::new(known);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
         let provider = Arc::clone(provider);
         let run_id = run_id.to_owned();
         tokio::spawn(async move {
             while let Some(line) = rx.recv().await {
                 for event in provider.progress(&line) {
+                    let event = event.masked(&masker);
                     (hook.0)(crate::progress::ProgressUpdate {
                         run_id: run_id.clone(),
                         root,

@@ -435,6 +435,7 @@ impl Engine {
             &format!("receiver-{}", prepared.request.session_id),
             true,
             "receiver".to_owned(),
+            &prepared.secrets,
         );
         let proxy = match &prepared.proxy {
             Some((socket, policy)) => {
