@@ -357,3 +357,22 @@ fn an_isolation_variable_set_to_handoffs_own_value_is_accepted() {
     );
     assert!(sb.agents.invocations().is_empty());
 }
+
+#[test]
+fn a_codex_override_that_carries_a_credential_is_refused_before_anything_runs() {
+    // On Codex's command line it would be readable by every local user.
+    let sb = Sandbox::new();
+    let path = write_config(
+        &sb,
+        "[agents.codex]\nconfig = [\"model_providers.gw.experimental_bearer_token=\\\"tok-Zx81Lk90\\\"\"]\n",
+    );
+    let check = sb.run(&["config", "check", &path]);
+    assert_eq!(check.code, 5, "{check:?}");
+    assert!(check.stderr.contains("env_key"), "{check:?}");
+    assert!(!check.stderr.contains("tok-Zx81Lk90"), "{check:?}");
+    sb.record();
+    let run = delegate_with_env(&sb, "codex", "review", &[], &[]);
+    assert_eq!(run.code, 5, "{}", run.stdout);
+    assert!(sb.agents.invocations().is_empty());
+    assert!(!run.stdout.contains("tok-Zx81Lk90"), "{}", run.stdout);
+}
