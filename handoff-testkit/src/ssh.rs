@@ -19,8 +19,9 @@
 //!
 //! Requires `/usr/sbin/sshd` (Debian/Ubuntu package `openssh-server`) and `ssh` /
 //! `ssh-keygen` (`openssh-client`); [`SshHost::start`] panics with a message naming the missing
-//! piece rather than skipping. [`FakeSshHost`](crate::fake_ssh::FakeSshHost) stands in for it
-//! without a server; it takes the same [`Login`] and answers to the same [`ALIAS`].
+//! piece rather than skipping. So only `cargo xtask e2e-real`, which installs them, uses it; the
+//! hermetic suite reaches the other machine through [`FakeSshHost`](crate::fake_ssh::FakeSshHost)
+//! (no server), which takes the same [`Login`] and answers to the same [`ALIAS`].
 
 use std::fs;
 use std::net::TcpListener;
