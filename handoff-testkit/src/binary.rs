@@ -1,28 +1,38 @@
-//! Finding (and if needed building) the `fake-agent` binary from another crate's tests.
+//! Finding (and if needed building) the testkit's binaries (`fake-agent`, `fake-ssh`) from
+//! another crate's tests.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-const BIN_NAME: &str = "fake-agent";
-
 /// The path of the built `fake-agent` binary.
 ///
 /// Test executables live in `target/<profile>/deps/`, so the binary is looked up in
 /// `target/<profile>/`. When it is missing, or older than this crate's sources (a dev-dependency
-/// does not get its binaries built), `cargo build -p handoff-testkit --bin fake-agent` is run
-/// once per test process for the same target directory and profile.
+/// does not get its binaries built), `cargo build -p handoff-testkit --bins` is run once per
+/// test process for the same target directory and profile.
 ///
 /// # Panics
 ///
 /// When the binary cannot be found or built.
 pub fn fake_agent_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(locate_or_build).clone()
+    BIN.get_or_init(|| locate_or_build("fake-agent")).clone()
 }
 
-fn locate_or_build() -> PathBuf {
+/// The path of the built `fake-ssh` binary (the `ssh` stand-in of
+/// [`FakeSshHost`](crate::fake_ssh::FakeSshHost)), found or built like [`fake_agent_bin`].
+///
+/// # Panics
+///
+/// When the binary cannot be found or built.
+pub fn fake_ssh_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| locate_or_build("fake-ssh")).clone()
+}
+
+fn locate_or_build(name: &str) -> PathBuf {
     let exe = std::env::current_exe()
         .unwrap_or_else(|e| panic!("handoff-testkit: cannot find the current executable: {e}"));
     let mut profile_dir = exe
@@ -32,7 +42,7 @@ fn locate_or_build() -> PathBuf {
     if profile_dir.file_name().is_some_and(|n| n == "deps") {
         profile_dir.pop();
     }
-    let candidate = profile_dir.join(BIN_NAME);
+    let candidate = profile_dir.join(name);
     if candidate.is_file() && !is_stale(&candidate) {
         return candidate;
     }
@@ -41,7 +51,7 @@ fn locate_or_build() -> PathBuf {
         return candidate;
     }
     panic!(
-        "handoff-testkit: built {BIN_NAME} but {} does not exist",
+        "handoff-testkit: built {name} but {} does not exist",
         candidate.display()
     );
 }
@@ -83,8 +93,7 @@ fn build(profile_dir: &Path) {
         "--quiet",
         "-p",
         "handoff-testkit",
-        "--bin",
-        BIN_NAME,
+        "--bins",
     ]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
@@ -110,9 +119,9 @@ fn build(profile_dir: &Path) {
     }
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("handoff-testkit: cannot run cargo to build {BIN_NAME}: {e}"));
+        .unwrap_or_else(|e| panic!("handoff-testkit: cannot run cargo to build its binaries: {e}"));
     assert!(
         status.success(),
-        "handoff-testkit: `cargo build -p handoff-testkit --bin {BIN_NAME}` failed: {status}"
+        "handoff-testkit: `cargo build -p handoff-testkit --bins` failed: {status}"
     );
 }

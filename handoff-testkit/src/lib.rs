@@ -6,6 +6,9 @@
 //! - [`FakeAgents`]: a `bin/` directory of symlinks to it, plus the `fake-agent.env` switches and
 //!   the invocation records.
 //! - [`ScratchRepo`]: a throwaway Git repository with one commit.
+//! - [`FakeSshHost`]: "another machine" reached through `fake-ssh`, a stand-in for the `ssh`
+//!   client that needs no server ([`fake_ssh`]); [`SshHost`] is a real throwaway `sshd`
+//!   ([`ssh`]), for the suite of `cargo xtask e2e-real`.
 //! - [`fixtures`]: the help texts and versions the fake prints.
 //!
 //! # Switches
@@ -160,14 +163,16 @@ mod agents;
 mod binary;
 #[doc(hidden)]
 pub mod fake;
+pub mod fake_ssh;
 pub mod fixtures;
 pub mod model_server;
 mod repo;
 pub mod ssh;
 
 pub use agents::FakeAgents;
-pub use binary::fake_agent_bin;
+pub use binary::{fake_agent_bin, fake_ssh_bin};
 pub use fake::EXECUTABLES;
+pub use fake_ssh::FakeSshHost;
 pub use model_server::{ModelServer, Script, Step};
 pub use repo::ScratchRepo;
 pub use ssh::SshHost;

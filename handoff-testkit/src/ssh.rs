@@ -19,7 +19,9 @@
 //!
 //! Requires `/usr/sbin/sshd` (Debian/Ubuntu package `openssh-server`) and `ssh` /
 //! `ssh-keygen` (`openssh-client`); [`SshHost::start`] panics with a message naming the missing
-//! piece rather than skipping.
+//! piece rather than skipping. So only `cargo xtask e2e-real`, which installs them, uses it; the
+//! hermetic suite reaches the other machine through [`FakeSshHost`](crate::fake_ssh::FakeSshHost)
+//! (no server), which takes the same [`Login`] and answers to the same [`ALIAS`].
 
 use std::fs;
 use std::net::TcpListener;
@@ -87,11 +89,19 @@ pub struct Login<'a> {
 /// When running as root and `useradd` fails.
 pub fn second_account() -> Option<String> {
     const NAME: &str = "handoff-remote";
+    // Tests of one process make it one at a time; another process's `useradd` holding the
+    // passwd lock makes ours fail, so a failure is retried until the account exists.
+    static CREATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     if !Uid::effective().is_root() {
         return None;
     }
-    if User::from_name(NAME).ok().flatten().is_none() {
-        let out = Command::new("useradd")
+    let exists = || User::from_name(NAME).ok().flatten().is_some();
+    let _guard = CREATING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut attempts = 0;
+    while !exists() {
+        let out = admin_command("useradd")
             .args([
                 "--system",
                 "--no-create-home",
@@ -103,26 +113,59 @@ pub fn second_account() -> Option<String> {
             ])
             .output()
             .unwrap_or_else(|e| panic!("cannot run useradd: {e}"));
-        // Another test may have made it meanwhile.
-        if !out.status.success() && User::from_name(NAME).ok().flatten().is_none() {
-            panic!(
+        attempts += 1;
+        if !out.status.success() && !exists() {
+            assert!(
+                attempts < 50,
                 "useradd {NAME} failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
+            sleep(Duration::from_millis(100));
         }
     }
-    // useradd leaves the account locked (`!`), which sshd refuses even for keys; `*` only
-    // rules out passwords.
-    let out = Command::new("usermod")
-        .args(["-p", "*", NAME])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run usermod: {e}"));
-    assert!(
-        out.status.success(),
-        "usermod -p '*' {NAME} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     Some(NAME.to_owned())
+}
+
+/// useradd leaves an account locked (`!`), which sshd refuses even for keys; `usermod -p '*'`
+/// only rules out passwords.
+fn unlock_for_sshd(user: &str) {
+    let mut attempts = 0;
+    loop {
+        let out = admin_command("usermod")
+            .args(["-p", "*", user])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run usermod: {e}"));
+        if out.status.success() {
+            return;
+        }
+        attempts += 1;
+        // Another process may hold the passwd lock.
+        assert!(
+            attempts < 50,
+            "usermod -p '*' {user} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// An account administration program (`useradd`, `usermod`): from `PATH`, else `/usr/sbin` or
+/// `/sbin`, which an ordinary user's `PATH` may lack.
+fn admin_command(name: &str) -> Command {
+    let on_path = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .any(|dir| dir.join(name).is_file());
+    let program = if on_path {
+        PathBuf::from(name)
+    } else {
+        ["/usr/sbin", "/sbin"]
+            .iter()
+            .map(|dir| Path::new(dir).join(name))
+            .find(|path| path.is_file())
+            .unwrap_or_else(|| PathBuf::from(name))
+    };
+    Command::new(program)
 }
 
 /// Gives `path` and everything under it to `user` (tests that hand files to the other
@@ -190,11 +233,13 @@ impl SshHost {
     }
 
     /// Like [`SshHost::start`], for `login.user` (another account: only that account may log
-    /// in, and its key is readable by it) and with `login.env` set for every login too.
+    /// in, and its key is readable by it) and with `login.env` set for every login too. Run as
+    /// root, the account's password is set to `*` (`usermod -p '*'`): sshd refuses a locked
+    /// account even for keys.
     ///
     /// # Panics
     ///
-    /// As [`SshHost::start`].
+    /// As [`SshHost::start`]; also when `usermod` fails.
     pub fn start_login(login: &Login<'_>) -> SshHost {
         let remote_home = login.home;
         let remote_path = login.path;
@@ -214,6 +259,9 @@ impl SshHost {
             .unwrap_or_else(|| panic!("SshHost::start: {} is not UTF-8", remote_home.display()));
         if Uid::effective().is_root() {
             ensure_privsep_dir();
+            if let Some(user) = login.user {
+                unlock_for_sshd(user);
+            }
         }
 
         let dir = tempfile::Builder::new()

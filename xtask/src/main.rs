@@ -4,7 +4,8 @@
 //! - `demo`: a build handoff then a review handoff on the bundled fake agent, in a scratch repo.
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
 //! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
-//! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server.
+//! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server,
+//!   and `continue --on` over a real OpenSSH server.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;

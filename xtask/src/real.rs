@@ -1,6 +1,8 @@
 //! `cargo xtask e2e-real`: the real agent CLIs (Claude Code, Codex, OpenCode, the community Grok
 //! CLI) from the npm registry, pinned, driven through the `handoff` binary against the testkit's
-//! scripted model server on 127.0.0.1. A failed install fails the suite; nothing is skipped silently.
+//! scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server on
+//! 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
+//! install fails the suite; nothing is skipped silently.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -92,13 +94,21 @@ fn on_path(tool: &str) -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
 }
 
-/// Claude Code's sandbox needs Debian's bubblewrap and socat.
-pub fn install_sandbox_tools() -> Result<()> {
-    let missing: Vec<&str> = [("bwrap", "bubblewrap"), ("socat", "socat")]
+/// Installs the Debian packages whose `(path or tool on PATH, package)` is missing, with
+/// `apt-get`; a failure names the packages to install by hand.
+fn apt_install(needs: &[(&str, &str)]) -> Result<()> {
+    let mut missing: Vec<&str> = needs
         .iter()
-        .filter(|(tool, _)| !on_path(tool))
+        .filter(|(tool, _)| {
+            if tool.starts_with('/') {
+                !Path::new(tool).is_file()
+            } else {
+                !on_path(tool)
+            }
+        })
         .map(|(_, pkg)| *pkg)
         .collect();
+    missing.dedup();
     if missing.is_empty() {
         return Ok(());
     }
@@ -113,6 +123,7 @@ pub fn install_sandbox_tools() -> Result<()> {
     let status = Command::new("apt-get")
         .args(["install", "-y", "-qq"])
         .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
         .context("cannot run apt-get")?;
     if !status.success() {
@@ -121,11 +132,27 @@ pub fn install_sandbox_tools() -> Result<()> {
     Ok(())
 }
 
+/// Claude Code's sandbox needs Debian's bubblewrap and socat.
+pub fn install_sandbox_tools() -> Result<()> {
+    apt_install(&[("bwrap", "bubblewrap"), ("socat", "socat")])
+}
+
+/// `continue --on` over a real OpenSSH (`handoff_testkit::ssh::SshHost`) needs Debian's
+/// openssh-server (`/usr/sbin/sshd`) and openssh-client (`ssh`, `ssh-keygen`).
+pub fn install_openssh() -> Result<()> {
+    apt_install(&[
+        ("/usr/sbin/sshd", "openssh-server"),
+        ("ssh", "openssh-client"),
+        ("ssh-keygen", "openssh-client"),
+    ])
+}
+
 /// Installs everything, then runs the real-CLI test binary of handoff-cli.
 pub fn e2e_real(root: &Path, cargo: impl Fn() -> Command) -> Result<()> {
     let started = std::time::Instant::now();
     let bin = install_clis(&root.join("target/e2e-real/npm"))?;
     install_sandbox_tools()?;
+    install_openssh()?;
     for (_, _, exe) in PINNED {
         let out = Command::new(bin.join(exe)).arg("--version").output()?;
         eprintln!("    {exe}: {}", String::from_utf8_lossy(&out.stdout).trim());
@@ -146,6 +173,24 @@ pub fn e2e_real(root: &Path, cargo: impl Fn() -> Command) -> Result<()> {
         .context("cannot run cargo test")?;
     if !status.success() {
         bail!("the real-CLI suite failed ({status})");
+    }
+    // The testkit's throwaway sshd itself (the hermetic suite reaches "the other machine"
+    // through its ssh stand-in instead).
+    let status = cargo()
+        .args([
+            "test",
+            "-p",
+            "handoff-testkit",
+            "--test",
+            "it",
+            "--",
+            "--ignored",
+            "ssh::ssh_",
+        ])
+        .status()
+        .context("cannot run cargo test")?;
+    if !status.success() {
+        bail!("the real OpenSSH tests of handoff-testkit failed ({status})");
     }
     eprintln!(
         "==> real-CLI suite passed in {:.1}s",

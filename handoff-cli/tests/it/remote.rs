@@ -1,12 +1,16 @@
-//! `handoff continue --on`: the other machine is a throwaway sshd on 127.0.0.1. Run as root
-//! (CI), it logs in as a second account (`handoff-remote`) whose files, HOME and PATH are its
-//! own; otherwise as this user with its own HOME and PATH. The git remote is a bare repository
-//! both sides reach.
+//! `handoff continue --on`: the other machine is reached through `$HANDOFF_SSH` =
+//! `fake-ssh -F <config>`, the testkit's stand-in for the ssh client (no sshd, no network): a
+//! login there gets its own session, HOME (also its working directory), PATH and a scrubbed
+//! environment. Run as root (CI), the login is a second account (`handoff-remote`) whose files
+//! are its own; otherwise it is this user with its own HOME and PATH. The git remote is a bare
+//! repository both sides reach. `cargo xtask e2e-real` runs `continue --on` over a real sshd
+//! (`tests/real/remote.rs`).
 
 use std::path::{Path, PathBuf};
 
 use handoff_testkit::FakeAgents;
-use handoff_testkit::ssh::{Login, SshHost, give, second_account};
+use handoff_testkit::fake_ssh::FakeSshHost;
+use handoff_testkit::ssh::{Login, give, second_account};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -16,7 +20,7 @@ use crate::support::{HANDOFF, Run, Sandbox};
 /// The other machine: its own directory, HOME and PATH (handoff and the fake agents named in
 /// `clis`), and the account that logs in.
 struct Other {
-    host: SshHost,
+    host: FakeSshHost,
     home: PathBuf,
     path: PathBuf,
     bin: PathBuf,
@@ -72,7 +76,7 @@ fn other_machine(clis: &[&str]) -> Other {
         give(&root, u);
     }
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
-    let host = SshHost::start_login(&Login {
+    let host = FakeSshHost::start_login(&Login {
         user: user.as_deref(),
         home: &home,
         path: &path,

@@ -6,6 +6,7 @@
 mod claude;
 mod codex;
 mod control;
+mod fake_ssh;
 mod library;
 mod model_server;
 mod modes;
