@@ -286,7 +286,11 @@ impl ContinueInput {
             ("note", self.note.as_ref()),
             ("noteFile", self.note_file.as_ref()),
         )?;
-        launch.value("--message", self.message.as_ref());
+        // Through a private file, never on the job's command line, which other local users
+        // can read.
+        if let Some(message) = &self.message {
+            launch.inline.push(("--message-file", message.clone()));
+        }
         launch.value("--role", self.role.as_ref());
         launch.value("--from", self.from.as_ref());
         launch.value("--from-model", self.from_model.as_ref());
@@ -760,4 +764,31 @@ pub async fn main() -> u8 {
     jobs.shutdown().await;
     watcher.abort();
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_continue_message_travels_in_a_private_file_not_on_the_command_line() {
+        let input = ContinueInput {
+            to: "codex".into(),
+            cwd: "/r".into(),
+            note_file: Some("/n.md".into()),
+            message: Some("db password: S3cr3t!x".into()),
+            ..ContinueInput::default()
+        };
+        let launch = input.launch().unwrap();
+        assert!(
+            !launch.args.iter().any(|a| a.contains("S3cr3t")),
+            "{:?}",
+            launch.args
+        );
+        assert!(!launch.args.iter().any(|a| a == "--message"));
+        assert_eq!(
+            launch.inline,
+            [("--message-file", "db password: S3cr3t!x".to_owned())]
+        );
+    }
 }
