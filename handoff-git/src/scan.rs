@@ -214,6 +214,11 @@ impl RowSet {
         rows.first(i)
     }
 
+    /// The chunks of rows, in order.
+    pub(crate) fn into_chunks(self) -> impl Iterator<Item = Rows> {
+        self.chunks.into_iter()
+    }
+
     /// All rows in order: key and state.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.chunks
@@ -305,6 +310,12 @@ pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> 
     let mut rows = RowSet::default();
     let mut marks = Vec::new();
     let mut record = StatRecord::new(input.object_hash.len_in_bytes());
+    record.reserve(
+        chunks
+            .iter()
+            .map(|(_, chunk)| chunk.record.as_bytes().len())
+            .sum(),
+    );
     for (_, chunk) in chunks {
         let offset = rows.len();
         record.append(&chunk.record);

@@ -444,8 +444,7 @@ pub(crate) fn fingerprint_repository(
         hooks_dir: git.hooks_dir.clone(),
         record: Some(std::sync::Arc::new(record)),
     };
-    merge(&mut fingerprint, &rows, &overrides, extra);
-    drop(rows);
+    merge(&mut fingerprint, rows, &overrides, extra);
     if !git.worktree_hooks.is_empty() {
         let missing: Vec<(String, String)> = git
             .worktree_hooks
@@ -588,29 +587,39 @@ const DIGEST_GROUP: usize = 1024;
 /// The entries of a fingerprint: the rows of tracked paths (in index order, which is key order
 /// but for paths that are not UTF-8), with `overrides` of some of their states, and the other
 /// entries.
-/// They go into `fingerprint`'s (empty) entries.
+/// They go into `fingerprint`'s (empty) entries; each chunk of rows is dropped once copied.
 fn merge(
     fingerprint: &mut Fingerprint,
-    rows: &RowSet,
+    rows: RowSet,
     overrides: &BTreeMap<usize, String>,
     mut extra: Vec<(String, String)>,
 ) {
     extra.sort_by(|a, b| a.0.cmp(&b.0));
-    let text = rows.text_len() + extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    let entries = &mut fingerprint.entries;
-    entries.reserve(rows.len() + extra.len(), text);
-    let mut in_order = true;
-    let mut extra_iter = extra.iter().peekable();
-    for (i, (key, state)) in rows.iter().enumerate() {
-        let state = overrides.get(&i).map_or(state, String::as_str);
-        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
-            in_order &= entries.push(k, v);
+    // Whether the rows and the other entries interleave in key order: what `Entries::push`
+    // takes one at a time (an equal key joins the last entry).
+    let in_order = {
+        let mut extra_iter = extra.iter().map(|(k, _)| k.as_str()).peekable();
+        let mut keys = Vec::new();
+        let mut last: Option<&str> = None;
+        let mut all = true;
+        for (key, _) in rows.iter() {
+            keys.clear();
+            while let Some(k) = extra_iter.next_if(|k| *k < key) {
+                keys.push(k);
+            }
+            keys.push(key);
+            for &k in &keys {
+                all &= last.is_none_or(|l| l <= k);
+                last = Some(k);
+            }
         }
-        in_order &= entries.push(key, state);
-    }
-    for (k, v) in extra_iter {
-        in_order &= entries.push(k, v);
-    }
+        for k in extra_iter {
+            all &= last.is_none_or(|l| l <= k);
+            last = Some(k);
+        }
+        all
+    };
+    let entries = &mut fingerprint.entries;
     if !in_order {
         *entries = rows
             .iter()
@@ -621,6 +630,25 @@ fn merge(
             })
             .chain(extra)
             .collect();
+        return;
+    }
+    let text = rows.text_len() + extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    entries.reserve(rows.len() + extra.len(), text);
+    let mut extra_iter = extra.iter().peekable();
+    let mut i = 0;
+    for chunk in rows.into_chunks() {
+        for j in 0..chunk.len() {
+            let (key, state) = chunk.get(j);
+            let state = overrides.get(&i).map_or(state, String::as_str);
+            while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
+                entries.push(k, v);
+            }
+            entries.push(key, state);
+            i += 1;
+        }
+    }
+    for (k, v) in extra_iter {
+        entries.push(k, v);
     }
 }
 

@@ -16,7 +16,7 @@ use crate::process::Ending;
 use crate::provider::{Observation, Provider};
 use crate::request::Request;
 use crate::result::{OutputInfo, Usage, UsageSource};
-use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
+use crate::workspace::{Fingerprint, GitEvidence, StatRecord, Workspace, WorkspaceError};
 
 impl Engine {
     /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
@@ -49,9 +49,12 @@ impl Engine {
                 )));
             }
         }
-        draft.before = Some(before.clone());
-        draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
-        Ok(before)
+        // The per-path states are kept once, in the draft, for the comparison after the run;
+        // the result and the caller only need what is serialized.
+        let summary = before.summary();
+        draft.result.git = Some(GitEvidence::partial(Some(summary.clone())));
+        draft.before = Some(before);
+        Ok(summary)
     }
 
     /// The record a task store keeps for the worktree containing `cwd`, as a fingerprint to
@@ -62,7 +65,7 @@ impl Engine {
         tokio::task::spawn_blocking(move || {
             let real = cwd.canonicalize_utf8().ok()?;
             let (root, bytes) = store.open().ok()?.stat_record(&real).ok()??;
-            let record = crate::workspace::StatRecord::from_bytes(&bytes)?;
+            let record = StatRecord::from_bytes(bytes)?;
             Some(Fingerprint::record_only(root, record))
         })
         .await
@@ -70,16 +73,15 @@ impl Engine {
         .flatten()
     }
 
-    /// Keeps the record of a root run's "after" in the task store, for the next run.
-    async fn keep_record(&self, after: &Fingerprint) {
-        let (Some(store), Some(record)) = (self.options.task_store.clone(), after.record.clone())
-        else {
+    /// Keeps the record of a root run's "after" (of the worktree at `root`) in the task store,
+    /// for the next run.
+    async fn keep_record(&self, root: Utf8PathBuf, record: Arc<StatRecord>) {
+        let Some(store) = self.options.task_store.clone() else {
             return;
         };
-        let root = after.root.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Ok(store) = store.open() {
-                let _ = store.save_stat_record(&root, &record.to_bytes());
+                let _ = store.save_stat_record(&root, record.as_bytes());
             }
         })
         .await;
@@ -113,13 +115,19 @@ impl Engine {
         };
         Some(match fingerprint(&workspace, cwd, Some(before)).await {
             Ok(after) => {
-                let evidence = before.compare(&after);
+                let evidence = before.compare_summaries(&after);
+                // Nothing needs the per-path states any more: only the record is kept.
+                draft.before = None;
+                let record = after.record.clone();
+                drop(after);
                 if draft
                     .request
                     .as_ref()
                     .is_some_and(|r| r.lineage.parent_run_id.is_none())
+                    && let Some(record) = record
+                    && let Some(root) = evidence.after.as_ref().map(|a| a.root.clone())
                 {
-                    self.keep_record(&after).await;
+                    self.keep_record(root, record).await;
                 }
                 let after = After::Compared {
                     changed: evidence.changed,
