@@ -31,6 +31,17 @@ pub trait Workspace: Send + Sync {
         self.fingerprint(cwd)
     }
 
+    /// [`Workspace::fingerprint_since`] given `before` to keep: an implementation may let go
+    /// of `before`'s record as soon as it has no more use for it, before it has finished the
+    /// new fingerprint. The default lends it to [`Workspace::fingerprint_since`].
+    fn fingerprint_after(
+        &self,
+        cwd: &Utf8Path,
+        before: Fingerprint,
+    ) -> Result<Fingerprint, WorkspaceError> {
+        self.fingerprint_since(cwd, &before)
+    }
+
     /// The same reader, but fingerprinting ignored files too (each one hashed every time: slow
     /// where build output is large); `None` when it cannot.
     fn including_ignored(&self) -> Option<std::sync::Arc<dyn Workspace>> {
@@ -569,17 +580,69 @@ fn read_item(bytes: &[u8], at: usize, id_len: usize) -> Option<(RecordItem<'_>, 
 /// The per-entry states of a [`Fingerprint`]: entry keys, unique and sorted bytewise, each with
 /// a state string.
 ///
-/// Stored as one text buffer and a list of offsets, so that a fingerprint of a repository with
-/// 100,000 files costs two allocations rather than 200,000, and compares and clones as fast as
-/// memory can be copied. Looks up like a sorted map: [`get`](Self::get), `entries["path"]`,
-/// [`iter`](Self::iter) in key order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Stored as a few runs of consecutive entries, each one text buffer and a list of offsets, so
+/// that a fingerprint of a repository with 100,000 files costs a few hundred allocations rather
+/// than 200,000, and a run made elsewhere (a scan's rows) is taken over without a copy
+/// ([`append_run`](Self::append_run)). Looks up like a sorted map: [`get`](Self::get),
+/// `entries["path"]`, [`iter`](Self::iter) in key order. Two tables are equal when their entries
+/// are, however they are split into runs.
+#[derive(Debug, Clone, Default)]
 pub struct Entries {
+    /// The runs, in key order; [`push`](Self::push) adds to the last.
+    runs: Vec<EntryRun>,
+    /// The position of each run's first entry.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+/// Consecutive entries of an [`Entries`] in one buffer.
+#[derive(Debug, Clone, Default)]
+struct EntryRun {
     text: String,
     /// Per entry, where its key ends and where its state ends in `text`; an entry starts where
     /// the previous one ends.
     ends: Vec<(usize, usize)>,
 }
+
+impl EntryRun {
+    fn at(&self, i: usize) -> (&str, &str) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (key_end, end) = self.ends[i];
+        (&self.text[start..key_end], &self.text[key_end..end])
+    }
+
+    /// Whether `ends` cut `text` into entries, on character boundaries, with keys in strictly
+    /// increasing order.
+    fn well_formed(&self) -> bool {
+        let mut start = 0;
+        let mut last: Option<&str> = None;
+        for &(key_end, end) in &self.ends {
+            if !(start <= key_end
+                && key_end <= end
+                && end <= self.text.len()
+                && self.text.is_char_boundary(key_end)
+                && self.text.is_char_boundary(end))
+            {
+                return false;
+            }
+            let key = &self.text[start..key_end];
+            if last.is_some_and(|l| l >= key) {
+                return false;
+            }
+            last = Some(key);
+            start = end;
+        }
+        true
+    }
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Entries) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Entries {}
 
 impl Entries {
     /// An empty table.
@@ -589,26 +652,36 @@ impl Entries {
 
     /// An empty table with room for `entries` entries of `text` bytes in all.
     pub fn with_capacity(entries: usize, text: usize) -> Self {
-        Entries {
-            text: String::with_capacity(text),
-            ends: Vec::with_capacity(entries),
-        }
+        let mut table = Entries::new();
+        table.reserve(entries, text);
+        table
     }
 
     /// Makes room for `entries` more entries of `text` more bytes in all.
     pub fn reserve(&mut self, entries: usize, text: usize) {
-        self.text.reserve(text);
-        self.ends.reserve(entries);
+        let run = self.open_run();
+        run.text.reserve(text);
+        run.ends.reserve(entries);
+    }
+
+    /// The last run, made if there is none.
+    fn open_run(&mut self) -> &mut EntryRun {
+        if self.runs.is_empty() {
+            self.runs.push(EntryRun::default());
+            self.starts.push(self.len);
+        }
+        let last = self.runs.len() - 1;
+        &mut self.runs[last]
     }
 
     /// How many entries there are.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len == 0
     }
 
     /// The key of the last entry.
@@ -623,21 +696,58 @@ impl Entries {
         match self.last_key().map(|last| key.cmp(last)) {
             Some(Ordering::Less) => false,
             Some(Ordering::Equal) => {
-                self.text.push('|');
-                self.text.push_str(state);
-                if let Some(last) = self.ends.last_mut() {
-                    last.1 = self.text.len();
+                let run = self.open_run();
+                run.text.push('|');
+                run.text.push_str(state);
+                let end = run.text.len();
+                if let Some(last) = run.ends.last_mut() {
+                    last.1 = end;
                 }
                 true
             }
             _ => {
-                self.text.push_str(key);
-                let key_end = self.text.len();
-                self.text.push_str(state);
-                self.ends.push((key_end, self.text.len()));
+                let run = self.open_run();
+                run.text.push_str(key);
+                let key_end = run.text.len();
+                run.text.push_str(state);
+                run.ends.push((key_end, run.text.len()));
+                self.len += 1;
                 true
             }
         }
+    }
+
+    /// Takes over a run of entries made elsewhere, without copying it: `text` holds each
+    /// entry's key then its state, and `ends` says, per entry, where its key and its state end
+    /// in `text` (an entry starts where the previous one ends). The keys must be strictly
+    /// increasing and sort after the last key; otherwise nothing is added and `text` and `ends`
+    /// are handed back (for [`push`](Self::push), which joins equal keys).
+    pub fn append_run(
+        &mut self,
+        text: String,
+        ends: Vec<(usize, usize)>,
+    ) -> Result<(), (String, Vec<(usize, usize)>)> {
+        let run = EntryRun { text, ends };
+        let first = (!run.ends.is_empty()).then(|| run.ends[0].0);
+        let after_last = match (first, self.last_key()) {
+            (Some(key_end), Some(last)) => run.text.get(..key_end).is_some_and(|k| k > last),
+            _ => true,
+        };
+        if !after_last || !run.well_formed() {
+            return Err((run.text, run.ends));
+        }
+        if run.ends.is_empty() {
+            return Ok(());
+        }
+        // An empty run left at the end (reserved, never filled) gives way.
+        if self.runs.last().is_some_and(|r| r.ends.is_empty()) {
+            self.runs.pop();
+            self.starts.pop();
+        }
+        self.starts.push(self.len);
+        self.len += run.ends.len();
+        self.runs.push(run);
+        Ok(())
     }
 
     /// The state of `key`.
@@ -667,9 +777,8 @@ impl Entries {
 
     /// The entry at position `i` (which must be in range).
     fn at(&self, i: usize) -> (&str, &str) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-        let (key_end, end) = self.ends[i];
-        (&self.text[start..key_end], &self.text[key_end..end])
+        let run = self.starts.partition_point(|&start| start <= i) - 1;
+        self.runs[run].at(i - self.starts[run])
     }
 
     fn position(&self, key: &str) -> Option<usize> {
@@ -1105,6 +1214,51 @@ mod tests {
         assert_eq!(json, r#"{"a":"1","b":"2","c":"3|4","d":""}"#);
         assert_eq!(serde_json::from_str::<Entries>(&json).unwrap(), e);
         assert!(Entries::new().get("a").is_none());
+    }
+
+    #[test]
+    fn entries_take_over_runs_made_elsewhere() {
+        let run = |pairs: &[(&str, &str)]| {
+            let mut text = String::new();
+            let mut ends = Vec::new();
+            for (k, v) in pairs {
+                text.push_str(k);
+                let key_end = text.len();
+                text.push_str(v);
+                ends.push((key_end, text.len()));
+            }
+            (text, ends)
+        };
+        let mut e = Entries::new();
+        assert!(e.push("a", "1"));
+        let (text, ends) = run(&[("b", "2"), ("c", "3")]);
+        assert!(e.append_run(text, ends).is_ok());
+        assert!(e.push("d", "4"));
+        assert!(e.push("d", "5"));
+        let whole: Entries = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4|5")]
+            .into_iter()
+            .collect();
+        assert_eq!(e, whole);
+        assert_eq!(e.get("c"), Some("3"));
+        assert_eq!(e.get_index(3), Some(("d", "4|5")));
+        assert_eq!(e.keys().collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+        // Handed back: a key not after the last one, keys out of order or equal, ends that do
+        // not cut the text.
+        for (text, ends) in [
+            run(&[("d", "6")]),
+            run(&[("f", "1"), ("e", "2")]),
+            run(&[("f", "1"), ("f", "2")]),
+            ("fé".to_owned(), vec![(2, 3)]),
+            ("f1".to_owned(), vec![(1, 3)]),
+        ] {
+            let back = e.append_run(text.clone(), ends.clone());
+            assert_eq!(back, Err((text, ends)));
+        }
+        assert_eq!(e, whole);
+        let mut empty = Entries::with_capacity(4, 16);
+        let (text, ends) = run(&[("x", "1")]);
+        assert!(empty.append_run(text, ends).is_ok());
+        assert_eq!(empty.iter().collect::<Vec<_>>(), [("x", "1")]);
     }
 
     #[test]

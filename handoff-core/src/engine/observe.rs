@@ -30,7 +30,7 @@ impl Engine {
         // The record the last run in this worktree left, if the task store keeps one: trusted
         // rather than the index, which an agent may have rewritten since.
         let kept = self.kept_record(&cwd).await;
-        let before = fingerprint(&workspace, &cwd, kept.as_ref())
+        let before = fingerprint(&workspace, &cwd, kept)
             .await
             .map_err(|e| match e {
                 WorkspaceError::NotAWorktree { .. } => {
@@ -101,9 +101,13 @@ impl Engine {
     /// The worktree after the run compared with the fingerprint before it, recorded in the
     /// result; `None` when there was no "before".
     pub(super) async fn after(&self, draft: &mut Draft) -> Option<After> {
-        let (Some(before), Some(cwd)) = (draft.before.as_ref(), draft.cwd.as_ref()) else {
+        let (Some(before), Some(cwd)) = (draft.before.as_mut(), draft.cwd.clone()) else {
             return None;
         };
+        // The record goes with the request for the "after" alone, which lets go of it once it
+        // has read it.
+        let since = before.slim();
+        before.record = None;
         // Judged against handoff's own record of the "before", never the index's stat data,
         // which the agent could rewrite.
         let workspace = match draft.request.as_ref() {
@@ -113,9 +117,9 @@ impl Engine {
             },
             None => Arc::clone(&self.workspace),
         };
-        Some(match fingerprint(&workspace, cwd, Some(before)).await {
+        Some(match fingerprint(&workspace, &cwd, Some(since)).await {
             Ok(after) => {
-                let evidence = before.compare_summaries(&after);
+                let evidence = draft.before.as_ref()?.compare_summaries(&after);
                 // Nothing needs the per-path states any more: only the record is kept.
                 draft.before = None;
                 let record = after.record.clone();
@@ -222,16 +226,17 @@ pub(super) fn observe(
     }
 }
 
+/// A fingerprint of the worktree containing `cwd`, after `since` when given (whose record it
+/// takes).
 async fn fingerprint(
     ws: &Arc<dyn Workspace>,
     cwd: &Utf8Path,
-    since: Option<&Fingerprint>,
+    since: Option<Fingerprint>,
 ) -> Result<Fingerprint, WorkspaceError> {
     let ws = Arc::clone(ws);
     let cwd = cwd.to_owned();
-    let since = since.map(Fingerprint::slim);
-    tokio::task::spawn_blocking(move || match &since {
-        Some(before) => ws.fingerprint_since(&cwd, before),
+    tokio::task::spawn_blocking(move || match since {
+        Some(before) => ws.fingerprint_after(&cwd, before),
         None => ws.fingerprint(&cwd),
     })
     .await
