@@ -31,6 +31,17 @@ pub trait Workspace: Send + Sync {
         self.fingerprint(cwd)
     }
 
+    /// [`Workspace::fingerprint_since`] given `before` to keep: an implementation may let go
+    /// of `before`'s record as soon as it has no more use for it, before it has finished the
+    /// new fingerprint. The default lends it to [`Workspace::fingerprint_since`].
+    fn fingerprint_after(
+        &self,
+        cwd: &Utf8Path,
+        before: Fingerprint,
+    ) -> Result<Fingerprint, WorkspaceError> {
+        self.fingerprint_since(cwd, &before)
+    }
+
     /// The same reader, but fingerprinting ignored files too (each one hashed every time: slow
     /// where build output is large); `None` when it cannot.
     fn including_ignored(&self) -> Option<std::sync::Arc<dyn Workspace>> {
@@ -278,16 +289,37 @@ pub struct Stamp {
 /// filesystem's timestamp granularity (a file changed during the scan may share its stamp);
 /// otherwise it hashes. The index's stat data, which an agent can rewrite, is not consulted.
 ///
-/// Paths are kept sorted bytewise in one buffer, ids at a fixed width, so that 100,000 files
-/// cost a few allocations. Two records always compare equal: a record is how a fingerprint was
-/// taken, not what it found.
-#[derive(Debug, Clone, Default)]
+/// A record is one byte buffer, the same in memory as in a store: the header `HSR2`, the id
+/// width (1 byte) and the device all its files are on (8 bytes), then per path, sorted bytewise:
+/// how many leading bytes it shares with the previous path (2 bytes; none at the start of each
+/// block of [`RECORD_BLOCK`] paths, so that a block reads on its own), the length of the rest
+/// (2 bytes), the rest, the stamp's other fields (inode, size, mtime seconds, ctime seconds: 8
+/// bytes each; mtime and ctime nanoseconds, mode, owner, group: 4 bytes each) and the id; all
+/// integers little-endian. 100,000 files cost one allocation of about 80 bytes each, and
+/// keeping or loading a record copies nothing. Two records always compare equal: a record is how
+/// a fingerprint was taken, not what it found.
+#[derive(Debug, Clone)]
 pub struct StatRecord {
-    paths: Vec<u8>,
-    ends: Vec<u32>,
-    stamps: Vec<Stamp>,
-    ids: Vec<u8>,
-    id_len: usize,
+    bytes: Vec<u8>,
+    /// Where each block starts in `bytes`.
+    blocks: Vec<u32>,
+    len: usize,
+    /// The last path, which the next one must sort after.
+    last: Vec<u8>,
+}
+
+/// Paths per block of a [`StatRecord`]: a lookup reads at most this many.
+pub const RECORD_BLOCK: usize = 16;
+
+/// The record's header: magic, id width, device.
+const RECORD_HEADER: usize = 4 + 1 + 8;
+/// The stamp's fields other than the device, as stored.
+const RECORD_STAMP: usize = 4 * 8 + 5 * 4;
+
+impl Default for StatRecord {
+    fn default() -> Self {
+        StatRecord::new(20)
+    }
 }
 
 impl PartialEq for StatRecord {
@@ -298,161 +330,329 @@ impl PartialEq for StatRecord {
 
 impl Eq for StatRecord {}
 
+/// One path of a record as stored: its shared prefix with the previous path, the rest, the
+/// stamp's fields and the id.
+struct RecordItem<'a> {
+    shared: usize,
+    rest: &'a [u8],
+    stamp: &'a [u8],
+    id: &'a [u8],
+}
+
 impl StatRecord {
     /// An empty record for object ids of `id_len` bytes.
     pub fn new(id_len: usize) -> StatRecord {
+        let mut bytes = Vec::with_capacity(RECORD_HEADER);
+        bytes.extend_from_slice(b"HSR2");
+        bytes.push(u8::try_from(id_len).unwrap_or(0));
+        bytes.extend_from_slice(&0u64.to_le_bytes());
         StatRecord {
-            id_len,
-            ..StatRecord::default()
+            bytes,
+            blocks: Vec::new(),
+            len: 0,
+            last: Vec::new(),
         }
     }
 
-    /// Adds `path`; paths must come in bytewise order (others are left out).
+    /// Makes room for `bytes` more bytes, as [`StatRecord::as_bytes`] counts them.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.bytes.reserve(bytes);
+        let paths = bytes / (4 + RECORD_STAMP + self.id_len());
+        self.blocks.reserve(paths / RECORD_BLOCK + 1);
+    }
+
+    fn id_len(&self) -> usize {
+        usize::from(self.bytes[4])
+    }
+
+    fn dev(&self) -> u64 {
+        u64::from_le_bytes(self.bytes[5..RECORD_HEADER].try_into().unwrap_or([0; 8]))
+    }
+
+    /// Adds `path`; paths must come in bytewise order, all on one device (others are left out,
+    /// as are paths of 64 KiB or more and ids of another width).
     pub fn push(&mut self, path: &[u8], stamp: Stamp, id: &[u8]) {
-        if id.len() != self.id_len
-            || !self.is_empty() && self.path(self.len() - 1) >= path
-            || u32::try_from(self.paths.len() + path.len()).is_err()
+        if self.len > 0 && (self.last.as_slice() >= path || stamp.dev != self.dev()) {
+            return;
+        }
+        let shared = if self.len.is_multiple_of(RECORD_BLOCK) {
+            0
+        } else {
+            common_prefix(&self.last, path)
+        };
+        let fits = |n: i64| u32::try_from(n).is_ok();
+        if id.len() != self.id_len()
+            || path.is_empty()
+            || path.len() > usize::from(u16::MAX)
+            || !fits(stamp.mtime.1)
+            || !fits(stamp.ctime.1)
+            || u32::try_from(self.bytes.len() + 4 + path.len() + RECORD_STAMP + id.len()).is_err()
         {
             return;
         }
-        self.paths.extend_from_slice(path);
-        self.ends.push(self.paths.len() as u32);
-        self.stamps.push(stamp);
-        self.ids.extend_from_slice(id);
+        if self.len == 0 {
+            self.bytes[5..RECORD_HEADER].copy_from_slice(&stamp.dev.to_le_bytes());
+        }
+        let start = self.bytes.len();
+        if self.len.is_multiple_of(RECORD_BLOCK) {
+            self.blocks.push(start as u32);
+        }
+        let rest = &path[shared..];
+        self.bytes.extend_from_slice(&(shared as u16).to_le_bytes());
+        self.bytes
+            .extend_from_slice(&(rest.len() as u16).to_le_bytes());
+        self.bytes.extend_from_slice(rest);
+        for v in [
+            stamp.ino,
+            stamp.size as u64,
+            stamp.mtime.0 as u64,
+            stamp.ctime.0 as u64,
+        ] {
+            self.bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [
+            stamp.mtime.1 as u32,
+            stamp.ctime.1 as u32,
+            stamp.mode,
+            stamp.uid,
+            stamp.gid,
+        ] {
+            self.bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        self.bytes.extend_from_slice(id);
+        self.last.clear();
+        self.last.extend_from_slice(path);
+        self.len += 1;
     }
 
     /// Appends another record whose paths all sort after this one's.
     pub fn append(&mut self, other: &StatRecord) {
-        for i in 0..other.len() {
-            self.push(other.path(i), other.stamps[i], other.id(i));
-        }
+        other.for_each(|path, stamp, id| self.push(path, stamp, id));
     }
 
     /// How many paths it holds.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len == 0
     }
 
-    fn path(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.paths[start..self.ends[i] as usize]
+    /// The record as bytes, for a store to keep.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
     }
 
-    fn id(&self, i: usize) -> &[u8] {
-        &self.ids[i * self.id_len..(i + 1) * self.id_len]
-    }
-
-    /// The record as bytes, for a store to keep: a header (`HSR1`, the id width), then per path
-    /// its length, its bytes, the stamp's ten fields and the id, all integers little-endian.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out =
-            Vec::with_capacity(8 + self.paths.len() + self.len() * (4 + 80) + self.ids.len());
-        out.extend_from_slice(b"HSR1");
-        out.push(self.id_len as u8);
-        for i in 0..self.len() {
-            let path = self.path(i);
-            out.extend_from_slice(&(path.len() as u32).to_le_bytes());
-            out.extend_from_slice(path);
-            let s = &self.stamps[i];
-            for v in [
-                s.dev as i64,
-                s.ino as i64,
-                i64::from(s.mode),
-                i64::from(s.uid),
-                i64::from(s.gid),
-                s.size,
-                s.mtime.0,
-                s.mtime.1,
-                s.ctime.0,
-                s.ctime.1,
-            ] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.extend_from_slice(self.id(i));
+    /// A record from [`StatRecord::as_bytes`]; `None` when the bytes are not one this build
+    /// writes (then nothing is trusted and every file is read). Each path is checked to sort
+    /// after the previous one and to share with it exactly the bytes it says.
+    pub fn from_bytes(bytes: Vec<u8>) -> Option<StatRecord> {
+        if bytes.len() < RECORD_HEADER || !bytes.starts_with(b"HSR2") {
+            return None;
         }
-        out
-    }
-
-    /// A record from [`StatRecord::to_bytes`]; `None` when the bytes are not one (then nothing is
-    /// trusted and every file is read).
-    pub fn from_bytes(bytes: &[u8]) -> Option<StatRecord> {
-        let rest = bytes.strip_prefix(b"HSR1")?;
-        let (&id_len, mut rest) = rest.split_first()?;
-        let mut record = StatRecord::new(usize::from(id_len));
-        let take = |rest: &mut &[u8], n: usize| -> Option<Vec<u8>> {
-            if rest.len() < n {
-                return None;
-            }
-            let (head, tail) = rest.split_at(n);
-            *rest = tail;
-            Some(head.to_vec())
+        let id_len = usize::from(bytes[4]);
+        let mut record = StatRecord {
+            bytes,
+            blocks: Vec::new(),
+            len: 0,
+            last: Vec::new(),
         };
-        let int = |rest: &mut &[u8]| -> Option<i64> {
-            Some(i64::from_le_bytes(take(rest, 8)?.try_into().ok()?))
-        };
-        while !rest.is_empty() {
-            let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().ok()?) as usize;
-            let path = take(&mut rest, len)?;
-            let mut v = [0i64; 10];
-            for slot in &mut v {
-                *slot = int(&mut rest)?;
-            }
-            let stamp = Stamp {
-                dev: v[0] as u64,
-                ino: v[1] as u64,
-                mode: u32::try_from(v[2]).ok()?,
-                uid: u32::try_from(v[3]).ok()?,
-                gid: u32::try_from(v[4]).ok()?,
-                size: v[5],
-                mtime: (v[6], v[7]),
-                ctime: (v[8], v[9]),
+        u32::try_from(record.bytes.len()).ok()?;
+        let mut at = RECORD_HEADER;
+        while at < record.bytes.len() {
+            let (item, next) = read_item(&record.bytes, at, id_len)?;
+            let last = &record.last;
+            let in_order = if record.len.is_multiple_of(RECORD_BLOCK) {
+                record.blocks.push(at as u32);
+                item.shared == 0 && (record.len == 0 || item.rest > last.as_slice())
+            } else {
+                // Exactly the bytes it shares with the previous path, then a greater byte (or
+                // the previous path is all it shares).
+                item.shared <= last.len()
+                    && item
+                        .rest
+                        .first()
+                        .is_some_and(|&b| last.get(item.shared).is_none_or(|&l| b > l))
             };
-            let id = take(&mut rest, usize::from(id_len))?;
-            let before = record.len();
-            record.push(&path, stamp, &id);
-            if record.len() == before {
-                // Out of order or malformed: the bytes are not a record this build wrote.
+            if !in_order || item.rest.is_empty() {
                 return None;
             }
+            record.last.truncate(item.shared);
+            record.last.extend_from_slice(item.rest);
+            record.len += 1;
+            at = next;
         }
         Some(record)
     }
 
     /// The stamp and object id recorded for `path`.
     pub fn get(&self, path: &[u8]) -> Option<(Stamp, &[u8])> {
-        let mut lo = 0;
-        let mut hi = self.len();
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match self.path(mid).cmp(path) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some((self.stamps[mid], self.id(mid))),
+        let id_len = self.id_len();
+        // The last block whose first path is not after `path`.
+        let block = self.blocks.partition_point(|&start| {
+            read_item(&self.bytes, start as usize, id_len)
+                .is_some_and(|(item, _)| item.rest <= path)
+        });
+        let mut at = *self.blocks.get(block.checked_sub(1)?)? as usize;
+        // How many leading bytes the previous path shares with `path`, which sorts after it.
+        let mut matched = 0;
+        for n in 0..RECORD_BLOCK {
+            if at >= self.bytes.len() {
+                return None;
             }
+            let (item, next) = read_item(&self.bytes, at, id_len)?;
+            if n > 0 && item.shared != matched {
+                if item.shared < matched {
+                    // It differs from the previous path, and so from `path`, at a byte where
+                    // it sorts after both.
+                    return None;
+                }
+                // It agrees with the previous path past where that one left `path`: it sorts
+                // before `path` too.
+                at = next;
+                continue;
+            }
+            let wanted = &path[matched.min(path.len())..];
+            match item.rest.cmp(wanted) {
+                Ordering::Equal => return Some((self.stamp(&item), item.id)),
+                Ordering::Greater => return None,
+                Ordering::Less => {
+                    matched += common_prefix(item.rest, wanted);
+                }
+            }
+            at = next;
         }
         None
     }
+
+    /// Calls `f` with each path, stamp and id, in order.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], Stamp, &[u8])) {
+        let id_len = self.id_len();
+        let mut path = Vec::new();
+        let mut at = RECORD_HEADER;
+        while let Some((item, next)) = read_item(&self.bytes, at, id_len) {
+            path.truncate(item.shared);
+            path.extend_from_slice(item.rest);
+            f(&path, self.stamp(&item), item.id);
+            at = next;
+        }
+    }
+
+    fn stamp(&self, item: &RecordItem<'_>) -> Stamp {
+        let s = item.stamp;
+        let u64_at = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap_or([0; 4]));
+        Stamp {
+            dev: self.dev(),
+            ino: u64_at(0),
+            size: u64_at(8) as i64,
+            mtime: (u64_at(16) as i64, i64::from(u32_at(32))),
+            ctime: (u64_at(24) as i64, i64::from(u32_at(36))),
+            mode: u32_at(40),
+            uid: u32_at(44),
+            gid: u32_at(48),
+        }
+    }
+}
+
+/// How many leading bytes `a` and `b` share.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The path stored at `at` in a record's bytes, and where the next one starts; `None` past the
+/// end or when the bytes are cut short.
+fn read_item(bytes: &[u8], at: usize, id_len: usize) -> Option<(RecordItem<'_>, usize)> {
+    let u16_at = |i: usize| -> Option<usize> {
+        Some(usize::from(u16::from_le_bytes(
+            bytes.get(i..i + 2)?.try_into().ok()?,
+        )))
+    };
+    let shared = u16_at(at)?;
+    let rest_len = u16_at(at + 2)?;
+    let rest_at = at + 4;
+    let stamp_at = rest_at + rest_len;
+    let id_at = stamp_at + RECORD_STAMP;
+    let next = id_at + id_len;
+    Some((
+        RecordItem {
+            shared,
+            rest: bytes.get(rest_at..stamp_at)?,
+            stamp: bytes.get(stamp_at..id_at)?,
+            id: bytes.get(id_at..next)?,
+        },
+        next,
+    ))
 }
 
 /// The per-entry states of a [`Fingerprint`]: entry keys, unique and sorted bytewise, each with
 /// a state string.
 ///
-/// Stored as one text buffer and a list of offsets, so that a fingerprint of a repository with
-/// 100,000 files costs two allocations rather than 200,000, and compares and clones as fast as
-/// memory can be copied. Looks up like a sorted map: [`get`](Self::get), `entries["path"]`,
-/// [`iter`](Self::iter) in key order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Stored as a few runs of consecutive entries, each one text buffer and a list of offsets, so
+/// that a fingerprint of a repository with 100,000 files costs a few hundred allocations rather
+/// than 200,000, and a run made elsewhere (a scan's rows) is taken over without a copy
+/// ([`append_run`](Self::append_run)). Looks up like a sorted map: [`get`](Self::get),
+/// `entries["path"]`, [`iter`](Self::iter) in key order. Two tables are equal when their entries
+/// are, however they are split into runs.
+#[derive(Debug, Clone, Default)]
 pub struct Entries {
+    /// The runs, in key order; [`push`](Self::push) adds to the last.
+    runs: Vec<EntryRun>,
+    /// The position of each run's first entry.
+    starts: Vec<usize>,
+    len: usize,
+}
+
+/// Consecutive entries of an [`Entries`] in one buffer.
+#[derive(Debug, Clone, Default)]
+struct EntryRun {
     text: String,
     /// Per entry, where its key ends and where its state ends in `text`; an entry starts where
     /// the previous one ends.
     ends: Vec<(usize, usize)>,
 }
+
+impl EntryRun {
+    fn at(&self, i: usize) -> (&str, &str) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        let (key_end, end) = self.ends[i];
+        (&self.text[start..key_end], &self.text[key_end..end])
+    }
+
+    /// Whether `ends` cut `text` into entries, on character boundaries, with keys in strictly
+    /// increasing order.
+    fn well_formed(&self) -> bool {
+        let mut start = 0;
+        let mut last: Option<&str> = None;
+        for &(key_end, end) in &self.ends {
+            if !(start <= key_end
+                && key_end <= end
+                && end <= self.text.len()
+                && self.text.is_char_boundary(key_end)
+                && self.text.is_char_boundary(end))
+            {
+                return false;
+            }
+            let key = &self.text[start..key_end];
+            if last.is_some_and(|l| l >= key) {
+                return false;
+            }
+            last = Some(key);
+            start = end;
+        }
+        true
+    }
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Entries) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Entries {}
 
 impl Entries {
     /// An empty table.
@@ -462,26 +662,36 @@ impl Entries {
 
     /// An empty table with room for `entries` entries of `text` bytes in all.
     pub fn with_capacity(entries: usize, text: usize) -> Self {
-        Entries {
-            text: String::with_capacity(text),
-            ends: Vec::with_capacity(entries),
-        }
+        let mut table = Entries::new();
+        table.reserve(entries, text);
+        table
     }
 
     /// Makes room for `entries` more entries of `text` more bytes in all.
     pub fn reserve(&mut self, entries: usize, text: usize) {
-        self.text.reserve(text);
-        self.ends.reserve(entries);
+        let run = self.open_run();
+        run.text.reserve(text);
+        run.ends.reserve(entries);
+    }
+
+    /// The last run, made if there is none.
+    fn open_run(&mut self) -> &mut EntryRun {
+        if self.runs.is_empty() {
+            self.runs.push(EntryRun::default());
+            self.starts.push(self.len);
+        }
+        let last = self.runs.len() - 1;
+        &mut self.runs[last]
     }
 
     /// How many entries there are.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.len
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.len == 0
     }
 
     /// The key of the last entry.
@@ -496,21 +706,58 @@ impl Entries {
         match self.last_key().map(|last| key.cmp(last)) {
             Some(Ordering::Less) => false,
             Some(Ordering::Equal) => {
-                self.text.push('|');
-                self.text.push_str(state);
-                if let Some(last) = self.ends.last_mut() {
-                    last.1 = self.text.len();
+                let run = self.open_run();
+                run.text.push('|');
+                run.text.push_str(state);
+                let end = run.text.len();
+                if let Some(last) = run.ends.last_mut() {
+                    last.1 = end;
                 }
                 true
             }
             _ => {
-                self.text.push_str(key);
-                let key_end = self.text.len();
-                self.text.push_str(state);
-                self.ends.push((key_end, self.text.len()));
+                let run = self.open_run();
+                run.text.push_str(key);
+                let key_end = run.text.len();
+                run.text.push_str(state);
+                run.ends.push((key_end, run.text.len()));
+                self.len += 1;
                 true
             }
         }
+    }
+
+    /// Takes over a run of entries made elsewhere, without copying it: `text` holds each
+    /// entry's key then its state, and `ends` says, per entry, where its key and its state end
+    /// in `text` (an entry starts where the previous one ends). The keys must be strictly
+    /// increasing and sort after the last key; otherwise nothing is added and `text` and `ends`
+    /// are handed back (for [`push`](Self::push), which joins equal keys).
+    pub fn append_run(
+        &mut self,
+        text: String,
+        ends: Vec<(usize, usize)>,
+    ) -> Result<(), (String, Vec<(usize, usize)>)> {
+        let run = EntryRun { text, ends };
+        let first = (!run.ends.is_empty()).then(|| run.ends[0].0);
+        let after_last = match (first, self.last_key()) {
+            (Some(key_end), Some(last)) => run.text.get(..key_end).is_some_and(|k| k > last),
+            _ => true,
+        };
+        if !after_last || !run.well_formed() {
+            return Err((run.text, run.ends));
+        }
+        if run.ends.is_empty() {
+            return Ok(());
+        }
+        // An empty run left at the end (reserved, never filled) gives way.
+        if self.runs.last().is_some_and(|r| r.ends.is_empty()) {
+            self.runs.pop();
+            self.starts.pop();
+        }
+        self.starts.push(self.len);
+        self.len += run.ends.len();
+        self.runs.push(run);
+        Ok(())
     }
 
     /// The state of `key`.
@@ -540,9 +787,8 @@ impl Entries {
 
     /// The entry at position `i` (which must be in range).
     fn at(&self, i: usize) -> (&str, &str) {
-        let start = if i == 0 { 0 } else { self.ends[i - 1].1 };
-        let (key_end, end) = self.ends[i];
-        (&self.text[start..key_end], &self.text[key_end..end])
+        let run = self.starts.partition_point(|&start| start <= i) - 1;
+        self.runs[run].at(i - self.starts[run])
     }
 
     fn position(&self, key: &str) -> Option<usize> {
@@ -664,13 +910,33 @@ impl Fingerprint {
         }
     }
 
-    /// Compares this fingerprint (before) with `after`.
+    /// This fingerprint without its per-path states and its record: all that it serializes.
+    pub fn summary(&self) -> Fingerprint {
+        Fingerprint {
+            changes: self.changes.clone(),
+            record: None,
+            ..self.slim()
+        }
+    }
+
+    /// Compares this fingerprint (before) with `after`; the evidence holds copies of both.
     ///
     /// `changed` is whether the digests differ and `changed_files` every entry key whose state
     /// differs. When the two fingerprints left out different refs (another worktree checked out
     /// another branch meanwhile), the refs left out by either are not compared, and `changed` is
     /// decided entry by entry.
     pub fn compare(&self, after: &Fingerprint) -> GitEvidence {
+        GitEvidence {
+            before: Some(self.clone()),
+            after: Some(after.clone()),
+            ..self.compare_summaries(after)
+        }
+    }
+
+    /// [`compare`](Self::compare), but the evidence holds both fingerprints as their
+    /// [`summary`](Self::summary) (all that is serialized): their per-path states are not
+    /// copied.
+    pub fn compare_summaries(&self, after: &Fingerprint) -> GitEvidence {
         let same_exclusions = self.excluded_refs == after.excluded_refs;
         let by_entries = !same_exclusions && !self.entries.is_empty() && !after.entries.is_empty();
         let skipped: BTreeSet<String> = if by_entries {
@@ -744,8 +1010,8 @@ impl Fingerprint {
             })
             .collect();
         GitEvidence {
-            before: Some(self.clone()),
-            after: Some(after.clone()),
+            before: Some(self.summary()),
+            after: Some(after.summary()),
             changed,
             changed_files: files,
             flags,
@@ -777,34 +1043,87 @@ mod tests {
             gid: 1000,
             size: n,
             mtime: (n, n * 3),
-            ctime: (n + 1, -1),
+            ctime: (-n - 1, 999_999_999),
         }
     }
 
     proptest::proptest! {
-        /// A record survives its bytes, and bytes that are not a record are refused whole.
+        /// A record survives its bytes, finds exactly its own paths, and bytes that are not a
+        /// record are refused whole.
         #[test]
         fn a_stat_record_round_trips_through_its_bytes(
-            paths in proptest::collection::btree_set("[a-z/.]{1,12}", 0..20),
+            paths in proptest::collection::btree_set("[a-c/.]{1,12}", 0..60),
+            probes in proptest::collection::vec("[a-c/.]{0,13}", 0..40),
             cut in 0usize..64,
+            flip in 0usize..4096,
         ) {
             let mut record = StatRecord::new(20);
             for (i, p) in paths.iter().enumerate() {
                 record.push(p.as_bytes(), stamp(i as i64), &[i as u8; 20]);
             }
-            let bytes = record.to_bytes();
-            let back = StatRecord::from_bytes(&bytes).unwrap();
+            proptest::prop_assert_eq!(record.len(), paths.len());
+            let bytes = record.as_bytes().to_vec();
+            let back = StatRecord::from_bytes(bytes.clone()).unwrap();
             proptest::prop_assert_eq!(back.len(), record.len());
             for (i, p) in paths.iter().enumerate() {
                 let (s, id) = back.get(p.as_bytes()).unwrap();
                 proptest::prop_assert_eq!(s, stamp(i as i64));
                 proptest::prop_assert_eq!(id, &[i as u8; 20][..]);
             }
-            if !paths.is_empty() && cut > 0 && cut < bytes.len() - 5 {
-                proptest::prop_assert!(StatRecord::from_bytes(&bytes[..bytes.len() - cut]).is_none());
+            for probe in &probes {
+                proptest::prop_assert_eq!(
+                    back.get(probe.as_bytes()).is_some(),
+                    paths.contains(probe),
+                    "{}", probe
+                );
             }
-            proptest::prop_assert!(StatRecord::from_bytes(b"HSR0").is_none());
+            let mut seen = Vec::new();
+            back.for_each(|p, _, _| seen.push(String::from_utf8(p.to_vec()).unwrap()));
+            proptest::prop_assert_eq!(seen, paths.iter().cloned().collect::<Vec<_>>());
+            if !paths.is_empty() && cut > 0 && cut < bytes.len() - RECORD_HEADER {
+                proptest::prop_assert!(
+                    StatRecord::from_bytes(bytes[..bytes.len() - cut].to_vec()).is_none()
+                );
+            }
+            // A record that reads as one after a byte changed still holds sorted paths.
+            let mut flipped = bytes.clone();
+            let at = flip % flipped.len();
+            flipped[at] ^= 0x41;
+            if let Some(other) = StatRecord::from_bytes(flipped) {
+                let mut last: Option<Vec<u8>> = None;
+                other.for_each(|p, _, _| {
+                    assert!(last.as_deref().is_none_or(|l| l < p));
+                    last = Some(p.to_vec());
+                });
+            }
+            proptest::prop_assert!(StatRecord::from_bytes(b"HSR1".to_vec()).is_none());
         }
+    }
+
+    #[test]
+    fn a_stat_record_leaves_out_what_it_cannot_hold_at_full_width() {
+        let mut record = StatRecord::new(20);
+        record.push(b"a", stamp(1), &[1; 20]);
+        // Another device, out of order, a negative nanosecond count, another id width.
+        record.push(b"b", Stamp { dev: 2, ..stamp(2) }, &[2; 20]);
+        record.push(b"a", stamp(3), &[3; 20]);
+        record.push(
+            b"c",
+            Stamp {
+                mtime: (4, -1),
+                ..stamp(4)
+            },
+            &[4; 20],
+        );
+        record.push(b"d", stamp(5), &[5; 32]);
+        record.push(b"e", stamp(6), &[6; 20]);
+        assert_eq!(record.len(), 2);
+        assert!(record.get(b"b").is_none());
+        assert_eq!(record.get(b"e").unwrap().0, stamp(6));
+        // A record in the format of an earlier build is not one.
+        let mut old = b"HSR1".to_vec();
+        old.push(20);
+        assert!(StatRecord::from_bytes(old).is_none());
     }
 
     use super::*;
@@ -838,6 +1157,15 @@ mod tests {
         let e = a.compare(&b);
         assert!(e.changed);
         assert_eq!(e.changed_files, vec!["b", "c", "d"]);
+        assert_eq!(e.before.as_ref().unwrap().entries.get("c"), Some("1"));
+        // The same evidence without the per-path states.
+        let s = a.compare_summaries(&b);
+        assert_eq!((s.changed, &s.changed_files), (e.changed, &e.changed_files));
+        assert!(s.before.unwrap().entries.is_empty() && s.after.unwrap().entries.is_empty());
+        assert_eq!(
+            serde_json::to_value(a.compare_summaries(&b)).unwrap(),
+            serde_json::to_value(&e).unwrap()
+        );
     }
 
     #[test]
@@ -896,6 +1224,51 @@ mod tests {
         assert_eq!(json, r#"{"a":"1","b":"2","c":"3|4","d":""}"#);
         assert_eq!(serde_json::from_str::<Entries>(&json).unwrap(), e);
         assert!(Entries::new().get("a").is_none());
+    }
+
+    #[test]
+    fn entries_take_over_runs_made_elsewhere() {
+        let run = |pairs: &[(&str, &str)]| {
+            let mut text = String::new();
+            let mut ends = Vec::new();
+            for (k, v) in pairs {
+                text.push_str(k);
+                let key_end = text.len();
+                text.push_str(v);
+                ends.push((key_end, text.len()));
+            }
+            (text, ends)
+        };
+        let mut e = Entries::new();
+        assert!(e.push("a", "1"));
+        let (text, ends) = run(&[("b", "2"), ("c", "3")]);
+        assert!(e.append_run(text, ends).is_ok());
+        assert!(e.push("d", "4"));
+        assert!(e.push("d", "5"));
+        let whole: Entries = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4|5")]
+            .into_iter()
+            .collect();
+        assert_eq!(e, whole);
+        assert_eq!(e.get("c"), Some("3"));
+        assert_eq!(e.get_index(3), Some(("d", "4|5")));
+        assert_eq!(e.keys().collect::<Vec<_>>(), ["a", "b", "c", "d"]);
+        // Handed back: a key not after the last one, keys out of order or equal, ends that do
+        // not cut the text.
+        for (text, ends) in [
+            run(&[("d", "6")]),
+            run(&[("f", "1"), ("e", "2")]),
+            run(&[("f", "1"), ("f", "2")]),
+            ("fé".to_owned(), vec![(2, 3)]),
+            ("f1".to_owned(), vec![(1, 3)]),
+        ] {
+            let back = e.append_run(text.clone(), ends.clone());
+            assert_eq!(back, Err((text, ends)));
+        }
+        assert_eq!(e, whole);
+        let mut empty = Entries::with_capacity(4, 16);
+        let (text, ends) = run(&[("x", "1")]);
+        assert!(empty.append_run(text, ends).is_ok());
+        assert_eq!(empty.iter().collect::<Vec<_>>(), [("x", "1")]);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use camino::Utf8Path;
 use gix::ObjectId;
@@ -148,14 +149,20 @@ impl Rows {
         self.firsts.push(first as u32);
     }
 
+    /// The text, the ends of each row's key and state in it, and each row's first index
+    /// entry.
+    pub(crate) fn into_parts(self) -> (String, Vec<(usize, usize)>, Vec<u32>) {
+        (self.text, self.ends, self.firsts)
+    }
+
+    /// Rows from [`Rows::into_parts`].
+    pub(crate) fn from_parts(text: String, ends: Vec<(usize, usize)>, firsts: Vec<u32>) -> Self {
+        Rows { text, ends, firsts }
+    }
+
     /// How many rows there are.
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
-    }
-
-    /// The bytes of all keys and states.
-    pub(crate) fn text_len(&self) -> usize {
-        self.text.len()
     }
 
     /// Key and state of row `i`.
@@ -192,11 +199,6 @@ impl RowSet {
         self.len
     }
 
-    /// The bytes of all keys and states.
-    pub(crate) fn text_len(&self) -> usize {
-        self.chunks.iter().map(Rows::text_len).sum()
-    }
-
     fn locate(&self, i: usize) -> (&Rows, usize) {
         let chunk = self.starts.partition_point(|&start| start <= i) - 1;
         (&self.chunks[chunk], i - self.starts[chunk])
@@ -212,6 +214,11 @@ impl RowSet {
     pub(crate) fn first(&self, i: usize) -> usize {
         let (rows, i) = self.locate(i);
         rows.first(i)
+    }
+
+    /// The chunks of rows, in order.
+    pub(crate) fn into_chunks(self) -> impl Iterator<Item = Rows> {
+        self.chunks.into_iter()
     }
 
     /// All rows in order: key and state.
@@ -255,7 +262,49 @@ pub(crate) struct Mark {
 struct Chunk {
     rows: Rows,
     marks: Vec<Mark>,
+}
+
+/// The record of a scan, put together while it runs: each run of index entries adds what it
+/// recorded as soon as the runs before it have, so that no run's record waits for the end of
+/// the scan next to the whole.
+struct RecordJoin {
+    /// The first index entry of each run, in order.
+    order: Vec<usize>,
+    /// How many runs are in `record`.
+    next: usize,
+    /// Records of runs done before an earlier run was, by first index entry.
+    pending: std::collections::BTreeMap<usize, StatRecord>,
     record: StatRecord,
+}
+
+impl RecordJoin {
+    fn new(tasks: &[Task], id_len: usize) -> Self {
+        RecordJoin {
+            order: tasks
+                .iter()
+                .filter_map(|task| match task {
+                    Task::Stat(range) => Some(range.start),
+                    Task::List(_) => None,
+                })
+                .collect(),
+            next: 0,
+            pending: Default::default(),
+            record: StatRecord::new(id_len),
+        }
+    }
+
+    /// Adds the record of the run starting at index entry `start`.
+    fn add(&mut self, start: usize, record: StatRecord) {
+        self.pending.insert(start, record);
+        while let Some(record) = self
+            .order
+            .get(self.next)
+            .and_then(|first| self.pending.remove(first))
+        {
+            self.record.append(&record);
+            self.next += 1;
+        }
+    }
 }
 
 /// Listing one directory that holds tracked entries: the index entries `lo..hi` all live below
@@ -290,60 +339,71 @@ struct Child<'a> {
     opaque: bool,
 }
 
-/// Runs phase one.
-pub(crate) fn scan(input: &ScanInput<'_>) -> Result<ScanOutput, WorkspaceError> {
-    let outs = run(input, &tasks(input.state))?;
-    let mut chunks = Vec::new();
-    let mut candidates = Vec::new();
-    let mut broken = Vec::new();
-    for out in outs {
-        chunks.extend(out.chunks);
-        candidates.extend(out.candidates);
-        broken.extend(out.broken);
-    }
-    chunks.sort_unstable_by_key(|(start, _)| *start);
-    let mut rows = RowSet::default();
-    let mut marks = Vec::new();
-    let mut record = StatRecord::new(input.object_hash.len_in_bytes());
-    for (_, chunk) in chunks {
-        let offset = rows.len();
-        record.append(&chunk.record);
-        rows.push(chunk.rows);
-        marks.extend(chunk.marks.into_iter().map(|mark| Mark {
-            row: mark.row + offset,
-            ..mark
-        }));
-    }
-    // Below a tracked directory that is not a directory, nothing is there, whatever a lookup
-    // through a symbolic link in its place may have found.
-    if !broken.is_empty() {
-        let mut missing = vec![false; rows.len()];
-        for task in &broken {
-            missing[rows.rows_of_entries(task.lo, task.hi)]
-                .iter_mut()
-                .for_each(|m| *m = true);
+/// Phase one's work, done: the rows, records and candidates of each task, not yet joined.
+pub(crate) struct Parts {
+    outs: Vec<Out>,
+    record: StatRecord,
+}
+
+/// Runs phase one; [`Parts::join`] puts its output together.
+pub(crate) fn scan(input: &ScanInput<'_>) -> Result<Parts, WorkspaceError> {
+    let (outs, record) = run(input, &tasks(input.state))?;
+    Ok(Parts { outs, record })
+}
+
+impl Parts {
+    /// The output of phase one, in index order; `state` is the index it was run on.
+    pub(crate) fn join(self, state: &gix::index::State) -> ScanOutput {
+        let mut chunks = Vec::new();
+        let mut candidates = Vec::new();
+        let mut broken = Vec::new();
+        for out in self.outs {
+            chunks.extend(out.chunks);
+            candidates.extend(out.candidates);
+            broken.extend(out.broken);
         }
-        drop_below_broken(input.state, &broken, &mut candidates);
-        marks.retain(|mark| !missing[mark.row]);
-        for (row, _) in missing.iter().enumerate().filter(|(_, m)| **m) {
-            let stages = stages_at(input.state, rows.first(row));
-            marks.push(Mark {
-                row,
-                status: unstaged(stages, &Wt::Missing, None),
-                nested: false,
-                missing: true,
-            });
+        chunks.sort_unstable_by_key(|(start, _)| *start);
+        let mut rows = RowSet::default();
+        let mut marks = Vec::new();
+        for (_, chunk) in chunks {
+            let offset = rows.len();
+            rows.push(chunk.rows);
+            marks.extend(chunk.marks.into_iter().map(|mark| Mark {
+                row: mark.row + offset,
+                ..mark
+            }));
         }
-        marks.sort_by_key(|mark| mark.row);
+        // Below a tracked directory that is not a directory, nothing is there, whatever a
+        // lookup through a symbolic link in its place may have found.
+        if !broken.is_empty() {
+            let mut missing = vec![false; rows.len()];
+            for task in &broken {
+                missing[rows.rows_of_entries(task.lo, task.hi)]
+                    .iter_mut()
+                    .for_each(|m| *m = true);
+            }
+            drop_below_broken(state, &broken, &mut candidates);
+            marks.retain(|mark| !missing[mark.row]);
+            for (row, _) in missing.iter().enumerate().filter(|(_, m)| **m) {
+                let stages = stages_at(state, rows.first(row));
+                marks.push(Mark {
+                    row,
+                    status: unstaged(stages, &Wt::Missing, None),
+                    nested: false,
+                    missing: true,
+                });
+            }
+            marks.sort_by_key(|mark| mark.row);
+        }
+        candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        candidates.dedup_by(|a, b| a.0 == b.0);
+        ScanOutput {
+            rows,
+            marks,
+            candidates,
+            record: self.record,
+        }
     }
-    candidates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    candidates.dedup_by(|a, b| a.0 == b.0);
-    Ok(ScanOutput {
-        rows,
-        marks,
-        candidates,
-        record,
-    })
 }
 
 /// Only the names in tracked directories that the index does not know, as [`scan`] finds them,
@@ -353,7 +413,7 @@ pub(crate) fn candidates(input: &ScanInput<'_>) -> Result<Vec<(BString, Kind)>, 
     tasks.retain(|task| matches!(task, Task::List(_)));
     let mut candidates = Vec::new();
     let mut broken = Vec::new();
-    for out in run(input, &tasks)? {
+    for out in run(input, &tasks)?.0 {
         candidates.extend(out.candidates);
         broken.extend(out.broken);
     }
@@ -363,8 +423,8 @@ pub(crate) fn candidates(input: &ScanInput<'_>) -> Result<Vec<(BString, Kind)>, 
     Ok(candidates)
 }
 
-/// Runs `tasks` on the configured number of threads.
-fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<Vec<Out>, WorkspaceError> {
+/// Runs `tasks` on the configured number of threads: what each thread found, and the record.
+fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<(Vec<Out>, StatRecord), WorkspaceError> {
     let root_fd: OwnedFd = File::open(input.root)
         .map_err(|source| WorkspaceError::Io {
             path: input.display_root.to_owned(),
@@ -374,23 +434,27 @@ fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<Vec<Out>, WorkspaceError
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let threads = input.threads.clamp(1, tasks.len().max(1));
-    let work = || worker(input, root_fd.as_fd(), tasks, &next, &failed);
-    if threads == 1 {
-        return Ok(vec![work()?]);
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
-        handles
-            .into_iter()
-            .map(|handle| {
-                handle.join().unwrap_or_else(|_| {
-                    Err(WorkspaceError::Git {
-                        message: "a fingerprint thread panicked".to_owned(),
+    let join = Mutex::new(RecordJoin::new(tasks, input.object_hash.len_in_bytes()));
+    let work = || worker(input, root_fd.as_fd(), tasks, &next, &failed, &join);
+    let outs = if threads == 1 {
+        vec![work()?]
+    } else {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads).map(|_| scope.spawn(work)).collect();
+            handles
+                .into_iter()
+                .map(|handle| {
+                    handle.join().unwrap_or_else(|_| {
+                        Err(WorkspaceError::Git {
+                            message: "a fingerprint thread panicked".to_owned(),
+                        })
                     })
                 })
-            })
-            .collect()
-    })
+                .collect::<Result<Vec<_>, _>>()
+        })?
+    };
+    let join = join.into_inner().unwrap_or_else(PoisonError::into_inner);
+    Ok((outs, join.record))
 }
 
 /// Below a tracked directory that is not a directory, nothing is there, whatever a lookup
@@ -482,6 +546,7 @@ fn worker(
     tasks: &[Task],
     next: &AtomicUsize,
     failed: &AtomicBool,
+    join: &Mutex<RecordJoin>,
 ) -> Result<Out, WorkspaceError> {
     let mut out = Out::default();
     let mut buf = Vec::new();
@@ -494,7 +559,7 @@ fn worker(
         };
         let result = match task {
             Task::List(task) => list(input, root, *task, &mut out),
-            Task::Stat(range) => stat_run(input, root, range.clone(), &mut out, &mut buf),
+            Task::Stat(range) => stat_run(input, root, range.clone(), &mut out, &mut buf, join),
         };
         if let Err(err) = result {
             failed.store(true, Ordering::Relaxed);
@@ -623,14 +688,15 @@ fn stat_run(
     range: Range<usize>,
     out: &mut Out,
     buf: &mut Vec<u8>,
+    join: &Mutex<RecordJoin>,
 ) -> Result<(), WorkspaceError> {
     let state = input.state;
     let entries = state.entries();
     let mut chunk = Chunk {
         rows: Rows::with_capacity(range.len()),
         marks: Vec::new(),
-        record: StatRecord::new(input.object_hash.len_in_bytes()),
     };
+    let mut record = StatRecord::new(input.object_hash.len_in_bytes());
     let mut text = String::with_capacity(128);
     // The directory of the previous entry: its path and descriptor (`None`: the root, or not a
     // directory).
@@ -671,7 +737,7 @@ fn stat_run(
                 _ => (Wt::Missing, None),
             };
             if let Some((stamp, id)) = seen.1 {
-                chunk.record.push(path, stamp, id.as_slice());
+                record.push(path, stamp, id.as_slice());
             }
             seen.0
         };
@@ -690,6 +756,9 @@ fn stat_run(
         chunk.rows.push(i, path, &text);
         i = end;
     }
+    join.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .add(range.start, record);
     out.chunks.push((range.start, chunk));
     Ok(())
 }

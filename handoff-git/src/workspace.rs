@@ -2,18 +2,19 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use gix::ObjectId;
 use gix::bstr::{BStr, ByteSlice};
 use handoff_core::{
-    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatusChange, Workspace,
+    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatRecord, StatusChange, Workspace,
     WorkspaceError, WorktreeLocation,
 };
 use sha2::{Digest, Sha256};
 
 use crate::paths::{entry_key, worktree_path};
-use crate::scan::{RowSet, ScanInput, Wt};
+use crate::scan::{RowSet, Rows, ScanInput, Wt};
 use crate::state::Nested;
 use crate::untracked::{Found, What};
 use crate::{gitdir, hash, par, scan, snapshot, staged, state, untracked};
@@ -91,19 +92,18 @@ impl Workspace for GitWorkspace {
         before: &Fingerprint,
     ) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
-        // A record of no worktree of this repository's, or none at all: nothing is trusted
-        // but what is hashed.
-        let empty = handoff_core::StatRecord::new(repo.object_hash().len_in_bytes());
-        let record = match &before.record {
-            Some(record)
-                if repo
-                    .workdir()
-                    .is_some_and(|w| w == before.root.as_std_path()) =>
-            {
-                record.as_ref()
-            }
-            _ => &empty,
-        };
+        let record = trusted_record(&repo, &before.root, before.record.clone());
+        fingerprint_repository(&repo, 0, self, Some(record))
+    }
+
+    fn fingerprint_after(
+        &self,
+        cwd: &Utf8Path,
+        mut before: Fingerprint,
+    ) -> Result<Fingerprint, WorkspaceError> {
+        let repo = discover(cwd)?;
+        let record = trusted_record(&repo, &before.root, before.record.take());
+        drop(before);
         fingerprint_repository(&repo, 0, self, Some(record))
     }
 
@@ -151,6 +151,20 @@ impl Workspace for GitWorkspace {
             project_root,
             branch,
         })
+    }
+}
+
+/// The record of an earlier fingerprint of the worktree at `root` to trust in `repo`: `record`
+/// when `root` is `repo`'s worktree, else an empty one (a record of no worktree of this
+/// repository's, or none at all: nothing is trusted but what is hashed).
+fn trusted_record(
+    repo: &gix::Repository,
+    root: &Utf8Path,
+    record: Option<Arc<StatRecord>>,
+) -> Arc<StatRecord> {
+    match record {
+        Some(record) if repo.workdir().is_some_and(|w| w == root.as_std_path()) => record,
+        _ => Arc::new(StatRecord::new(repo.object_hash().len_in_bytes())),
     }
 }
 
@@ -260,8 +274,9 @@ pub(crate) fn fingerprint_repository(
     repo: &gix::Repository,
     depth: usize,
     options: &GitWorkspace,
-    since: Option<&handoff_core::StatRecord>,
+    since: Option<Arc<StatRecord>>,
 ) -> Result<Fingerprint, WorkspaceError> {
+    let after_record = since.is_some();
     let Some(workdir) = repo.workdir() else {
         return Err(WorkspaceError::NotAWorktree {
             path: Utf8PathBuf::from(repo.git_dir().to_string_lossy().into_owned()),
@@ -308,7 +323,7 @@ pub(crate) fn fingerprint_repository(
         symlinks: config.boolean("core.symlinks").unwrap_or(true),
         object_hash: repo.object_hash(),
         threads,
-        since,
+        since: since.as_deref(),
         record_before: crate::trust::record_cutoff(),
         root_dev: filesystem.dev,
     };
@@ -334,11 +349,14 @@ pub(crate) fn fingerprint_repository(
             staged::staged(repo, state, head_tree),
         )
     };
-    let (mut scanned, git, staged) = (scanned?, git?, staged?);
+    let (scanned, git, staged) = (scanned?, git?, staged?);
+    // The earlier record has been read: it goes before this scan's own is put together.
+    drop(since);
+    let mut scanned = scanned.join(state);
     let record = std::mem::take(&mut scanned.record);
     // A nested repository's files, after an earlier fingerprint, are all read: handoff keeps
     // no record of them, and their index is as writable as this one's.
-    let nested_options = if since.is_some() {
+    let nested_options = if after_record {
         options.clone().with_stat_cache(false)
     } else {
         options.clone()
@@ -439,17 +457,16 @@ pub(crate) fn fingerprint_repository(
         includes_ignored: options.include_ignored,
         entries: Default::default(),
         verified_by: Some(hashed_why.unwrap_or_else(|| {
-            if since.is_some() {
+            if after_record {
                 "record".to_owned()
             } else {
                 "index".to_owned()
             }
         })),
         hooks_dir: git.hooks_dir.clone(),
-        record: Some(std::sync::Arc::new(record)),
+        record: Some(Arc::new(record)),
     };
-    merge(&mut fingerprint, &rows, &overrides, extra);
-    drop(rows);
+    merge(&mut fingerprint, rows, &overrides, extra);
     if !git.worktree_hooks.is_empty() {
         let missing: Vec<(String, String)> = git
             .worktree_hooks
@@ -592,29 +609,40 @@ const DIGEST_GROUP: usize = 1024;
 /// The entries of a fingerprint: the rows of tracked paths (in index order, which is key order
 /// but for paths that are not UTF-8), with `overrides` of some of their states, and the other
 /// entries.
-/// They go into `fingerprint`'s (empty) entries.
+/// They go into `fingerprint`'s (empty) entries: a chunk of rows that no other entry falls into
+/// and no override changes is taken over whole, the others are copied and dropped.
 fn merge(
     fingerprint: &mut Fingerprint,
-    rows: &RowSet,
+    rows: RowSet,
     overrides: &BTreeMap<usize, String>,
     mut extra: Vec<(String, String)>,
 ) {
     extra.sort_by(|a, b| a.0.cmp(&b.0));
-    let text = rows.text_len() + extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    let entries = &mut fingerprint.entries;
-    entries.reserve(rows.len() + extra.len(), text);
-    let mut in_order = true;
-    let mut extra_iter = extra.iter().peekable();
-    for (i, (key, state)) in rows.iter().enumerate() {
-        let state = overrides.get(&i).map_or(state, String::as_str);
-        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
-            in_order &= entries.push(k, v);
+    // Whether the rows and the other entries interleave in key order: what `Entries::push`
+    // takes one at a time (an equal key joins the last entry).
+    let in_order = {
+        let mut extra_iter = extra.iter().map(|(k, _)| k.as_str()).peekable();
+        let mut keys = Vec::new();
+        let mut last: Option<&str> = None;
+        let mut all = true;
+        for (key, _) in rows.iter() {
+            keys.clear();
+            while let Some(k) = extra_iter.next_if(|k| *k < key) {
+                keys.push(k);
+            }
+            keys.push(key);
+            for &k in &keys {
+                all &= last.is_none_or(|l| l <= k);
+                last = Some(k);
+            }
         }
-        in_order &= entries.push(key, state);
-    }
-    for (k, v) in extra_iter {
-        in_order &= entries.push(k, v);
-    }
+        for k in extra_iter {
+            all &= last.is_none_or(|l| l <= k);
+            last = Some(k);
+        }
+        all
+    };
+    let entries = &mut fingerprint.entries;
     if !in_order {
         *entries = rows
             .iter()
@@ -625,6 +653,46 @@ fn merge(
             })
             .chain(extra)
             .collect();
+        return;
+    }
+    let mut extra_iter = extra.iter().peekable();
+    let mut i = 0;
+    for chunk in rows.into_chunks() {
+        let n = chunk.len();
+        if n == 0 {
+            continue;
+        }
+        let (first, last) = (chunk.get(0).0, chunk.get(n - 1).0);
+        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < first) {
+            entries.push(k, v);
+        }
+        // A chunk that nothing falls into and nothing overrides is taken over whole.
+        let whole = overrides.range(i..i + n).next().is_none()
+            && extra_iter.peek().is_none_or(|(k, _)| k.as_str() > last);
+        let chunk = if whole {
+            let (text, ends, firsts) = chunk.into_parts();
+            match entries.append_run(text, ends) {
+                Ok(()) => {
+                    i += n;
+                    continue;
+                }
+                Err((text, ends)) => Rows::from_parts(text, ends, firsts),
+            }
+        } else {
+            chunk
+        };
+        for j in 0..n {
+            let (key, state) = chunk.get(j);
+            let state = overrides.get(&(i + j)).map_or(state, String::as_str);
+            while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
+                entries.push(k, v);
+            }
+            entries.push(key, state);
+        }
+        i += n;
+    }
+    for (k, v) in extra_iter {
+        entries.push(k, v);
     }
 }
 

@@ -394,6 +394,14 @@ pub(crate) fn task(conn: &Connection, c: &Ctx, id: &TaskId) -> Result<Option<Tas
     query_one(conn, c, SELECT_TASK, [id.as_str()], |r| task_row(r, c))
 }
 
+/// A record is read from its blob in pieces of this many bytes.
+const BLOB_PIECE: usize = 64 * 1024;
+
+/// Keeps `record` for `worktree`, replacing the one kept before.
+///
+/// SQLite makes the row in memory whole, so saving a record costs about twice its size for a
+/// moment, however the blob is handed over (bound, or made as `zeroblob` and written in
+/// pieces): only a blob in a table's last column is written without that copy.
 pub(crate) fn save_stat_record(
     conn: &Connection,
     c: &Ctx,
@@ -502,23 +510,30 @@ pub(crate) fn copy_config_state(
     Ok(())
 }
 
-/// The record of the deepest worktree that is `path` or contains it.
+/// The record of the deepest worktree that is `path` or contains it, read from its blob in
+/// pieces into one buffer (reading the column would have SQLite assemble a copy first).
 pub(crate) fn stat_record(
     conn: &Connection,
     c: &Ctx,
     path: &Utf8Path,
 ) -> Result<Option<(camino::Utf8PathBuf, Vec<u8>)>, StoreError> {
-    let candidates: Vec<String> = path.ancestors().map(|a| a.as_str().to_owned()).collect();
-    for candidate in candidates {
+    for candidate in path.ancestors() {
         let found = query_one(
             conn,
             c,
-            "SELECT record FROM stat_records WHERE worktree = ?1",
+            "SELECT rowid FROM stat_records WHERE worktree = ?1",
             [candidate.as_str()],
-            |r| get::<Vec<u8>>(r, 0, c),
+            |r| get::<i64>(r, 0, c),
         )?;
-        if let Some(record) = found {
-            return Ok(Some((candidate.into(), record)));
+        if let Some(row) = found {
+            let blob = conn
+                .blob_open(rusqlite::MAIN_DB, "stat_records", "record", row, true)
+                .ctx(c)?;
+            let mut record = vec![0; blob.len()];
+            for (i, piece) in record.chunks_mut(BLOB_PIECE).enumerate() {
+                blob.read_at_exact(piece, i * BLOB_PIECE).ctx(c)?;
+            }
+            return Ok(Some((candidate.to_owned(), record)));
         }
     }
     Ok(None)

@@ -1,26 +1,34 @@
-//! `cargo xtask bench`: the cost of `handoff fingerprint` next to `git status`.
+//! `cargo xtask bench`: the cost of `handoff fingerprint` and of a whole run next to `git status`.
 //!
 //! Generates repositories of 10,000 and 100,000 files (deterministic content, nested three levels
 //! deep, committed), and prints, for a clean tree and with 1% of the files modified, the median
 //! wall time of:
 //!
 //! - `handoff fingerprint --cwd DIR` (stat cache trusted, like git),
-//! - `git status --porcelain=v2 -uall`,
+//! - `git status --porcelain=v2 -uall`, pinned to its unaided cost (`core.untrackedCache=false`,
+//!   `core.fsmonitor=false`, no system or global configuration),
 //! - a full-content hash of every file (`handoff fingerprint --full-hash`: the same walk, every
 //!   tracked file read and hashed in parallel, which is what a fingerprint without the stat cache
 //!   costs),
 //!
 //! each after one warm-up run, interleaved run by run, plus each one's peak RSS (through
-//! `/usr/bin/time`, when it is there). Then how long a nested adviser takes to start on each
-//! repository (see [`adviser`]): on the live worktree and on a snapshot. Then what the
-//! reaper adds to starting an agent: `/bin/true` directly and under `handoff __reap`.
+//! `/usr/bin/time`, when it is there), and whether the fingerprint is within its target (no
+//! slower than `git status`). Then the run path (see [`run`]): a whole `handoff advice` with the
+//! fake agent, the preflight cached and the task store's record trusted, next to the same `git
+//! status`, in wall time and in peak memory over the whole process tree (see [`tree`]), each
+//! against its target. Then how long a nested adviser takes to start on each repository (see
+//! [`adviser`]): on the live worktree and on a snapshot. Then what the reaper adds to starting an
+//! agent: `/bin/true` directly and under `handoff __reap`. Then what handoff's own sandbox adds
+//! to a run.
 //!
 //! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
 //! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
 //! `handoff` binary; default: `cargo build --release -p handoff-cli`), `--only SECTION`
-//! (`fingerprint`, `adviser` or `reaper`: that section alone).
+//! (`fingerprint`, `run`, `adviser`, `reaper` or `sandbox`: that section alone).
 
 mod adviser;
+mod run;
+mod tree;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -103,6 +111,9 @@ pub fn bench(args: &[String]) -> Result<()> {
     if section("fingerprint") {
         fingerprints(&handoff, &base, &sizes, runs, time_v)?;
     }
+    if section("run") {
+        run::advice_runs(&handoff, &base, &sizes, runs, time_v)?;
+    }
     if section("adviser") {
         adviser::adviser_start(&handoff, &base, &sizes, runs)?;
     }
@@ -116,7 +127,10 @@ pub fn bench(args: &[String]) -> Result<()> {
 }
 
 /// The sections `--only` can name, in the order they run.
-const SECTIONS: [&str; 4] = ["fingerprint", "adviser", "reaper", "sandbox"];
+const SECTIONS: [&str; 5] = ["fingerprint", "run", "adviser", "reaper", "sandbox"];
+
+/// `handoff fingerprint` may take this many times one `git status`.
+const FINGERPRINT_TARGET: f64 = 1.0;
 
 /// `handoff fingerprint`, `git status` and a full hash, clean and with 1% of the files modified.
 fn fingerprints(
@@ -127,8 +141,13 @@ fn fingerprints(
     time_v: bool,
 ) -> Result<()> {
     println!(
-        "{:>8}  {:<9} {:>12} {:>12} {:>12} {:>9}   peak RSS MiB (handoff / git / full)",
-        "files", "state", "handoff", "git status", "full hash", "vs git"
+        "{:>8}  {:<11} {:>12} {:>12} {:>12} {:>14}   peak RSS MiB (handoff / git / full)",
+        "files",
+        "state",
+        "handoff",
+        "git status",
+        "full hash",
+        format!("vs git (≤{FINGERPRINT_TARGET}x)")
     );
     for &files in sizes {
         let repo = base.join(format!("repo-{files}"));
@@ -143,7 +162,7 @@ fn fingerprints(
             Tool {
                 name: "git status",
                 program: PathBuf::from("git"),
-                args: vec!["status".into(), "--porcelain=v2".into(), "-uall".into()],
+                args: run::GIT_STATUS.iter().map(|&a| a.to_owned()).collect(),
             },
             Tool {
                 name: "full hash",
@@ -165,14 +184,16 @@ fn fingerprints(
                 m.peak_rss_kib
                     .map_or_else(|| "-".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0))
             };
+            let ratio =
+                measures[0].median.as_secs_f64() / measures[1].median.as_secs_f64().max(1e-9);
             println!(
-                "{:>8}  {:<9} {:>10.3} s {:>10.3} s {:>10.3} s {:>8.2}x   {} / {} / {}",
+                "{:>8}  {:<11} {:>10.3} s {:>10.3} s {:>10.3} s {:>14}   {} / {} / {}",
                 files,
                 state,
                 measures[0].median.as_secs_f64(),
                 measures[1].median.as_secs_f64(),
                 measures[2].median.as_secs_f64(),
-                measures[0].median.as_secs_f64() / measures[1].median.as_secs_f64().max(1e-9),
+                format!("{ratio:.2}x {}", run::verdict(ratio, FINGERPRINT_TARGET)),
                 mib(&measures[0]),
                 mib(&measures[1]),
                 mib(&measures[2]),

@@ -346,3 +346,22 @@ fn a_build_that_plants_a_hook_in_a_hooks_path_inside_the_worktree_is_blocked() {
     assert_eq!(run.json["git"]["flags"][0]["kind"], "git-hook");
     assert_eq!(run.json["git"]["before"]["hooksDir"], "scripts/hooks/");
 }
+
+/// `handoff fingerprint --diff` shows each changed path with its states before and after.
+#[test]
+fn a_saved_fingerprint_shows_what_changed_since_with_both_states() {
+    let sb = Sandbox::new();
+    sb.repo.write("a.txt", "one\n");
+    let cwd = sb.cwd();
+    let saved = sb.run(&["fingerprint", "--cwd", &cwd, "--json"]);
+    assert_eq!(saved.code, 0, "{saved:?}");
+    let before = sb.private.join("before.json");
+    std::fs::write(&before, &saved.stdout).unwrap();
+    sb.repo.write("a.txt", "two\n");
+    let before = before.to_str().unwrap();
+    let diff = sb.run(&["fingerprint", "--cwd", &cwd, "--diff", before]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    let out = &diff.stdout;
+    assert!(out.contains("~ a.txt\n    was untracked 100644 "), "{out}");
+    assert!(out.contains("\n    now untracked 100644 "), "{out}");
+}

@@ -16,7 +16,7 @@ use crate::process::Ending;
 use crate::provider::{Observation, Provider};
 use crate::request::Request;
 use crate::result::{OutputInfo, Usage, UsageSource};
-use crate::workspace::{Fingerprint, GitEvidence, Workspace, WorkspaceError};
+use crate::workspace::{Fingerprint, GitEvidence, StatRecord, Workspace, WorkspaceError};
 
 impl Engine {
     /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
@@ -30,7 +30,7 @@ impl Engine {
         // The record the last run in this worktree left, if the task store keeps one: trusted
         // rather than the index, which an agent may have rewritten since.
         let kept = self.kept_record(&cwd).await;
-        let before = fingerprint(&workspace, &cwd, kept.as_ref())
+        let before = fingerprint(&workspace, &cwd, kept)
             .await
             .map_err(|e| match e {
                 WorkspaceError::NotAWorktree { .. } => {
@@ -52,9 +52,12 @@ impl Engine {
         if self.options.task_store.is_some() && request.lineage.parent_run_id.is_none() {
             draft.config_state = self.config_state(&cwd).await;
         }
-        draft.before = Some(before.clone());
-        draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
-        Ok(before)
+        // The per-path states are kept once, in the draft, for the comparison after the run;
+        // the result and the caller only need what is serialized.
+        let summary = before.summary();
+        draft.result.git = Some(GitEvidence::partial(Some(summary.clone())));
+        draft.before = Some(before);
+        Ok(summary)
     }
 
     /// The configuration that runs programs in the worktree containing `cwd`, if the workspace
@@ -76,7 +79,7 @@ impl Engine {
         tokio::task::spawn_blocking(move || {
             let real = cwd.canonicalize_utf8().ok()?;
             let (root, bytes) = store.open().ok()?.stat_record(&real).ok()??;
-            let record = crate::workspace::StatRecord::from_bytes(&bytes)?;
+            let record = StatRecord::from_bytes(bytes)?;
             Some(Fingerprint::record_only(root, record))
         })
         .await
@@ -84,16 +87,15 @@ impl Engine {
         .flatten()
     }
 
-    /// Keeps the record of a root run's "after" in the task store, for the next run.
-    async fn keep_record(&self, after: &Fingerprint) {
-        let (Some(store), Some(record)) = (self.options.task_store.clone(), after.record.clone())
-        else {
+    /// Keeps the record of a root run's "after" (of the worktree at `root`) in the task store,
+    /// for the next run.
+    async fn keep_record(&self, root: Utf8PathBuf, record: Arc<StatRecord>) {
+        let Some(store) = self.options.task_store.clone() else {
             return;
         };
-        let root = after.root.clone();
         let _ = tokio::task::spawn_blocking(move || {
             if let Ok(store) = store.open() {
-                let _ = store.save_stat_record(&root, &record.to_bytes());
+                let _ = store.save_stat_record(&root, record.as_bytes());
             }
         })
         .await;
@@ -113,9 +115,13 @@ impl Engine {
     /// The worktree after the run compared with the fingerprint before it, recorded in the
     /// result; `None` when there was no "before".
     pub(super) async fn after(&self, draft: &mut Draft) -> Option<After> {
-        let (Some(before), Some(cwd)) = (draft.before.as_ref(), draft.cwd.as_ref()) else {
+        let (Some(before), Some(cwd)) = (draft.before.as_mut(), draft.cwd.clone()) else {
             return None;
         };
+        // The record goes with the request for the "after" alone, which lets go of it once it
+        // has read it.
+        let since = before.slim();
+        before.record = None;
         // Judged against handoff's own record of the "before", never the index's stat data,
         // which the agent could rewrite.
         let workspace = match draft.request.as_ref() {
@@ -125,15 +131,21 @@ impl Engine {
             },
             None => Arc::clone(&self.workspace),
         };
-        Some(match fingerprint(&workspace, cwd, Some(before)).await {
+        Some(match fingerprint(&workspace, &cwd, Some(since)).await {
             Ok(after) => {
-                let evidence = before.compare(&after);
+                let evidence = draft.before.as_ref()?.compare_summaries(&after);
+                // Nothing needs the per-path states any more: only the record is kept.
+                draft.before = None;
+                let record = after.record.clone();
+                drop(after);
                 if draft
                     .request
                     .as_ref()
                     .is_some_and(|r| r.lineage.parent_run_id.is_none())
+                    && let Some(record) = record
+                    && let Some(root) = evidence.after.as_ref().map(|a| a.root.clone())
                 {
-                    self.keep_record(&after).await;
+                    self.keep_record(root, record).await;
                 }
                 let after = After::Compared {
                     changed: evidence.changed,
@@ -228,16 +240,17 @@ pub(super) fn observe(
     }
 }
 
+/// A fingerprint of the worktree containing `cwd`, after `since` when given (whose record it
+/// takes).
 async fn fingerprint(
     ws: &Arc<dyn Workspace>,
     cwd: &Utf8Path,
-    since: Option<&Fingerprint>,
+    since: Option<Fingerprint>,
 ) -> Result<Fingerprint, WorkspaceError> {
     let ws = Arc::clone(ws);
     let cwd = cwd.to_owned();
-    let since = since.map(Fingerprint::slim);
-    tokio::task::spawn_blocking(move || match &since {
-        Some(before) => ws.fingerprint_since(&cwd, before),
+    tokio::task::spawn_blocking(move || match since {
+        Some(before) => ws.fingerprint_after(&cwd, before),
         None => ws.fingerprint(&cwd),
     })
     .await

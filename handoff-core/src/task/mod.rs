@@ -361,7 +361,7 @@ pub trait TaskStore: Send + Sync {
     fn fork_task(&self, id: &TaskId, fork: &Fork) -> Result<Task, StoreError>;
 
     /// Keeps handoff's own record of the tracked files of `worktree` as one run left them
-    /// ([`crate::StatRecord::to_bytes`]), replacing the one kept before: the next run's "before"
+    /// ([`crate::StatRecord::as_bytes`]), replacing the one kept before: the next run's "before"
     /// trusts it rather than the index, which an agent may have rewritten in between. A store
     /// that keeps none does nothing.
     fn save_stat_record(&self, worktree: &Utf8Path, record: &[u8]) -> Result<(), StoreError> {
