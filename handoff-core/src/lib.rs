@@ -5,7 +5,8 @@
 //! plans the agent process through a [`Provider`] (pure [`Provider::invocation`]), runs it under
 //! the process supervisor, reads its output (pure [`Provider::parse`]), compares git
 //! [`Fingerprint`]s taken through a [`Workspace`], and returns one [`HandoffResult`] with a
-//! documented exit code. Core knows no agent CLI, no git library and no database: adapters and
+//! documented exit code. A [`PanelResult`] puts several read-only runs of the same question
+//! side by side (see `parse_members` and [`PanelResult::assemble`]). Core knows no agent CLI, no git library and no database: adapters and
 //! workspaces are plugged in by the program that embeds it.
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
@@ -24,6 +25,7 @@ mod mcp;
 mod names;
 mod note;
 mod output;
+mod panel;
 mod paths;
 mod preflight;
 mod private_dir;
@@ -97,6 +99,12 @@ pub use note::{
 pub use output::{
     Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,
     ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
+};
+pub use panel::{
+    Agreement, FailedMember, GENERAL_CATEGORY, LineRange, MAX_PANEL_MEMBERS, MemberStance,
+    MemberVerdict, PANEL_SCHEMA, PanelExit, PanelFinding, PanelMember, PanelResult, PanelSpecError,
+    Wording, check_quorum, decide_panel, merge_findings, normalise_category, normalise_path,
+    parse_members, parse_members_among, render_members, title_tokens, titles_agree,
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
