@@ -8,7 +8,7 @@ use std::path::Path;
 
 use handoff_core::{
     Capabilities, ContinueResult, Dag, Fingerprint, GitState, HandoffResult, McpDescriptor,
-    NestedReply, NestedRequest, NoteCheck, ProviderOutput, Request, SupervisorContext,
+    NestedReply, NestedRequest, NoteCheck, PanelResult, ProviderOutput, Request, SupervisorContext,
     TimelineEntry,
 };
 use schemars::{JsonSchema, generate::SchemaSettings};
@@ -80,6 +80,10 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
         (
             "continue.schema.json",
             schema_of::<ContinueResult>("handoff.continue.v1"),
+        ),
+        (
+            "panel.schema.json",
+            schema_of::<PanelResult>("handoff.panel.v1"),
         ),
     ]
 }
