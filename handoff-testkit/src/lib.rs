@@ -46,6 +46,10 @@
 //! new session whose parent exits at once (`(setsid sleep 1000 &)`) and writes its pid there;
 //! `HANDOFF_FAKE_KILL_PARENT=1` sends SIGKILL to the fake's parent process (`STOP`: SIGSTOP).
 //!
+//! A key of the settings file may be suffixed `@<exe>` (`HANDOFF_FAKE_MODE@codex=failed`): that
+//! CLI reads it in place of the plain key, so agents sharing the file can behave differently.
+//! `HANDOFF_FAKE_FINDINGS` is a JSON array of provider-output findings the answer carries.
+//!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
 //! OpenCode `--pure`, Cursor `--force` / `--readonly-paths`, community Grok `--max-tool-rounds`);
@@ -181,8 +185,8 @@ pub use ssh::SshHost;
 pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
-        CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, GRANDCHILD_PID_FILE, GROK, HELP,
-        KILL_PARENT, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
+        CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, FINDINGS, GRANDCHILD_PID_FILE, GROK,
+        HELP, KILL_PARENT, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
         RECORD_DIR, SHELL, VERSION, WAIT_FILE,
     };
 }

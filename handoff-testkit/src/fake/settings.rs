@@ -68,6 +68,9 @@ pub const WAIT_FILE: &str = "HANDOFF_FAKE_WAIT_FILE";
 /// Milliseconds an advice run (an `Operation: advice` prompt) sleeps before it answers, after
 /// the nested-advice steps: an adviser that takes its time.
 pub const ADVICE_DELAY_MS: &str = "HANDOFF_FAKE_ADVICE_DELAY_MS";
+/// A JSON array of provider-output findings (`[{"file": "src/a.rs", "line": 3, "severity":
+/// "high", "summary": "…"}]`) the answer carries instead of none.
+pub const FINDINGS: &str = "HANDOFF_FAKE_FINDINGS";
 
 /// A continuation receiver whose prompt contains `What were you last working on? Answer in one or
 /// two sentences.` answers with this text (instead of the last assistant text of the session it
@@ -85,6 +88,8 @@ pub const RECEIVER_FRESH: &str = "FAKE_AGENT_RECEIVER_FRESH";
 #[derive(Debug, Default)]
 pub(crate) struct Settings {
     file: BTreeMap<String, String>,
+    /// The CLI this process imitates (the basename of `argv[0]`): the suffix of its own keys.
+    exe: String,
 }
 
 impl Settings {
@@ -94,7 +99,11 @@ impl Settings {
             .and_then(|p| std::fs::read_to_string(p).ok())
             .map(|text| parse_env_file(&text))
             .unwrap_or_default();
-        Settings { file }
+        let exe = Path::new(argv0)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Settings { file, exe }
     }
 
     /// Settings with these file entries (for unit tests).
@@ -105,15 +114,22 @@ impl Settings {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect(),
+            exe: String::new(),
         }
     }
 
-    /// The value of `key`: the real environment first, then the env file. Empty values count as
-    /// unset.
+    /// The value of `key`: the real environment first, then the env file, where `key@<exe>`
+    /// (`HANDOFF_FAKE_MODE@codex`) wins over `key` for the CLI named `<exe>`, so that agents
+    /// sharing the file can behave differently. Empty values count as unset.
     pub(crate) fn get(&self, key: &str) -> Option<String> {
         std::env::var(key)
             .ok()
-            .or_else(|| self.file.get(key).cloned())
+            .or_else(|| {
+                self.file
+                    .get(&format!("{key}@{}", self.exe))
+                    .or_else(|| self.file.get(key))
+                    .cloned()
+            })
             .filter(|v| !v.is_empty())
     }
 }
@@ -176,5 +192,15 @@ mod tests {
         assert_eq!(map.get("A").map(String::as_str), Some("2"));
         assert_eq!(map.get("B").map(String::as_str), Some("x=y"));
         assert_eq!(map.len(), 2);
+    }
+
+    #[test]
+    fn a_key_for_this_cli_wins_over_the_plain_key() {
+        let mut set = Settings::with(&[("K_FAKE_TEST", "plain"), ("K_FAKE_TEST@codex", "mine")]);
+        assert_eq!(set.get("K_FAKE_TEST").as_deref(), Some("plain"));
+        set.exe = "codex".to_owned();
+        assert_eq!(set.get("K_FAKE_TEST").as_deref(), Some("mine"));
+        set.exe = "claude".to_owned();
+        assert_eq!(set.get("K_FAKE_TEST").as_deref(), Some("plain"));
     }
 }

@@ -239,7 +239,8 @@ pub(crate) fn perform(
         Behaviour::AgentError => Answer::AgentError(API_ERROR.to_owned()),
         Behaviour::MaxTurns => Answer::MaxTurns,
         _ => {
-            let value = answer_value(behaviour, task, wrote.as_ref(), &nested);
+            let findings = findings(&ctx.settings);
+            let value = answer_value(behaviour, task, wrote.as_ref(), &nested, findings);
             let text = value.render();
             Answer::Json { value, text }
         }
@@ -316,8 +317,25 @@ fn side_effects(
     Ok(())
 }
 
+/// The findings `HANDOFF_FAKE_FINDINGS` names (none when unset or not a JSON array).
+fn findings(settings: &Settings) -> J {
+    match settings
+        .get(settings::FINDINGS)
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+    {
+        Some(list @ serde_json::Value::Array(_)) => J::Value(list),
+        _ => arr![],
+    }
+}
+
 /// The provider-output object.
-fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>, nested: &[Call]) -> J {
+fn answer_value(
+    behaviour: Behaviour,
+    task: &Task,
+    wrote: Option<&Wrote>,
+    nested: &[Call],
+    findings: J,
+) -> J {
     let status = match behaviour {
         Behaviour::Blocked => "blocked",
         Behaviour::Failed => "failed",
@@ -356,7 +374,7 @@ fn answer_value(behaviour: Behaviour, task: &Task, wrote: Option<&Wrote>, nested
         "status" => status,
         "response" => response,
         "evidence" => evidence,
-        "findings" => arr![],
+        "findings" => findings,
         "usage" => obj! { "inputTokens" => 22, "outputTokens" => 14, "totalTokens" => 36 },
     }
 }
