@@ -16,6 +16,7 @@ mod log;
 mod mcp;
 mod nested;
 mod note;
+mod panel;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
@@ -129,8 +130,11 @@ struct DelegateArgs {
     /// metadata, recorded in the result.
     #[arg(long, value_name = "AGENT")]
     caller_harness: Option<String>,
-    /// The agent that does the work: codex, grok, kiro, claude, opencode or cursor.
-    #[arg(long, value_name = "AGENT")]
+    /// The agent that does the work: codex, grok, kiro, claude, opencode or cursor. A
+    /// comma-separated list (`codex,claude:opus`, each agent optionally with `:model`, at most 8)
+    /// asks a panel: every member answers the same read-only request (advice, or run --mode
+    /// review|verify) and one `handoff.panel.v1` line merges their answers.
+    #[arg(long, value_name = "AGENT[:MODEL],…")]
     harness: Option<String>,
     /// build | phase (must change the worktree) or review | verify (must not). Not for advice.
     #[arg(long)]
@@ -176,9 +180,14 @@ struct DelegateArgs {
     /// Most handoff nodes, 0-256 (default 4).
     #[arg(long, value_name = "N")]
     max_handoff_nodes: Option<String>,
-    /// Most nodes running at once, 1-32 (default 4).
+    /// Most nodes running at once, 1-32 (default 4). For a panel: most members running at
+    /// once (default: all).
     #[arg(long, value_name = "N")]
     max_concurrency: Option<String>,
+    /// For a panel: how many members must succeed for the panel to succeed (default: every
+    /// member). Makes a panel even of one agent.
+    #[arg(long, value_name = "N")]
+    quorum: Option<String>,
     /// Wall-clock limit of the whole DAG in ms, 100-86400000 (default 1800000).
     #[arg(long, value_name = "MS")]
     root_timeout_ms: Option<String>,
@@ -204,7 +213,7 @@ struct DelegateArgs {
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
 /// reports (as a rejection for runs).
-fn load_config() -> Result<LoadedConfig, String> {
+pub(crate) fn load_config() -> Result<LoadedConfig, String> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let loaded = Config::load(&env).map_err(|e| format!("configuration error: {e}"))?;
     checked(loaded)
@@ -228,7 +237,7 @@ fn engine(config: Option<LoadedConfig>) -> Engine {
     engine_with(config, None)
 }
 
-fn engine_with(
+pub(crate) fn engine_with(
     config: Option<LoadedConfig>,
     progress: Option<handoff_core::ProgressHook>,
 ) -> Engine {
@@ -412,7 +421,7 @@ pub(crate) fn cancel_on_signals() -> watch::Receiver<bool> {
     rx
 }
 
-fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
+pub(crate) fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(line.as_bytes());
     let _ = out.flush();
@@ -650,9 +659,14 @@ fn main() -> ExitCode {
                     .ok()
                     .filter(|v| !v.is_empty());
                 let quiet = a.quiet;
+                let quorum = a.quorum.clone();
                 match input_of(verb, a) {
                     Ok(input) => match context {
                         Some(ctx) => nested::main(input, &ctx).await,
+                        None if panel::wanted(&input, quorum.as_deref()) => {
+                            let _ = handoff_core::adopt_orphans();
+                            panel::main(input, quorum, load_config()).await
+                        }
                         None => {
                             // Workers that detach (double fork, setsid) stay descendants of
                             // this root, so the lease's ancestry check still finds it.

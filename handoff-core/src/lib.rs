@@ -63,8 +63,8 @@ pub use continuation::{
     ResumeCommand, shell_word,
 };
 pub use engine::{
-    Engine, EngineOptions, PreparedReceiver, ReceiverRun, RunOutcome, SharedTaskStore,
-    WorkerAdvice, provider_output_schema,
+    Engine, EngineOptions, PanelOptions, PanelOutcome, PreparedReceiver, ReceiverRun, RunOutcome,
+    SharedTaskStore, WorkerAdvice, provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
 pub use input::{

@@ -24,6 +24,7 @@ mod live;
 mod mcp;
 mod note;
 mod own_sandbox;
+mod panel;
 mod remote;
 mod statuses;
 mod support;

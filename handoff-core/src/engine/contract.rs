@@ -2,6 +2,8 @@
 //! capabilities, on a worktree the run holds alone. Every refusal here happens before any
 //! process starts.
 
+use std::sync::Arc;
+
 use camino::Utf8PathBuf;
 use tokio::sync::watch;
 
@@ -16,12 +18,15 @@ use crate::workspace::Fingerprint;
 impl Engine {
     /// Validates `input` into the request (echoed in the draft), reads the worktree's
     /// fingerprint before the run, and takes the root lease: one root run per worktree, none
-    /// from inside another root's process tree (with `--wait`, waits for the worktree).
+    /// from inside another root's process tree (with `--wait`, waits for the worktree). A
+    /// panel's member is given the lease the panel took for all its members (`shared`), which
+    /// must be on the same worktree, and takes none of its own.
     pub(super) async fn contract(
         &self,
         input: &RunInput,
         draft: &mut Draft,
         cancel: &watch::Receiver<bool>,
+        shared: Option<Arc<RootLease>>,
     ) -> Result<(Validated, Fingerprint), Ended> {
         let validated = input
             .validate_with(&self.registry, &self.options.config)
@@ -31,6 +36,20 @@ impl Engine {
         cancelled(cancel)?;
         let before = self.before(request, draft).await?;
 
+        if let Some(lease) = shared {
+            let root = before
+                .root
+                .canonicalize_utf8()
+                .unwrap_or_else(|_| before.root.clone());
+            if lease.worktree() != root {
+                return Err(Ended::Rejected(format!(
+                    "the panel holds worktree {}, not {root}",
+                    lease.worktree()
+                )));
+            }
+            draft.lease = Some(lease);
+            return Ok((validated, before));
+        }
         let dir = self.runtime_dir().map_err(Ended::Rejected)?;
         let holder = Holder {
             run_id: request.lineage.run_id.clone(),
@@ -48,7 +67,7 @@ impl Engine {
                 LeaseError::Cancelled { .. } => Ended::Cancelled(Signal::WaitingForWorktree),
                 e => Ended::Rejected(e.to_string()),
             })?;
-        draft.lease = Some(lease);
+        draft.lease = Some(Arc::new(lease));
         Ok((validated, before))
     }
 }

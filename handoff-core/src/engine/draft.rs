@@ -1,6 +1,7 @@
 //! The result of one run as it is being built, and how a decision turns it into the printed
 //! line.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use camino::Utf8PathBuf;
@@ -36,8 +37,9 @@ pub(super) struct Draft {
     /// What the supervisor left: the DAG and the token audit.
     pub(super) finished: Option<Finished>,
     /// The root lease on the worktree, released when the draft is dropped (after the result
-    /// is written).
-    pub(super) lease: Option<RootLease>,
+    /// is written) — unless a panel shares it with its other members, in which case the last
+    /// of them (or the panel) releases it.
+    pub(super) lease: Option<Arc<RootLease>>,
 }
 
 impl Draft {

@@ -17,6 +17,7 @@ mod contract;
 mod draft;
 mod launch;
 mod observe;
+mod panel;
 mod plan;
 mod receiver;
 mod record;
@@ -34,6 +35,7 @@ use tokio::sync::watch;
 use self::draft::Draft;
 use self::launch::cancelled;
 use self::observe::observe;
+pub use self::panel::{PanelOptions, PanelOutcome};
 pub use self::plan::provider_output_schema;
 pub use self::receiver::{PreparedReceiver, ReceiverRun};
 use self::verdict::{Ended, Evidence, decide};
@@ -385,6 +387,17 @@ impl Engine {
 
     /// Runs one delegation to completion. Never panics; every outcome is a result.
     pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
+        self.run_holding(input, cancel, None).await
+    }
+
+    /// [`Engine::run`], on the worktree lease `shared` when one is given (a panel's member)
+    /// instead of one of its own.
+    async fn run_holding(
+        &self,
+        input: RunInput,
+        cancel: watch::Receiver<bool>,
+        shared: Option<Arc<crate::lease::RootLease>>,
+    ) -> RunOutcome {
         // What handoff processes killed before they could clean up left behind goes first.
         if let Ok(base) = self.private_base() {
             private_dir::sweep(&base);
@@ -398,7 +411,7 @@ impl Engine {
             None => None,
         };
         let ended = self
-            .execute(&input, &mut draft, cancel)
+            .execute(&input, &mut draft, cancel, shared)
             .await
             .unwrap_or_else(|stopped| stopped);
         // Nothing outlives the root: advisers still running are stopped before the verdict.
@@ -460,8 +473,10 @@ impl Engine {
         input: &RunInput,
         draft: &mut Draft,
         cancel: watch::Receiver<bool>,
+        shared: Option<Arc<crate::lease::RootLease>>,
     ) -> Result<Ended, Ended> {
-        let (Validated { request, mcp }, before) = self.contract(input, draft, &cancel).await?;
+        let (Validated { request, mcp }, before) =
+            self.contract(input, draft, &cancel, shared).await?;
         let launch = self.root_launch(input, &request, mcp.as_ref(), &before, draft, &cancel)?;
         self.agent(&request, mcp, draft, cancel, launch).await
     }

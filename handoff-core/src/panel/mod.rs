@@ -238,6 +238,12 @@ impl PanelResult {
 
     /// A panel refused before any member ran (exit 5), at time `at` (ISO-8601 UTC).
     pub fn rejected(error: &PanelSpecError, at: &str) -> PanelResult {
+        PanelResult::refused(error.to_string(), at)
+    }
+
+    /// A panel refused before any member ran (exit 5) for `message`: its members, or a
+    /// request every member would share, or a worktree it could not hold.
+    pub fn refused(message: String, at: &str) -> PanelResult {
         PanelResult {
             schema_version: PANEL_SCHEMA.to_owned(),
             driver_version: DRIVER_VERSION.to_owned(),
@@ -256,7 +262,7 @@ impl PanelResult {
                 finished_at: at.to_owned(),
                 duration_ms: 0,
             },
-            message: Some(error.to_string()),
+            message: Some(message),
         }
     }
 }

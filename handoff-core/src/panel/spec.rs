@@ -76,6 +76,25 @@ pub enum PanelSpecError {
         /// The repeated member's id.
         member: String,
     },
+    /// A verb or mode that may write the worktree: a panel only asks read-only questions.
+    #[error(
+        "a panel only asks read-only questions (advice, or run --mode review|verify), not {asked}"
+    )]
+    NotReadOnly {
+        /// What was asked, as typed (`run --mode build`, `run-with-advice`).
+        asked: String,
+    },
+    /// `--quorum` or `--max-concurrency` that is not a whole number.
+    #[error("{flag} must be a whole number, got {value:?}")]
+    NotANumber {
+        /// The flag.
+        flag: &'static str,
+        /// Its value, as given.
+        value: String,
+    },
+    /// A `--max-concurrency` of 0.
+    #[error("--max-concurrency must be at least 1 for a panel")]
+    Concurrency,
     /// A quorum of 0 or larger than the panel.
     #[error("--quorum {quorum} must be between 1 and the {members} panel members")]
     Quorum {
@@ -87,10 +106,13 @@ pub enum PanelSpecError {
 }
 
 impl PanelSpecError {
-    /// The input at fault, as typed: `--harness` or `--quorum`.
+    /// The input at fault, as typed: `--harness`, `--mode`, `--quorum` or `--max-concurrency`.
     pub fn field(&self) -> &'static str {
         match self {
             PanelSpecError::Quorum { .. } => "--quorum",
+            PanelSpecError::NotReadOnly { .. } => "--mode",
+            PanelSpecError::NotANumber { flag, .. } => flag,
+            PanelSpecError::Concurrency => "--max-concurrency",
             _ => "--harness",
         }
     }

@@ -1,0 +1,231 @@
+//! A panel through the binary: `--harness a,b` puts the same read-only request to every member
+//! at once and prints one `handoff.panel.v1` line merging their answers.
+
+use handoff_testkit::keys::{FINDINGS, MODE};
+use serde_json::{Value, json};
+
+use crate::support::{Run, Sandbox};
+
+/// `handoff <verb> --caller-harness codex --harness <members> [--mode <mode>] --cwd <repo>
+/// --instructions <file> <extra…>`; checks that stdout is one panel line.
+fn panel(sb: &Sandbox, verb: &str, members: &str, mode: Option<&str>, extra: &[&str]) -> Run {
+    let ins = sb.instructions("Review the repository and report what is wrong.");
+    let cwd = sb.cwd();
+    let mut args = vec![verb, "--caller-harness", "codex", "--harness", members];
+    if let Some(m) = mode {
+        args.extend(["--mode", m]);
+    }
+    args.extend(["--cwd", &cwd, "--instructions", &ins]);
+    args.extend(extra);
+    let run = sb.run(&args);
+    assert_eq!(run.stdout.lines().count(), 1, "one line on stdout: {run:?}");
+    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1", "{run:?}");
+    run
+}
+
+fn advice(sb: &Sandbox, members: &str, extra: &[&str]) -> Run {
+    panel(sb, "advice", members, None, extra)
+}
+
+/// The findings `exe` answers with.
+fn finds(sb: &Sandbox, exe: &str, findings: Value) {
+    sb.agents
+        .set(&format!("{FINDINGS}@{exe}"), findings.to_string());
+}
+
+fn members_of(run: &Run) -> Vec<String> {
+    run.json["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["target"]["harness"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A refusal: exit 5, a rejected panel with no member, one line on stderr, no agent run.
+fn expect_refused(sb: &Sandbox, run: &Run, needle: &str) {
+    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(run.json["status"], "rejected", "{run:?}");
+    assert_eq!(run.json["exit"]["driver"], 5, "{run:?}");
+    assert_eq!(run.json["members"], json!([]), "{run:?}");
+    let message = run.json["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message}");
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{run:?}");
+    assert!(run.stderr.contains(needle), "{run:?}");
+    assert!(sb.runs().is_empty(), "no agent may start: {:?}", sb.runs());
+}
+
+#[test]
+fn overlapping_findings_are_merged_and_agreed_by_both() {
+    let sb = Sandbox::new();
+    sb.record();
+    finds(
+        &sb,
+        "codex",
+        json!([{"file": "src/lib.rs", "line": 3, "severity": "high",
+                "summary": "Unchecked unwrap panics on empty input"}]),
+    );
+    finds(
+        &sb,
+        "claude",
+        json!([{"file": "src/lib.rs", "line": 3, "severity": "medium",
+                "summary": "unwrap panics on empty input"}]),
+    );
+    let run = advice(&sb, "codex,claude", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(members_of(&run), ["codex", "claude"]);
+    let findings = run.json["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let merged = &findings[0];
+    assert_eq!(merged["agreedBy"], json!(["claude", "codex"]));
+    assert_eq!(merged["path"], "src/lib.rs");
+    assert_eq!(merged["severity"], "high");
+    assert_eq!(merged["title"], "Unchecked unwrap panics on empty input");
+    assert_eq!(merged["wordings"].as_array().unwrap().len(), 2);
+    assert_eq!(run.json["agreement"]["singleMemberFindings"], json!([]));
+    assert_eq!(run.json["agreement"]["majority"], "changes-requested");
+    assert_eq!(run.json["message"], Value::Null);
+    // Both ran, concurrently, on the one lease the panel took.
+    assert_eq!(sb.runs().len(), 2, "{:?}", sb.runs());
+}
+
+#[test]
+fn near_miss_findings_stay_apart() {
+    let sb = Sandbox::new();
+    finds(
+        &sb,
+        "codex",
+        json!([{"file": "src/lib.rs", "line": 10, "severity": "low",
+                "summary": "Missing documentation on parse"}]),
+    );
+    finds(
+        &sb,
+        "claude",
+        json!([{"file": "src/lib.rs", "line": 40, "severity": "low",
+                "summary": "Missing documentation on parse"}]),
+    );
+    let run = advice(&sb, "codex,claude", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let findings = run.json["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    let raisers: Vec<&Value> = findings.iter().map(|f| &f["agreedBy"]).collect();
+    assert_eq!(raisers, [&json!(["codex"]), &json!(["claude"])]);
+    assert_eq!(run.json["agreement"]["singleMemberFindings"], json!([0, 1]));
+    assert_eq!(run.json["agreement"]["majority"], "approve");
+}
+
+#[test]
+fn a_failed_member_within_the_quorum_leaves_the_panel_succeeded_and_named() {
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{MODE}@claude"), "failed");
+    let run = advice(&sb, "codex,claude", &["--quorum", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.json["quorum"], 1);
+    let failed = &run.json["agreement"]["failed"];
+    assert_eq!(
+        failed,
+        &json!([{"member": "claude", "status": "failed", "exit": 2}])
+    );
+    let message = run.json["message"].as_str().unwrap();
+    assert!(message.contains("claude (failed)"), "{message}");
+    assert_eq!(run.json["members"][0]["status"], "succeeded");
+    assert_eq!(run.json["members"][1]["status"], "failed");
+}
+
+#[test]
+fn by_default_every_member_must_succeed() {
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{MODE}@claude"), "failed");
+    let run = advice(&sb, "codex,claude", &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.json["status"], "failed");
+    assert_eq!(run.json["quorum"], 2);
+    assert!(run.stderr.contains("1 of 2 members succeeded"), "{run:?}");
+}
+
+#[test]
+fn a_member_blocked_by_policy_blocks_the_panel() {
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{MODE}@codex"), "mutate");
+    let run = panel(&sb, "run", "codex,claude", Some("review"), &[]);
+    assert_eq!(run.code, 10, "{run:?}");
+    assert_eq!(run.json["status"], "blocked");
+    assert_eq!(run.json["members"][0]["exit"]["driver"], 10);
+    let message = run.json["message"].as_str().unwrap();
+    assert!(
+        message.contains("a policy check blocked codex"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_duplicate_member_is_refused_before_any_agent_starts() {
+    let sb = Sandbox::new();
+    sb.record();
+    let run = advice(&sb, "codex,claude,codex", &[]);
+    expect_refused(&sb, &run, "--harness names codex twice");
+}
+
+#[test]
+fn an_unknown_agent_or_a_bad_quorum_is_refused() {
+    let sb = Sandbox::new();
+    sb.record();
+    let run = advice(&sb, "codex,nobody", &[]);
+    expect_refused(&sb, &run, "\"nobody\" is not a known agent");
+    let run = advice(&sb, "codex,claude", &["--quorum", "3"]);
+    expect_refused(
+        &sb,
+        &run,
+        "--quorum 3 must be between 1 and the 2 panel members",
+    );
+    let run = advice(&sb, "codex,claude", &["--quorum", "most"]);
+    expect_refused(&sb, &run, "--quorum must be a whole number");
+}
+
+#[test]
+fn a_writing_mode_is_refused() {
+    let sb = Sandbox::new();
+    sb.record();
+    let run = panel(&sb, "run", "codex,claude", Some("build"), &[]);
+    expect_refused(&sb, &run, "not run --mode build");
+}
+
+#[test]
+fn the_same_agent_sits_twice_with_different_models() {
+    let sb = Sandbox::new();
+    sb.record();
+    let run = advice(
+        &sb,
+        "codex:fake-model-a,codex:fake-model-b",
+        &["--max-concurrency", "1"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let verdicts = &run.json["agreement"]["verdicts"];
+    assert_eq!(verdicts[0]["member"], "codex:fake-model-a");
+    assert_eq!(verdicts[1]["member"], "codex:fake-model-b");
+    assert_eq!(
+        run.json["members"][0]["selection"]["requested"]["model"],
+        "fake-model-a"
+    );
+    assert_eq!(
+        run.json["members"][1]["selection"]["requested"]["model"],
+        "fake-model-b"
+    );
+    let runs = sb.runs();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for model in ["fake-model-a", "fake-model-b"] {
+        let carrying = runs
+            .iter()
+            .filter(|r| {
+                r["argv"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a.as_str() == Some(model))
+            })
+            .count();
+        assert_eq!(carrying, 1, "{model}: {runs:?}");
+    }
+}
