@@ -47,6 +47,37 @@ const REJECTED: i32 = handoff_core::exit::USAGE as i32;
 // Tool inputs
 // -------------------------------------------------------------------------------------------
 
+/// `harness`: one agent, or the members of a panel.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Harness {
+    /// One agent.
+    One(String),
+    /// A panel's members, each `agent` or `agent:model`.
+    Panel(Vec<String>),
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Harness::One(String::new())
+    }
+}
+
+impl Harness {
+    /// The value of `--harness`: the agent, or the members joined with commas.
+    fn flag(&self) -> Result<String, String> {
+        match self {
+            Harness::One(h) => Ok(h.clone()),
+            Harness::Panel(members) => {
+                if let Some(bad) = members.iter().find(|m| m.contains(',')) {
+                    return Err(format!("harness: the member {bad:?} holds a comma"));
+                }
+                Ok(members.join(","))
+            }
+        }
+    }
+}
+
 /// The fields `handoff run`, `run-with-advice` and `advice` share, mirroring their flags.
 macro_rules! delegate_input {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident : $ty:ty,)* }) => {
@@ -56,8 +87,13 @@ macro_rules! delegate_input {
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
             /// The agent that does the work: codex, claude, grok, kiro, opencode or cursor
-            /// (`--harness`).
-            pub harness: String,
+            /// (`--harness`); or, for a read-only request (advice, review, verify), a list of
+            /// agents, each optionally `agent:model`, asked as a panel (one `handoff.panel.v1`
+            /// result with the members' findings merged).
+            pub harness: Harness,
+            /// A panel succeeds when at least this many members succeed (`--quorum`; default:
+            /// all of them).
+            pub quorum: Option<u32>,
             /// The agent that is asking (`--caller-harness`): codex or claude for runs, any
             /// agent for advice. Self-asserted, recorded in the result.
             pub caller_harness: Option<String>,
@@ -112,7 +148,8 @@ macro_rules! delegate_input {
 
         impl $name {
             fn shared_flags(&self, launch: &mut Launch) -> Result<(), String> {
-                launch.value("--harness", Some(&self.harness));
+                launch.value("--harness", Some(&self.harness.flag()?));
+                launch.value("--quorum", self.quorum.as_ref());
                 launch.value("--caller-harness", self.caller_harness.as_ref());
                 launch.value("--cwd", Some(&self.cwd));
                 launch.text_or_file(
@@ -769,6 +806,33 @@ pub async fn main() -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_harness_list_asks_a_panel() {
+        let input: AdviceInput = serde_json::from_value(serde_json::json!({
+            "harness": ["codex", "claude:opus"],
+            "quorum": 1,
+            "cwd": "/r",
+            "instructions": "Is this right?",
+        }))
+        .unwrap();
+        let mut launch = Launch::new("advice");
+        input.shared_flags(&mut launch).unwrap();
+        let at = launch.args.iter().position(|a| a == "--harness").unwrap();
+        assert_eq!(launch.args[at + 1], "codex,claude:opus");
+        let q = launch.args.iter().position(|a| a == "--quorum").unwrap();
+        assert_eq!(launch.args[q + 1], "1");
+        let one: AdviceInput = serde_json::from_value(serde_json::json!({
+            "harness": "codex", "cwd": "/r", "instructions": "x",
+        }))
+        .unwrap();
+        assert_eq!(one.harness.flag().unwrap(), "codex");
+        let bad: AdviceInput = serde_json::from_value(serde_json::json!({
+            "harness": ["codex,claude"], "cwd": "/r", "instructions": "x",
+        }))
+        .unwrap();
+        assert!(bad.harness.flag().is_err());
+    }
 
     #[test]
     fn a_continue_message_travels_in_a_private_file_not_on_the_command_line() {

@@ -313,6 +313,35 @@ async fn advice_on_the_fake_codex_returns_the_result_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_harness_list_asks_a_panel() {
+    let sb = Sandbox::new();
+    let mcp = Mcp::start(&sb).await;
+    let panel = mcp
+        .call(
+            "handoff_advice",
+            json!({
+                "harness": ["codex", "claude"],
+                "callerHarness": "claude",
+                "cwd": sb.cwd(),
+                "instructions": "Is the retry loop safe?",
+            }),
+        )
+        .await;
+    assert!(!is_error(&panel), "{panel:#?}");
+    let s = structured(&panel);
+    assert_eq!(s["exitCode"], 0, "{s:#}");
+    assert_eq!(s["result"]["schemaVersion"], "handoff.panel.v1", "{s:#}");
+    let members: Vec<&str> = s["result"]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["target"]["harness"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["codex", "claude"]);
+    assert!(mcp.close().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_build_runs_from_start_to_result() {
     let sb = Sandbox::new();
     let mcp = Mcp::start(&sb).await;
