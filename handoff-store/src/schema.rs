@@ -28,12 +28,28 @@ enum Migration {
 }
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [Migration; 4] = [
+const MIGRATIONS: [Migration; 5] = [
     Migration::Sql(V1),
     Migration::Sql(V2),
     Migration::Sql(V3),
     Migration::Scrub,
+    Migration::Sql(V5),
 ];
+
+/// The record last in its row, so that it can be written in place through a `zeroblob` and
+/// incremental blob I/O: SQLite then never holds a whole row (a 100k-file record is about 8 MB)
+/// in memory to save it.
+const V5: &str = "
+CREATE TABLE stat_records_next (
+    worktree TEXT PRIMARY KEY,
+    saved_at TEXT NOT NULL,
+    record   BLOB NOT NULL
+) STRICT;
+INSERT INTO stat_records_next (worktree, saved_at, record)
+    SELECT worktree, saved_at, record FROM stat_records;
+DROP TABLE stat_records;
+ALTER TABLE stat_records_next RENAME TO stat_records;
+";
 
 /// What each task trusts: the state of the configuration that runs programs (hooks, program
 /// settings, agents' configuration) at the task's first event, as JSON; written once. A

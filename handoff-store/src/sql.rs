@@ -409,13 +409,33 @@ pub(crate) fn save_stat_record(
     record: &[u8],
     at: &str,
 ) -> Result<(), StoreError> {
+    // Room first (a zeroblob, the row's last column), then the bytes in pieces: the record is
+    // never copied whole into a row image.
+    let len = i64::try_from(record.len()).map_err(|_| StoreError::Invalid {
+        field: "stat record",
+        reason: format!("{} bytes is too large", record.len()),
+    })?;
     execute(
         conn,
         c,
-        "INSERT INTO stat_records (worktree, record, saved_at) VALUES (?1, ?2, ?3) \
-         ON CONFLICT (worktree) DO UPDATE SET record = excluded.record, saved_at = excluded.saved_at",
-        rusqlite::params![worktree.as_str(), record, at],
+        "INSERT INTO stat_records (worktree, saved_at, record) VALUES (?1, ?2, zeroblob(?3)) \
+         ON CONFLICT (worktree) DO UPDATE SET saved_at = excluded.saved_at, record = zeroblob(?3)",
+        rusqlite::params![worktree.as_str(), at, len],
     )?;
+    let row = query_one(
+        conn,
+        c,
+        "SELECT rowid FROM stat_records WHERE worktree = ?1",
+        [worktree.as_str()],
+        |r| get::<i64>(r, 0, c),
+    )?
+    .ok_or_else(|| c.corrupt("stat record", "the row just written is missing"))?;
+    let mut blob = conn
+        .blob_open(rusqlite::MAIN_DB, "stat_records", "record", row, false)
+        .ctx(c)?;
+    for (i, piece) in record.chunks(BLOB_PIECE).enumerate() {
+        blob.write_at(piece, i * BLOB_PIECE).ctx(c)?;
+    }
     Ok(())
 }
 

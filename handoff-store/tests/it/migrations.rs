@@ -188,7 +188,7 @@ fn a_store_written_before_masking_is_scrubbed_once_by_its_migration() {
         store.append(&task.id, &turn("kept")).unwrap();
         task
     };
-    // As an older handoff left it: the text unmasked, the schema one migration back.
+    // As an older handoff left it: the text unmasked, the schema before the scrub.
     {
         let conn = raw(&path);
         conn.execute(
@@ -196,8 +196,8 @@ fn a_store_written_before_masking_is_scrubbed_once_by_its_migration() {
             [format!("the token is {pattern}")],
         )
         .unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION - 1)
-            .unwrap();
+        // Version 3: the last schema before the scrub (migration 4).
+        conn.pragma_update(None, "user_version", 3).unwrap();
     }
     let store = open(&path);
     assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
@@ -209,4 +209,23 @@ fn a_store_written_before_masking_is_scrubbed_once_by_its_migration() {
         !contains(&bytes_on_disk(&path), pattern),
         "the old text is on disk"
     );
+}
+
+#[test]
+fn a_kept_stat_record_survives_moving_it_to_the_end_of_its_row() {
+    let (_dir, path) = temp();
+    let wt = camino::Utf8Path::new("/p/w");
+    let record: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    open(&path).save_stat_record(wt, &record).unwrap();
+    raw(&path).pragma_update(None, "user_version", 4).unwrap();
+    let store = open(&path);
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(
+        store.stat_record(wt).unwrap(),
+        Some((wt.to_owned(), record.clone()))
+    );
+    // Written again in place, shorter.
+    store.save_stat_record(wt, &record[..1000]).unwrap();
+    assert_eq!(store.stat_record(wt).unwrap().unwrap().1, record[..1000]);
+    assert!(store.integrity_problems().unwrap().is_empty());
 }
