@@ -351,7 +351,10 @@ fn continue_step(
 fn examples() -> Result<()> {
     build_binaries()?;
     let sb = Sandbox::new()?;
-    for example in ["embed-default", "custom-provider", "continue-task"] {
+    for example in ["embed-default", "custom-provider", "continue-task", "panel"] {
+        if example == "panel" {
+            panel_findings(&sb);
+        }
         run(
             &format!("example {example}"),
             sb.command(Path::new(
@@ -369,6 +372,27 @@ fn examples() -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// What the fake Codex and Claude Code answer the panel example with: one finding both raise
+/// (merged, agreed by both) and one only Claude Code raises.
+fn panel_findings(sb: &Sandbox) {
+    let both = serde_json::json!({"file": "src/lib.rs", "line": 2, "severity": "high",
+        "summary": "words[0] panics on an empty slice"});
+    sb.agents.set(
+        &format!("{}@codex", handoff_testkit::keys::FINDINGS),
+        serde_json::json!([both]).to_string(),
+    );
+    sb.agents.set(
+        &format!("{}@claude", handoff_testkit::keys::FINDINGS),
+        serde_json::json!([
+            {"file": "src/lib.rs", "line": 2, "severity": "medium",
+             "summary": "Indexing words[0] panics when the slice is empty"},
+            {"file": "src/lib.rs", "line": 1, "severity": "low",
+             "summary": "first should return Option<String>"},
+        ])
+        .to_string(),
+    );
 }
 
 fn schema(check: bool) -> Result<()> {

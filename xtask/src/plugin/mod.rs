@@ -43,6 +43,8 @@ pub const REGENERATE: &str = "cargo xtask plugin";
 
 /// The skill that hands the task itself over (`handoff continue`).
 pub const CONTINUE_SKILL: &str = "handoff-continue";
+/// The skill that asks several agents at once (`--harness a,b`: a panel).
+pub const PANEL_SKILL: &str = "ask-panel";
 
 /// One agent handoff can delegate to.
 struct Target {
@@ -231,6 +233,6 @@ mod tests {
             .iter()
             .filter(|f| f.path.starts_with("commands/"))
             .count();
-        assert_eq!((skills, yamls, commands), (16, 16, 24));
+        assert_eq!((skills, yamls, commands), (17, 17, 24));
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use handoff_core::{ProviderSpec, Verdict};
+use handoff_core::{MAX_PANEL_MEMBERS, ProviderSpec, Verdict};
 
 use super::{Host, Target, Verb};
 
@@ -267,6 +267,11 @@ fn exit_table() -> String {
             "policy: a build changed nothing, or a read-only run changed the worktree",
         ),
     ];
+    table(&rows)
+}
+
+/// An exit-code table of `rows`, each code and status from its verdict.
+fn table(rows: &[(Verdict, &str)]) -> String {
     let mut s = String::from("| exit | status | meaning |\n|---:|---|---|\n");
     for (v, meaning) in rows {
         let _ = writeln!(
@@ -276,6 +281,154 @@ fn exit_table() -> String {
             v.status().as_str()
         );
     }
+    s
+}
+
+/// The panel's own exit codes, from the core's verdicts (`decide_panel`).
+fn panel_exit_table() -> String {
+    table(&[
+        (
+            Verdict::SUCCEEDED,
+            "at least the quorum (default: every member) succeeded; any other member is in \
+`agreement.failed`",
+        ),
+        (
+            Verdict::AGENT_FAILED,
+            "fewer members than the quorum succeeded",
+        ),
+        (
+            Verdict::NOT_RUN,
+            "no member could run (CLIs missing, preflight failed)",
+        ),
+        (
+            Verdict::REJECTED,
+            "refused before any agent started: an unknown or repeated member, a writing mode, a \
+bad `--quorum`, a member's request refused, or the worktree held by another run",
+        ),
+        (Verdict::CANCELLED, "handoff or a member was interrupted"),
+        (
+            Verdict::POLICY_BLOCKED,
+            "policy: a member changed the worktree (this overrides every other outcome)",
+        ),
+    ])
+}
+
+pub(super) fn panel_body() -> String {
+    let mut s = String::from(
+        "# Ask a panel of agents\n\n`handoff advice --harness codex,claude` (or `handoff run \
+--mode review|verify` with the same list) puts one read-only question to several agent CLIs at \
+once. Each member is a complete run of its own that sees the repository but neither this \
+conversation nor the other members' answers; none may change the worktree. handoff checks the \
+worktree before and after and prints one JSON result (`handoff.panel.v1`) holding every member's \
+result, their findings merged, and where they agree and where they do not.\n\n",
+    );
+    s.push_str(
+        "Use it when independent opinions help: the person asks to \"ask Codex and Claude and \
+compare\", wants a second and third opinion or a panel, or the question is one where a single \
+reviewer could easily miss something (a risky design choice, a subtle bug, a change about to be \
+merged). For one opinion, `get-advice` is enough; for work that changes the worktree, delegate \
+instead: a panel only reads.\n\n",
+    );
+    s.push_str(FIND_BINARY);
+    s.push('\n');
+    s.push_str(PRIVATE_DIR);
+    let _ = write!(
+        s,
+        r#"
+Ask one clear question (or name what to review and what to look for) and ask for findings with
+the file and line they concern: that is what lets handoff see where members agree.
+
+## 3. Run handoff
+
+From the repository, in one shell command. A question:
+
+```sh
+'<handoff>' advice --caller-harness <claude|codex> --harness <agent>,<agent> \
+  --cwd "$(pwd -P)" --instructions '<dir>/instructions.md' --result '<dir>/result.json'; echo "exit=$?"
+```
+
+A review (or `--mode verify`: run the checks and report) of the work in the worktree:
+
+```sh
+'<handoff>' run --mode review --caller-harness <claude|codex> --harness <agent>,<agent> \
+  --cwd "$(pwd -P)" --instructions '<dir>/instructions.md' --result '<dir>/result.json'; echo "exit=$?"
+```
+
+- {caller}
+- `--harness` lists the members, comma-separated without spaces: `codex`, `claude`, `grok`,
+  `kiro`, `opencode` or `cursor`, each optionally with a model (`claude:opus`); the same agent
+  may sit twice with different models, at most {max} members. Use the ones the person named; if
+  they left it to you, pick two or three that `'<handoff>' capabilities` reports as ok, other
+  than you where you can: independent opinions are the point.
+- `--mode` only `review` or `verify` with `run`: `build` and `phase` are refused (exit 5).
+- `--quorum N`: how many members must succeed for exit 0 (default: every member). Add it only
+  when the person accepts fewer answers, e.g. `--quorum 2` of three. `--max-concurrency N` runs
+  fewer members at once.
+- `--cwd "$(pwd -P)"` exactly: an absolute path without symlinks inside the git worktree.
+- Every other control is shared by every member and must be accepted by each (`--model` applies
+  to the members that name no model of their own); add only the ones the person asked for.
+  `'<handoff>' capabilities` lists what each agent accepts, and anything one does not is refused
+  before any agent starts.
+- Members run at once, so the panel takes as long as its slowest member (`--timeout-ms` each,
+  default 600000). Give the shell call the longest timeout your tool allows, or run it in the
+  background and wait for it; if your tool's limit is shorter, pass a `--timeout-ms` below it.
+- If another run holds the worktree, handoff refuses (exit 5) and names it; add `--wait` only if
+  the person wants to queue behind it.
+
+## 4. Read the panel
+
+The JSON is on stdout and in `<dir>/result.json`: one `handoff.panel.v1` object. Only exit 0
+with `"status": "succeeded"` is success; anything else is not, whatever the members said, and a
+panel that did not succeed never means "no findings".
+
+"#,
+        caller = caller_line(Host::Either),
+        max = MAX_PANEL_MEMBERS,
+    );
+    s.push_str(&panel_exit_table());
+    s.push_str(
+        "\nEach member's own outcome (`members[i].status` and `members[i].exit.driver`, repeated \
+in `agreement.failed`) is that of a single run:\n\n",
+    );
+    s.push_str(&exit_table());
+    s.push_str(
+        r#"
+What the panel holds:
+
+- `members`: one full `handoff.result.v1` per member, in the order named: `target.harness`,
+  `output.response`, `output.findings`, and on failure `diagnostics.message`.
+- `findings`: the members' findings merged. Two are one finding when they name the same file,
+  overlapping lines, the same category and mostly the same words. Each has `path`, `lines`,
+  `severity` (the highest any member gave), `title`, `agreedBy` (the members that raised it) and
+  `wordings` (each member's own title and severity).
+- `agreement.singleMemberFindings`: indices into `findings` of those only one member raised:
+  not wrong for that, but unconfirmed.
+- `agreement.verdicts`: each member's status and verdict: `approve` (nothing above `low`),
+  `changes-requested` (a `medium` or worse finding) or `unsure` (it did not succeed);
+  `agreement.majority` is the most common verdict of the members that succeeded, and
+  `agreement.dissenting` lists those that succeeded with another (`agreement.verdictsDiffer`).
+- `agreement.failed`: the members that did not succeed, with their status and exit code; the
+  panel's `message` names them too. A member that failed gave no opinion: its silence is not
+  agreement.
+
+## 5. Tell the person
+
+Put the agreement and the disagreement in front of the person; do not pick a side silently.
+
+- The panel's status and exit code, who sat on it, and which members failed, with each one's
+  `diagnostics.message` quoted exactly and the fix it points to (3: install or log in to that
+  CLI; 5: correct the request; 8: narrow the question or raise `--timeout-ms`; 10: look at that
+  member's `git.changedFiles`).
+- The findings several members agree on first, naming them ("Codex and Claude Code both
+  found…"), then each single-member finding with the member that raised it. Where members gave
+  one finding different severities, say so.
+- The verdicts: the majority and every dissenting member, with its reasons from its
+  `output.response` and findings.
+- If you lean one way, say which and why from the code, as your own judgement. Agreement is not
+  proof (members can share a mistake) and a lone finding may be the one that matters: check the
+  claims against the code before you act on any of them.
+"#,
+    );
     s
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::files::list_files;
 use super::yaml::{front_matter, parse_yaml};
-use super::{CONTINUE_SKILL, MARKETPLACE, PLUGIN, VERSION, targets};
+use super::{CONTINUE_SKILL, MARKETPLACE, PANEL_SKILL, PLUGIN, VERSION, targets};
 
 /// Hosts' limits on a skill (the Agent Skills rules both Claude Code and Codex apply).
 const MAX_NAME: usize = 64;
@@ -88,6 +88,7 @@ impl Problems {
 fn validate_surface(skill_dirs: &[String], command_files: &[&String], p: &mut Problems) {
     let mut skills = vec![
         "get-advice".to_owned(),
+        PANEL_SKILL.to_owned(),
         "handoff-run".to_owned(),
         "handoff-run-with-advice".to_owned(),
         CONTINUE_SKILL.to_owned(),
@@ -169,6 +170,20 @@ fn validate_skill(dir: &Path, name: &str, p: &mut Problems) {
             "--dry-run",
             "receiver.resume.shell",
             "not-started",
+        ] {
+            if !body.contains(needle) {
+                p.add(&path, format!("does not mention `{needle}`"));
+            }
+        }
+    }
+    if name == PANEL_SKILL {
+        for needle in [
+            "handoff.panel.v1",
+            "agreedBy",
+            "agreement.singleMemberFindings",
+            "agreement.dissenting",
+            "agreement.failed",
+            "--quorum",
         ] {
             if !body.contains(needle) {
                 p.add(&path, format!("does not mention `{needle}`"));

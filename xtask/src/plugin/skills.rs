@@ -1,8 +1,8 @@
 //! The skills both hosts share: `SKILL.md` and Codex's `agents/openai.yaml` for each.
 
-use super::prose::{continue_body, delegation_body};
+use super::prose::{continue_body, delegation_body, panel_body};
 use super::yaml::quoted;
-use super::{CONTINUE_SKILL, Host, PLUGIN, Verb, targets};
+use super::{CONTINUE_SKILL, Host, PANEL_SKILL, PLUGIN, Verb, targets};
 
 pub(super) struct Skill {
     pub(super) name: String,
@@ -28,6 +28,23 @@ code, a design, a plan or a bug."
                 "Use ${PLUGIN}:get-advice to ask another agent about this change"
             ),
             body: delegation_body(Host::Either, Verb::Advice, None, None),
+        },
+        Skill {
+            name: PANEL_SKILL.into(),
+            description: "Ask several agent CLIs (Codex, Claude Code, Grok, Kiro, OpenCode or \
+Cursor) the same read-only question or review at once through the handoff command, and read back \
+one verified JSON result that merges their findings and shows where they agree and where they do \
+not. Use when the person asks to ask Codex and Claude and compare, wants a second and third \
+opinion or a panel, or when independent opinions on a design, a bug, a plan or a change would \
+help."
+                .into(),
+            display_name: "Ask a panel".into(),
+            short_description: "Ask several agents at once and compare their answers".into(),
+            default_prompt: format!(
+                "Use ${PLUGIN}:{PANEL_SKILL} to ask Codex and Claude Code about this change and \
+compare"
+            ),
+            body: panel_body(),
         },
         Skill {
             name: "handoff-run".into(),
