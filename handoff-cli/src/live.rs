@@ -28,6 +28,21 @@ struct State {
     turns: u32,
     last: Option<String>,
     nested: Vec<String>,
+    /// A panel's members, in the order their first event came: one line each.
+    members: Vec<Member>,
+    /// Whether this is a panel (a line per member under the title).
+    panel: bool,
+    /// How many lines the last draw took.
+    drawn: usize,
+}
+
+/// A panel member's line.
+#[derive(Debug, Default)]
+struct Member {
+    run_id: String,
+    agent: String,
+    turns: u32,
+    last: Option<String>,
 }
 
 /// A status line being drawn.
@@ -40,7 +55,22 @@ pub struct Live {
 impl Live {
     /// Starts drawing `title` (e.g. `codex build`) and returns the hook that feeds the line.
     pub fn start(title: String) -> (Live, ProgressHook) {
-        let state = Arc::new(Mutex::new(State::default()));
+        Live::begin(title, State::default())
+    }
+
+    /// Starts drawing a panel: `title`, then one line per member as its events come.
+    pub fn start_panel(title: String) -> (Live, ProgressHook) {
+        Live::begin(
+            title,
+            State {
+                panel: true,
+                ..State::default()
+            },
+        )
+    }
+
+    fn begin(title: String, state: State) -> (Live, ProgressHook) {
+        let state = Arc::new(Mutex::new(state));
         let (stop, mut stopped) = watch::channel(false);
         let (changed_tx, mut changed) = watch::channel(());
         let started = Instant::now();
@@ -57,14 +87,33 @@ impl Live {
                     break;
                 }
             }
+            let drawn = shared.lock().unwrap_or_else(PoisonError::into_inner).drawn;
             let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
+            let _ = write!(err, "{}", clear(drawn));
             let _ = err.flush();
         });
         let sink_state = Arc::clone(&state);
         let hook = ProgressHook(Arc::new(move |u: ProgressUpdate| {
             let mut s = sink_state.lock().unwrap_or_else(PoisonError::into_inner);
-            if u.root {
+            if s.panel && u.root {
+                let at = match s.members.iter().position(|m| m.run_id == u.run_id) {
+                    Some(at) => at,
+                    None => {
+                        s.members.push(Member {
+                            run_id: u.run_id.clone(),
+                            agent: u.agent.to_string(),
+                            ..Member::default()
+                        });
+                        s.members.len() - 1
+                    }
+                };
+                let m = &mut s.members[at];
+                if u.event == handoff_core::ProgressEvent::Turn {
+                    m.turns += 1;
+                } else {
+                    m.last = Some(u.event.to_string());
+                }
+            } else if u.root {
                 s.agent = Some(u.agent.to_string());
                 s.label = Some(u.label.clone());
                 if u.event == handoff_core::ProgressEvent::Turn {
@@ -93,8 +142,55 @@ impl Live {
     }
 }
 
+/// What erases the `drawn` lines of the last draw, leaving the cursor where they began.
+fn clear(drawn: usize) -> String {
+    let mut out = String::from("\r\x1b[2K");
+    for _ in 1..drawn {
+        out.push_str("\x1b[1A\r\x1b[2K");
+    }
+    out
+}
+
+/// A panel's lines: the title with the time and how many members have spoken, then one line
+/// per member, each cut to `width`.
+fn panel_lines(title: &str, elapsed: Duration, members: &[Member], width: usize) -> Vec<String> {
+    let mut lines = vec![format!(
+        "handoff: {title} · {}s · {} member(s) working",
+        elapsed.as_secs(),
+        members.len()
+    )];
+    for m in members {
+        let mut line = format!("  {}", m.agent);
+        if m.turns > 0 {
+            line.push_str(&format!(" · turn {}", m.turns));
+        }
+        if let Some(last) = &m.last {
+            line.push_str(" · ");
+            line.push_str(last);
+        }
+        lines.push(line);
+    }
+    lines
+        .into_iter()
+        .map(|l| l.chars().take(width.saturating_sub(1)).collect())
+        .collect()
+}
+
 fn draw(title: &str, started: Instant, state: &Mutex<State>) {
-    let s = state.lock().unwrap_or_else(PoisonError::into_inner);
+    let columns = rustix::termios::tcgetwinsize(std::io::stderr())
+        .ok()
+        .map(|size| size.ws_col);
+    let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+    if s.panel {
+        let lines = panel_lines(title, started.elapsed(), &s.members, line_width(columns));
+        let erase = clear(s.drawn);
+        s.drawn = lines.len();
+        drop(s);
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{erase}{}", lines.join("\n"));
+        let _ = err.flush();
+        return;
+    }
     let mut line = format!("handoff: {title} · {}s", started.elapsed().as_secs());
     if s.turns > 0 {
         line.push_str(&format!(" · turn {}", s.turns));
@@ -106,10 +202,8 @@ fn draw(title: &str, started: Instant, state: &Mutex<State>) {
         line.push_str(" · ");
         line.push_str(last);
     }
+    s.drawn = 1;
     drop(s);
-    let columns = rustix::termios::tcgetwinsize(std::io::stderr())
-        .ok()
-        .map(|size| size.ws_col);
     let line: String = line.chars().take(line_width(columns) - 1).collect();
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "\r\x1b[2K{line}");
@@ -183,9 +277,155 @@ pub fn summary(r: &HandoffResult) -> String {
     line
 }
 
+/// The human summary of a finished panel: its status and members, then the merged findings
+/// with who agreed.
+pub fn panel_summary(p: &handoff_core::PanelResult) -> String {
+    let succeeded = p
+        .agreement
+        .verdicts
+        .iter()
+        .filter(|m| m.status == Status::Succeeded)
+        .count();
+    let shared = p.findings.iter().filter(|f| f.agreed_by.len() > 1).count();
+    let mut out = format!(
+        "panel {} · {succeeded}/{} member(s) succeeded (quorum {}) · {} finding(s), {shared} raised by more than one · {:.1} s",
+        p.status.as_str(),
+        p.members.len(),
+        p.quorum,
+        p.findings.len(),
+        p.timing.duration_ms as f64 / 1000.0
+    );
+    for m in &p.agreement.verdicts {
+        out.push_str(&format!(
+            "\n  {} · {} · {}",
+            m.member,
+            m.status.as_str(),
+            name(&m.verdict)
+        ));
+    }
+    if !p.agreement.dissenting.is_empty() {
+        out.push_str(&format!(
+            "\n  verdicts differ: {} against the majority",
+            p.agreement.dissenting.join(", ")
+        ));
+    }
+    for f in &p.findings {
+        let place = match (&f.path, &f.lines) {
+            (Some(path), Some(l)) if l.start == l.end => format!("{path}:{} ", l.start),
+            (Some(path), Some(l)) => format!("{path}:{}-{} ", l.start, l.end),
+            (Some(path), None) => format!("{path} "),
+            (None, _) => String::new(),
+        };
+        let who = if f.agreed_by.len() > 1 {
+            format!("agreed by {}", f.agreed_by.join(", "))
+        } else {
+            format!("{} only", f.agreed_by.join(", "))
+        };
+        out.push_str(&format!(
+            "\n  [{}] {place}{} — {who}",
+            name(&f.severity),
+            f.title
+        ));
+    }
+    out
+}
+
+/// The serialized name of an enum value (`high`, `changes-requested`).
+fn name<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panels_summary_names_who_agreed() {
+        use handoff_core::{LineRange, MemberStance, MemberVerdict, PanelFinding, PanelResult};
+        let mut p = PanelResult::refused("m".into(), "2026-12-02T00:00:00.000Z");
+        p.status = Status::Succeeded;
+        p.quorum = 2;
+        p.agreement.verdicts = vec![
+            MemberStance {
+                member: "codex".into(),
+                status: Status::Succeeded,
+                verdict: MemberVerdict::ChangesRequested,
+            },
+            MemberStance {
+                member: "claude:opus".into(),
+                status: Status::Succeeded,
+                verdict: MemberVerdict::Approve,
+            },
+        ];
+        p.agreement.dissenting = vec!["claude:opus".into()];
+        let finding = |lines: Option<LineRange>, who: &[&str]| PanelFinding {
+            path: Some("src/lib.rs".into()),
+            lines,
+            category: "general".into(),
+            severity: handoff_core::Severity::High,
+            title: "The retry loop never stops".into(),
+            agreed_by: who.iter().map(|w| (*w).to_owned()).collect(),
+            wordings: Vec::new(),
+        };
+        p.findings = vec![
+            finding(
+                Some(LineRange { start: 2, end: 4 }),
+                &["claude:opus", "codex"],
+            ),
+            finding(None, &["codex"]),
+        ];
+        let text = panel_summary(&p);
+        assert!(
+            text.starts_with("panel succeeded · 2/0 member(s)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  codex · succeeded · changes-requested"),
+            "{text}"
+        );
+        assert!(text.contains("verdicts differ: claude:opus"), "{text}");
+        assert!(
+            text.contains(
+                "[high] src/lib.rs:2-4 The retry loop never stops — agreed by claude:opus, codex"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("[high] src/lib.rs The retry loop never stops — codex only"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_panel_draws_a_line_per_member_within_the_width() {
+        let members = vec![
+            Member {
+                run_id: "r1".into(),
+                agent: "codex".into(),
+                turns: 2,
+                last: Some("Bash: cargo test".into()),
+            },
+            Member {
+                run_id: "r2".into(),
+                agent: "claude".into(),
+                turns: 0,
+                last: None,
+            },
+        ];
+        let lines = panel_lines("panel advice", Duration::from_secs(7), &members, 30);
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[0].starts_with("handoff: panel advice · 7s"),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("  codex · turn 2 · Bash"), "{lines:?}");
+        assert_eq!(lines[2], "  claude");
+        assert!(lines.iter().all(|l| l.chars().count() < 30), "{lines:?}");
+        assert_eq!(clear(3), "\r\x1b[2K\x1b[1A\r\x1b[2K\x1b[1A\r\x1b[2K");
+    }
 
     #[test]
     fn the_width_is_the_terminals_unless_it_is_unknown_or_too_narrow() {

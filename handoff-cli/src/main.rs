@@ -665,7 +665,7 @@ fn main() -> ExitCode {
                         Some(ctx) => nested::main(input, &ctx).await,
                         None if panel::wanted(&input, quorum.as_deref()) => {
                             let _ = handoff_core::adopt_orphans();
-                            panel::main(input, quorum, load_config()).await
+                            panel::main(input, quorum, load_config(), quiet).await
                         }
                         None => {
                             // Workers that detach (double fork, setsid) stay descendants of

@@ -1,6 +1,8 @@
 //! `handoff advice|run --harness a,b:model …`: a panel. The command line is parsed here; the
 //! panel runs in the library ([`handoff_core::Engine::panel`]).
 
+use std::io::Write;
+
 use handoff_core::{
     LoadedConfig, PanelOptions, PanelOutcome, PanelResult, PanelSpecError, RunInput, now_iso,
     parse_members,
@@ -27,13 +29,22 @@ pub(crate) async fn main(
     mut input: RunInput,
     quorum: Option<String>,
     config: Result<LoadedConfig, String>,
+    quiet: bool,
 ) -> u8 {
     let cancel = crate::cancel_on_signals();
     let config = match config {
         Ok(c) => c,
         Err(message) => return print(&refused(message)),
     };
-    let engine = crate::engine_with(Some(config), None);
+    // On a terminal: a line per member while they work, then the merged findings.
+    let live = crate::live::wanted(quiet).then(|| {
+        crate::live::Live::start_panel(format!(
+            "panel {}",
+            input.mode.as_deref().unwrap_or("advice")
+        ))
+    });
+    let (live, hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
+    let engine = crate::engine_with(Some(config), hook);
     // `--max-concurrency` bounds the panel's members, not each member's run.
     let concurrency = input.max_concurrency.take();
     let spec = parse_members(input.harness.as_deref().unwrap_or(""), engine.registry()).and_then(
@@ -49,6 +60,11 @@ pub(crate) async fn main(
         Ok((members, options)) => engine.panel(members, input, options, cancel).await,
         Err(e) => refused(e.to_string()),
     };
+    if let Some(live) = live {
+        live.finish().await;
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{}", crate::live::panel_summary(&outcome.result));
+    }
     print(&outcome)
 }
 
