@@ -1,7 +1,7 @@
 //! A panel through the binary: `--harness a,b` puts the same read-only request to every member
 //! at once and prints one `handoff.panel.v1` line merging their answers.
 
-use handoff_testkit::keys::{FINDINGS, MODE};
+use handoff_testkit::keys::{FINDINGS, MODE, READY_FILE};
 use serde_json::{Value, json};
 
 use crate::support::{Run, Sandbox};
@@ -228,4 +228,116 @@ fn the_same_agent_sits_twice_with_different_models() {
             .count();
         assert_eq!(carrying, 1, "{model}: {runs:?}");
     }
+}
+
+/// Waits (up to 20 s) for a pid file the fake writes when it starts hanging; its pid.
+fn pid_from(path: &std::path::Path) -> i32 {
+    for _ in 0..1000 {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{} was never written", path.display());
+}
+
+#[test]
+fn cancelling_a_panel_stops_every_member() {
+    let sb = Sandbox::new();
+    sb.agents.set(MODE, "hang");
+    let ready = |exe: &str| {
+        let path = sb.root.join(format!("{exe}.pid"));
+        sb.agents.set(
+            &format!("{READY_FILE}@{exe}"),
+            path.to_string_lossy().into_owned(),
+        );
+        path
+    };
+    let (codex, claude) = (ready("codex"), ready("claude"));
+    let ins = sb.instructions("Review.");
+    let cwd = sb.cwd();
+    let child = sb
+        .command()
+        .args([
+            "advice",
+            "--caller-harness",
+            "codex",
+            "--harness",
+            "codex,claude",
+        ])
+        .args(["--cwd", &cwd, "--instructions", &ins])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both members are working at once.
+    let pids = [pid_from(&codex), pid_from(&claude)];
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(9), "{out:?}");
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["schemaVersion"], "handoff.panel.v1");
+    assert_eq!(line["exit"]["driver"], 9, "{line:#}");
+    for pid in pids {
+        assert!(crate::support::is_gone(pid), "member {pid} still runs");
+    }
+}
+
+#[test]
+fn a_panel_is_refused_while_another_root_run_holds_the_worktree() {
+    let sb = Sandbox::new();
+    sb.agents.set(MODE, "hang");
+    let held = sb.root.join("held.pid");
+    sb.agents
+        .set(READY_FILE, held.to_string_lossy().into_owned());
+    let ins = sb.instructions("Review.");
+    let cwd = sb.cwd();
+    let mut single = sb
+        .command()
+        .args(["advice", "--caller-harness", "codex", "--harness", "claude"])
+        .args(["--cwd", &cwd, "--instructions", &ins])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = pid_from(&held);
+    sb.record();
+    let run = advice(&sb, "codex,claude", &[]);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert_eq!(run.json["status"], "rejected", "{run:?}");
+    assert!(sb.runs().is_empty(), "a member started: {:?}", sb.runs());
+    assert!(
+        run.json["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("held")
+            || run.json["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("busy")
+            || run.json["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("run"),
+        "{run:?}"
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(single.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = single.wait();
+    for _ in 0..100 {
+        if crate::support::is_gone(pid) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the single run's agent {pid} outlived it");
 }
