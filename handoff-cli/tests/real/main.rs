@@ -15,6 +15,7 @@ mod continuation;
 mod grok_community;
 mod opencode_sessions;
 mod own_sandbox;
+mod panel;
 mod plugin;
 mod reaper;
 mod remote;
