@@ -20,7 +20,7 @@ use handoff_core::flags::{AGENT_DIRS, AGENT_FILES, HOOK_MANAGER_FILES};
 use handoff_core::{ConfigState, WorkspaceError};
 
 use crate::gitdir::{canonical, file_state, walk};
-use crate::workspace::{discover, git_error};
+use crate::workspace::discover;
 
 /// Whether a setting (`section`, `key`, lower case) makes git run a program, or changes which
 /// programs or repositories it uses.
@@ -166,6 +166,8 @@ pub(crate) struct ConfigFile {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RepoPrograms {
     pub(crate) files: Vec<ConfigFile>,
+    /// `core.hooksPath` as git itself resolves it (the last value of any scope), when set.
+    pub(crate) hooks_path: Option<String>,
 }
 
 /// What handoff's git calls pass to leave the repository's programs out, and what they refuse.
@@ -200,6 +202,11 @@ impl RepoPrograms {
             .unwrap_or_else(|| repo.git_dir().to_owned());
         let mut out = RepoPrograms::default();
         let listed = list(&dir, &["--list", "--includes"])?;
+        out.hooks_path = listed
+            .iter()
+            .rev()
+            .find(|e| e.name.eq_ignore_ascii_case("core.hookspath"))
+            .map(|e| e.value.to_str_lossy().into_owned());
         out.add_listing(&common, &dir, &listed, &["local", "worktree"]);
         let modules =
             crate::gitdir::module_dirs(&common.join("modules"), "modules").map_err(|source| {
@@ -471,8 +478,9 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
         })?;
     let kind = repo.object_hash();
     let common = repo.common_dir().to_owned();
+    let programs = RepoPrograms::read(&repo)?;
     let mut state = ConfigState {
-        git_programs: RepoPrograms::read(&repo)?.digests(),
+        git_programs: programs.digests(),
         ..ConfigState::default()
     };
     let io = |path: &Path| {
@@ -480,22 +488,16 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
         move |source| WorkspaceError::Io { path, source }
     };
 
-    // The effective hooks directory, and the setting that names it.
-    let configured = repo
-        .config_snapshot()
-        .trusted_path("core.hooksPath")
-        .map_err(|err| git_error("cannot read core.hooksPath", err))?;
-    state.hooks.insert(
-        "core.hooksPath".into(),
-        configured
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-    );
+    // The effective hooks directory, and the setting that names it, as git resolves it (the
+    // same listing the runner neutralises from, so the two cannot disagree on an include).
+    let configured = programs.hooks_path.as_deref().filter(|p| !p.is_empty());
+    state
+        .hooks
+        .insert("core.hooksPath".into(), configured.unwrap_or("").to_owned());
     // Resolved, so that a hooks directory linked elsewhere (`.git/hooks -> ../.githooks`) is
     // read where its hooks are.
-    let hooks_dir = match &configured {
-        Some(path) => canonical(&root.join(path)),
+    let hooks_dir = match configured {
+        Some(path) => canonical(&root.join(expand_home(path))),
         None => canonical(&common.join("hooks")),
     };
     let hooks_label = label(&hooks_dir, &root, &common);
@@ -538,6 +540,14 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
         .map_err(io(&root))?;
     }
     Ok(state)
+}
+
+/// `path` with a leading `~/` taken from `$HOME`, as git reads a path setting.
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
+    }
 }
 
 /// How `dir` is named in a [`ConfigState`]: `.git/…` under the common directory, a worktree path
@@ -609,6 +619,7 @@ mod tests {
 
     fn neutralised(text: &str, globals: &str) -> Neutralised {
         let programs = RepoPrograms {
+            hooks_path: None,
             files: vec![ConfigFile {
                 path: "/r/.git/config".into(),
                 label: ".git/config".into(),

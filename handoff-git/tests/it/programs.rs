@@ -387,3 +387,36 @@ fn an_include_git_resolves_from_a_users_home_is_read() {
     assert!(err.message.contains("filter.evil.clean"), "{}", err.message);
     assert_eq!(ran(&marker), "");
 }
+
+#[test]
+fn a_hooks_path_set_through_a_conditional_include_is_the_one_git_uses() {
+    // The state must name the hooks directory git will run, whatever form the setting takes.
+    let (repo, marker) = repo();
+    repo.git(&["remote", "add", "origin", "https://example.com/r.git"]);
+    std::fs::write(
+        repo.path(".git/extra.cfg"),
+        "[core]\n\thooksPath = planted-hooks\n",
+    )
+    .unwrap();
+    repo.git(&[
+        "config",
+        "includeIf.hasconfig:remote.*.url:https://example.com/**.path",
+        "extra.cfg",
+    ]);
+    plant_hook(&repo, "planted-hooks", "pre-commit", &marker);
+    let state = config_state(repo.root()).unwrap();
+    assert_eq!(
+        state.hooks.get("core.hooksPath").map(String::as_str),
+        Some("planted-hooks")
+    );
+    assert!(
+        state.hooks.contains_key("planted-hooks/pre-commit"),
+        "{:?}",
+        state.hooks
+    );
+    // And git agrees.
+    assert_eq!(
+        repo.git(&["config", "core.hooksPath"]).trim(),
+        "planted-hooks"
+    );
+}
