@@ -434,7 +434,10 @@ fn ci() -> Result<()> {
     )?;
     schema(true)?;
     plugin::plugin(&workspace_root(), true)?;
-    run("cargo test", cargo().args(["test", "--workspace"]))?;
+    run(
+        "cargo test",
+        cargo().args(["test", "--workspace", "--no-fail-fast"]),
+    )?;
     examples()?;
     eprintln!("==> ci passed");
     Ok(())

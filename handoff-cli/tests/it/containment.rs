@@ -172,14 +172,8 @@ fn the_reaper_holds_the_lease_lock_until_the_tree_is_gone() {
     // Wait for the agent, so the reaper has taken what it holds.
     let start = Instant::now();
     let agent = loop {
-        let tree = std::fs::read_to_string(format!(
-            "/proc/{}/task/{}/children",
-            reaper.id(),
-            reaper.id()
-        ))
-        .unwrap_or_default();
-        if let Some(pid) = tree.split_whitespace().next() {
-            break pid.parse::<i32>().unwrap();
+        if let Some(&pid) = crate::support::children_of(reaper.id()).first() {
+            break i32::try_from(pid).unwrap();
         }
         assert!(
             start.elapsed() < LIMIT,

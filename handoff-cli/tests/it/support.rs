@@ -225,6 +225,23 @@ pub fn proc_state(pid: i32) -> Option<char> {
     after.trim_start().chars().next()
 }
 
+/// The processes alive now whose parent is `pid`, from every process's `/proc/<pid>/stat`
+/// (kernels without `CONFIG_PROC_CHILDREN` have no `task/<tid>/children`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let child = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 1..];
+            let ppid = after.split_whitespace().nth(1)?.parse::<u32>().ok()?;
+            (ppid == pid).then_some(child)
+        })
+        .collect()
+}
+
 /// Gone, or a zombie no one reaped yet (it no longer runs).
 pub fn is_gone(pid: i32) -> bool {
     matches!(proc_state(pid), None | Some('Z' | 'X'))

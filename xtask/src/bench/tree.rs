@@ -137,26 +137,61 @@ fn sample(root: u32) -> u64 {
     sum
 }
 
-/// `pid` and all its descendants alive now, each with its parent (`None` for `pid`).
+/// `pid` and all its descendants alive now, each with its parent (`None` for `pid`). Read from
+/// `/proc/<pid>/task/<tid>/children` where the kernel has it (`CONFIG_PROC_CHILDREN`), else
+/// from every process's parent in `/proc/<pid>/stat`.
 fn tree(pid: u32) -> Vec<(u32, Option<u32>)> {
+    let children_file = Path::new("/proc/self/task")
+        .read_dir()
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(|t| t.ok())
+        .is_some_and(|t| t.path().join("children").exists());
+    let parents = if children_file { Vec::new() } else { parents() };
     let mut all = vec![(pid, None)];
     let mut i = 0;
     while i < all.len() {
         let parent = all[i].0;
-        if let Ok(dir) = std::fs::read_dir(format!("/proc/{parent}/task")) {
-            for task in dir.flatten() {
-                if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-                    all.extend(
-                        text.split_whitespace()
-                            .filter_map(|p| p.parse::<u32>().ok())
-                            .map(|child| (child, Some(parent))),
-                    );
+        if children_file {
+            if let Ok(dir) = std::fs::read_dir(format!("/proc/{parent}/task")) {
+                for task in dir.flatten() {
+                    if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                        all.extend(
+                            text.split_whitespace()
+                                .filter_map(|p| p.parse::<u32>().ok())
+                                .map(|child| (child, Some(parent))),
+                        );
+                    }
                 }
             }
+        } else {
+            all.extend(
+                parents
+                    .iter()
+                    .filter(|&&(_, p)| p == parent)
+                    .map(|&(child, _)| (child, Some(parent))),
+            );
         }
         i += 1;
     }
     all
+}
+
+/// Every process alive now with its parent, from `/proc/<pid>/stat` (the fourth field, after
+/// the parenthesised command name, which may itself hold spaces and parentheses).
+fn parents() -> Vec<(u32, u32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            let after = &stat[stat.rfind(')')? + 1..];
+            let ppid = after.split_whitespace().nth(1)?.parse::<u32>().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
 }
 
 /// What `/proc/<pid>/smaps_rollup` says of a process.
@@ -192,6 +227,8 @@ mod tests {
         assert_eq!(all[0], (me, None));
         assert!(all.contains(&(child.id(), Some(me))), "{all:?}");
         assert!(Rollup::of(me).unwrap().pss_kib > 0);
+        let parents = parents();
+        assert!(parents.contains(&(child.id(), me)), "{parents:?}");
         assert!(sample(me) > 0);
         child.kill().unwrap();
         child.wait().unwrap();
