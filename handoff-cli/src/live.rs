@@ -296,8 +296,13 @@ pub fn panel_summary(p: &handoff_core::PanelResult) -> String {
         p.timing.duration_ms as f64 / 1000.0
     );
     for m in &p.agreement.verdicts {
+        let source = match m.verdict_source {
+            handoff_core::VerdictSource::Stated => "",
+            handoff_core::VerdictSource::Findings => " (from its findings)",
+            handoff_core::VerdictSource::Status => " (did not answer)",
+        };
         out.push_str(&format!(
-            "\n  {} · {} · {}",
+            "\n  {} · {} · {}{source}",
             m.member,
             m.status.as_str(),
             name(&m.verdict)
@@ -321,8 +326,13 @@ pub fn panel_summary(p: &handoff_core::PanelResult) -> String {
         } else {
             format!("{} only", f.agreed_by.join(", "))
         };
+        let category = if f.category == handoff_core::GENERAL_CATEGORY {
+            String::new()
+        } else {
+            format!("{} · ", f.category)
+        };
         out.push_str(&format!(
-            "\n  [{}] {place}{} — {who}",
+            "\n  [{}] {place}{category}{} — {who}",
             name(&f.severity),
             f.title
         ));
@@ -344,7 +354,9 @@ mod tests {
 
     #[test]
     fn a_panels_summary_names_who_agreed() {
-        use handoff_core::{LineRange, MemberStance, MemberVerdict, PanelFinding, PanelResult};
+        use handoff_core::{
+            LineRange, MemberStance, PanelFinding, PanelResult, ReviewVerdict, VerdictSource,
+        };
         let mut p = PanelResult::refused("m".into(), "2026-12-02T00:00:00.000Z");
         p.status = Status::Succeeded;
         p.quorum = 2;
@@ -352,12 +364,14 @@ mod tests {
             MemberStance {
                 member: "codex".into(),
                 status: Status::Succeeded,
-                verdict: MemberVerdict::ChangesRequested,
+                verdict: ReviewVerdict::ChangesRequested,
+                verdict_source: VerdictSource::Stated,
             },
             MemberStance {
                 member: "claude:opus".into(),
                 status: Status::Succeeded,
-                verdict: MemberVerdict::Approve,
+                verdict: ReviewVerdict::Approve,
+                verdict_source: VerdictSource::Findings,
             },
         ];
         p.agreement.dissenting = vec!["claude:opus".into()];
@@ -383,7 +397,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("  codex · succeeded · changes-requested"),
+            text.contains("  codex · succeeded · changes-requested\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  claude:opus · succeeded · approve (from its findings)"),
             "{text}"
         );
         assert!(text.contains("verdicts differ: claude:opus"), "{text}");

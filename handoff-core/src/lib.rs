@@ -98,13 +98,13 @@ pub use note::{
 };
 pub use output::{
     Evidence, Finding, MAX_PROVIDER_OUTPUT_BYTES, OutputError, PROVIDER_OUTPUT_SCHEMA,
-    ProviderOutput, ProviderStatus, SelfReportedUsage, Severity, check_repo_path,
+    ProviderOutput, ProviderStatus, ReviewVerdict, SelfReportedUsage, Severity, check_repo_path,
 };
 pub use panel::{
     Agreement, FailedMember, GENERAL_CATEGORY, LineRange, MAX_PANEL_MEMBERS, MemberStance,
-    MemberVerdict, PANEL_SCHEMA, PanelExit, PanelFinding, PanelMember, PanelResult, PanelSpecError,
-    Wording, check_quorum, decide_panel, merge_findings, normalise_category, normalise_path,
-    parse_members, parse_members_among, render_members, title_tokens, titles_agree,
+    PANEL_SCHEMA, PanelExit, PanelFinding, PanelMember, PanelResult, PanelSpecError, VerdictSource,
+    Wording, check_quorum, decide_panel, member_verdict, merge_findings, normalise_category,
+    normalise_path, parse_members, parse_members_among, render_members, title_tokens, titles_agree,
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};

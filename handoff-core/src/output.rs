@@ -12,6 +12,8 @@ pub const MAX_PROVIDER_OUTPUT_BYTES: usize = 256_000;
 pub const MAX_RESPONSE_BYTES: usize = 65_536;
 const MAX_ITEMS: usize = 1000;
 const MAX_SUMMARY_BYTES: usize = 8192;
+const MAX_TITLE_BYTES: usize = 256;
+const MAX_CATEGORY_BYTES: usize = 64;
 
 /// What the model answers with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -31,8 +33,37 @@ pub struct ProviderOutput {
     /// Problems found (reviews).
     #[schemars(length(max = 1000))]
     pub findings: Vec<Finding>,
+    /// The overall judgement of the work under review, when the task asks for one: `approve`
+    /// (good as it is), `changes-requested` (needs changes first) or `unsure` (cannot tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<ReviewVerdict>,
     /// Token counts the model reports about itself.
     pub usage: SelfReportedUsage,
+}
+
+/// The overall judgement of the work under review.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReviewVerdict {
+    /// Good as it is.
+    Approve,
+    /// Needs changes before it is good.
+    ChangesRequested,
+    /// Cannot tell.
+    Unsure,
+}
+
+impl ReviewVerdict {
+    /// Its name in the contract: `approve`, `changes-requested`, `unsure`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewVerdict::Approve => "approve",
+            ReviewVerdict::ChangesRequested => "changes-requested",
+            ReviewVerdict::Unsure => "unsure",
+        }
+    }
 }
 
 fn provider_output_version(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -75,13 +106,26 @@ pub struct Finding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]
     pub file: Option<String>,
-    /// 1-based line.
+    /// 1-based line (the first, when the finding spans several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub line: Option<u64>,
+    /// The last line, when the finding spans several (at least `line`; only with `line`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub end_line: Option<u64>,
+    /// What kind of problem, in one lowercase word or two (`correctness`, `security`,
+    /// `performance`, `tests`, `style`, `docs`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub category: Option<String>,
     /// How bad.
     pub severity: Severity,
-    /// What is wrong.
+    /// The problem in one short line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub title: Option<String>,
+    /// What is wrong (the explanation, when a title is given).
     #[schemars(length(min = 1, max = 8192))]
     pub summary: String,
 }
@@ -230,6 +274,33 @@ impl ProviderOutput {
             if f.line == Some(0) {
                 return bad("finding line must be at least 1".into());
             }
+            match (f.line, f.end_line) {
+                (None, Some(_)) => return bad("a finding's endLine needs its line".into()),
+                (Some(line), Some(end)) if end < line => {
+                    return bad(format!(
+                        "a finding's endLine {end} comes before its line {line}"
+                    ));
+                }
+                _ => {}
+            }
+            if let Some(title) = &f.title
+                && (title.trim().is_empty()
+                    || title.len() > MAX_TITLE_BYTES
+                    || title.contains('\n'))
+            {
+                return bad(format!(
+                    "a finding's title must be one line of 1-{MAX_TITLE_BYTES} bytes"
+                ));
+            }
+            if let Some(category) = &f.category
+                && (category.trim().is_empty()
+                    || category.len() > MAX_CATEGORY_BYTES
+                    || category.chars().any(char::is_control))
+            {
+                return bad(format!(
+                    "a finding's category must be 1-{MAX_CATEGORY_BYTES} bytes of text"
+                ));
+            }
         }
         Ok(())
     }
@@ -267,6 +338,78 @@ mod tests {
     use proptest::prelude::*;
 
     const GOOD: &str = r#"{"schemaVersion":"handoff.provider-output.v1","status":"completed","response":"done","evidence":[{"kind":"file","path":"src/a.rs","summary":"edited"}],"findings":[],"usage":{}}"#;
+
+    #[test]
+    fn a_verdict_and_structured_findings_are_part_of_the_contract() {
+        let with = |extra: &str, finding: &str| {
+            GOOD.replace(
+                r#""findings":[]"#,
+                &format!(r#""findings":[{finding}]{extra}"#),
+            )
+        };
+        let good = with(
+            r#","verdict":"changes-requested""#,
+            r#"{"file":"src/a.rs","line":3,"endLine":9,"category":"correctness","severity":"high","title":"Off by one","summary":"The last item is skipped."}"#,
+        );
+        let out = ProviderOutput::parse_strict(good.as_bytes()).unwrap();
+        assert_eq!(out.verdict, Some(ReviewVerdict::ChangesRequested));
+        assert_eq!(out.findings[0].end_line, Some(9));
+        assert_eq!(out.findings[0].title.as_deref(), Some("Off by one"));
+        // Strict schemas make optional fields nullable: null is the same as absent.
+        let nulls = with(
+            r#","verdict":null"#,
+            r#"{"file":null,"line":null,"endLine":null,"category":null,"severity":"low","title":null,"summary":"s"}"#,
+        );
+        let out = ProviderOutput::parse_strict(nulls.as_bytes()).unwrap();
+        assert_eq!(out.verdict, None);
+        assert_eq!(out.findings[0].title, None);
+        // The old answer, without any of them, still parses.
+        assert_eq!(
+            ProviderOutput::parse_strict(GOOD.as_bytes())
+                .unwrap()
+                .verdict,
+            None
+        );
+
+        let refused = |extra: &str, finding: &str| {
+            ProviderOutput::parse_strict(with(extra, finding).as_bytes()).unwrap_err()
+        };
+        let plain = r#"{"severity":"low","summary":"s"}"#;
+        assert!(matches!(
+            refused(r#","verdict":"lgtm""#, plain),
+            OutputError::Contract { .. }
+        ));
+        for (finding, reason) in [
+            (
+                r#"{"endLine":4,"severity":"low","summary":"s"}"#,
+                "a finding's endLine needs its line",
+            ),
+            (
+                r#"{"line":5,"endLine":4,"severity":"low","summary":"s"}"#,
+                "a finding's endLine 4 comes before its line 5",
+            ),
+            (
+                r#"{"severity":"low","title":"two\nlines","summary":"s"}"#,
+                "a finding's title must be one line of 1-256 bytes",
+            ),
+            (
+                r#"{"severity":"low","title":"  ","summary":"s"}"#,
+                "a finding's title must be one line of 1-256 bytes",
+            ),
+            (
+                r#"{"severity":"low","category":"","summary":"s"}"#,
+                "a finding's category must be 1-64 bytes of text",
+            ),
+        ] {
+            assert_eq!(
+                refused("", finding),
+                OutputError::Contract {
+                    reason: reason.to_owned()
+                },
+                "{finding}"
+            );
+        }
+    }
 
     #[test]
     fn accepts_a_good_answer() {

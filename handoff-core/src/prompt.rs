@@ -6,6 +6,13 @@ use sha2::{Digest, Sha256};
 use crate::names::Operation;
 use crate::request::{DelegationMode, Request};
 
+/// How a read-only run states its judgement, so that a panel can compare members' answers.
+const JUDGEMENT: &str = "Give your overall `verdict` on the work: `approve` (good as it is), \
+     `changes-requested` (it needs changes first) or `unsure`. Give each finding a short one-line \
+     `title`, the explanation in `summary`, a `category` (`correctness`, `security`, \
+     `performance`, `tests`, `style`, `docs`, …), and its `file` with `line` (and `endLine` when \
+     it spans several lines).\n";
+
 /// Builds the prompt for `request`. `schema` is the provider-output JSON Schema the answer must
 /// match; `nested` is the text that describes nested advice (None: no nested capability).
 pub fn build_prompt(request: &Request, schema: &serde_json::Value, nested: Option<&str>) -> String {
@@ -47,6 +54,12 @@ pub fn build_prompt(request: &Request, schema: &serde_json::Value, nested: Optio
              your conclusion in `response`.\n",
             request.task_name()
         )),
+    }
+    if request.operation == Operation::Advice {
+        p.push_str("If the question asks you to judge work, do as follows. ");
+    }
+    if request.operation == Operation::Advice || !request.writes() {
+        p.push_str(JUDGEMENT);
     }
 
     let g = &request.grants.resolved;

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{AgentId, Mode, Operation, Status};
-use crate::output::{Evidence, Finding};
+use crate::output::{Evidence, Finding, ReviewVerdict};
 use crate::request::{
     BudgetLimits, BudgetRemaining, Caller, Delegation, DelegationMode, Dependency, Grants, Lineage,
     Selection,
@@ -175,6 +175,10 @@ pub struct OutputInfo {
     pub evidence: Vec<Evidence>,
     /// Findings.
     pub findings: Vec<Finding>,
+    /// The overall judgement the agent stated (`approve`, `changes-requested`, `unsure`);
+    /// null when its answer gave none.
+    #[serde(default)]
+    pub verdict: Option<ReviewVerdict>,
 }
 
 /// Timing of a run.

@@ -48,7 +48,8 @@
 //!
 //! A key of the settings file may be suffixed `@<exe>` (`HANDOFF_FAKE_MODE@codex=failed`): that
 //! CLI reads it in place of the plain key, so agents sharing the file can behave differently.
-//! `HANDOFF_FAKE_FINDINGS` is a JSON array of provider-output findings the answer carries.
+//! `HANDOFF_FAKE_FINDINGS` is a JSON array of provider-output findings the answer carries;
+//! `HANDOFF_FAKE_VERDICT` the `verdict` it states, as given.
 //!
 //! Other keys: `HANDOFF_FAKE_HELP=missing` drops one flag the adapter requires from the help text
 //! (Claude `--json-schema`, Codex `--strict-config`, Grok `--json-schema`, Kiro `--trust-tools`,
@@ -187,6 +188,6 @@ pub mod keys {
         ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
         CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, FINDINGS, GRANDCHILD_PID_FILE, GROK,
         HELP, KILL_PARENT, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
-        RECORD_DIR, SHELL, VERSION, WAIT_FILE,
+        RECORD_DIR, SHELL, VERDICT, VERSION, WAIT_FILE,
     };
 }

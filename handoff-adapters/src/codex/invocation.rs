@@ -122,6 +122,12 @@ pub fn strict_schema(schema: &serde_json::Value) -> serde_json::Value {
     }
     fn nullable(prop: serde_json::Value) -> serde_json::Value {
         let mut p = prop;
+        if p.get("anyOf")
+            .and_then(|a| a.as_array())
+            .is_some_and(|a| a.contains(&json!({"type": "null"})))
+        {
+            return p;
+        }
         if let Some(serde_json::Value::Array(values)) = p.get_mut("enum") {
             if !values.contains(&serde_json::Value::Null) {
                 values.push(serde_json::Value::Null);

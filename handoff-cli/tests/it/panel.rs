@@ -1,7 +1,7 @@
 //! A panel through the binary: `--harness a,b` puts the same read-only request to every member
 //! at once and prints one `handoff.panel.v1` line merging their answers.
 
-use handoff_testkit::keys::{FINDINGS, MODE, READY_FILE};
+use handoff_testkit::keys::{FINDINGS, MODE, READY_FILE, VERDICT};
 use serde_json::{Value, json};
 
 use crate::support::{Run, Sandbox};
@@ -88,6 +88,86 @@ fn overlapping_findings_are_merged_and_agreed_by_both() {
     assert_eq!(run.json["message"], Value::Null);
     // Both ran, concurrently, on the one lease the panel took.
     assert_eq!(sb.runs().len(), 2, "{:?}", sb.runs());
+}
+
+#[test]
+fn stated_verdicts_and_structured_findings_decide_the_agreement() {
+    let sb = Sandbox::new();
+    // Codex and OpenCode state their verdicts; Claude Code states none, so its verdict is read
+    // from its findings. The titled findings agree by title and span, each keeping its body.
+    sb.agents
+        .set(&format!("{VERDICT}@codex"), "changes-requested");
+    sb.agents.set(&format!("{VERDICT}@opencode"), "approve");
+    finds(
+        &sb,
+        "codex",
+        json!([{"file": "src/lib.rs", "line": 10, "endLine": 20, "category": "correctness",
+                "severity": "high", "title": "Retry loop never terminates",
+                "summary": "fetch() retries forever on a 500."}]),
+    );
+    finds(
+        &sb,
+        "claude",
+        json!([{"file": "src/lib.rs", "line": 18, "endLine": 22, "category": "Correctness",
+                "severity": "medium", "title": "The retry loop never terminates",
+                "summary": "No back-off and no limit."},
+               {"file": "src/lib.rs", "line": 15, "category": "performance",
+                "severity": "low", "title": "Retry loop never terminates",
+                "summary": "It spins the CPU."}]),
+    );
+    let run = panel(&sb, "run", "codex,claude,opencode", Some("review"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let findings = run.json["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 2, "{findings:#?}");
+    let merged = &findings[0];
+    assert_eq!(merged["agreedBy"], json!(["claude", "codex"]));
+    assert_eq!(merged["category"], "correctness");
+    assert_eq!(merged["lines"], json!({"start": 10, "end": 22}));
+    assert_eq!(merged["title"], "Retry loop never terminates");
+    assert_eq!(
+        merged["wordings"][1]["body"],
+        "fetch() retries forever on a 500."
+    );
+    assert_eq!(findings[1]["category"], "performance");
+    assert_eq!(findings[1]["agreedBy"], json!(["claude"]));
+
+    let stances = &run.json["agreement"]["verdicts"];
+    let stance = |i: usize| {
+        (
+            stances[i]["member"].as_str().unwrap(),
+            stances[i]["verdict"].as_str().unwrap(),
+            stances[i]["verdictSource"].as_str().unwrap(),
+        )
+    };
+    assert_eq!(stance(0), ("codex", "changes-requested", "stated"));
+    assert_eq!(stance(1), ("claude", "changes-requested", "findings"));
+    assert_eq!(stance(2), ("opencode", "approve", "stated"));
+    assert_eq!(run.json["agreement"]["majority"], "changes-requested");
+    assert_eq!(run.json["agreement"]["dissenting"], json!(["opencode"]));
+    // Each member's own result carries what it stated.
+    assert_eq!(
+        run.json["members"][0]["output"]["verdict"],
+        "changes-requested"
+    );
+    assert_eq!(run.json["members"][1]["output"]["verdict"], Value::Null);
+}
+
+#[test]
+fn a_verdict_outside_the_contract_fails_that_member() {
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{VERDICT}@claude"), "lgtm");
+    let run = advice(&sb, "codex,claude", &["--quorum", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json["members"][1]["status"], "failed", "{run:?}");
+    assert_eq!(run.json["members"][1]["exit"]["driver"], 7, "{run:?}");
+    assert_eq!(
+        run.json["agreement"]["failed"][0]["member"], "claude",
+        "{run:?}"
+    );
+    assert_eq!(
+        run.json["agreement"]["verdicts"][1]["verdictSource"],
+        "status"
+    );
 }
 
 #[test]

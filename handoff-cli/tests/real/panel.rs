@@ -13,9 +13,13 @@ fn codex_claude_code_and_opencode_answer_one_question_as_a_panel() {
     answer["findings"] = json!([{
         "file": "README.md",
         "line": 1,
+        "endLine": 2,
+        "category": "correctness",
         "severity": "high",
-        "summary": "Unbounded retry loop in fetch",
+        "title": "Unbounded retry loop in fetch",
+        "summary": "fetch retries forever when the server keeps failing.",
     }]);
+    answer["verdict"] = json!("changes-requested");
     let rig = Rig::new("codex", Script::answer(answer));
     let ins = rig.root.join("private/question.txt");
     std::fs::write(&ins, "Is the retry loop in fetch safe?").unwrap();
@@ -65,6 +69,17 @@ fn codex_claude_code_and_opencode_answer_one_question_as_a_panel() {
         "{panel:#}"
     );
     assert_eq!(panel["agreement"]["singleMemberFindings"], json!([]));
+    assert_eq!(
+        findings[0]["lines"],
+        json!({"start": 1, "end": 2}),
+        "{panel:#}"
+    );
+    assert_eq!(findings[0]["category"], "correctness", "{panel:#}");
+    // Every verdict is the one the model stated, through each CLI's structured output.
+    for stance in panel["agreement"]["verdicts"].as_array().unwrap() {
+        assert_eq!(stance["verdict"], "changes-requested", "{panel:#}");
+        assert_eq!(stance["verdictSource"], "stated", "{panel:#}");
+    }
     // Each member really asked the model: three CLIs, three wire formats, one server.
     assert!(
         rig.server.model_calls().len() >= 3,

@@ -207,6 +207,12 @@ impl Draft {
         }
         for f in &mut result.output.findings {
             mask(&mut f.summary);
+            if let Some(title) = f.title.as_mut() {
+                mask(title);
+            }
+            if let Some(category) = f.category.as_mut() {
+                mask(category);
+            }
         }
         result.diagnostics = Diagnostics {
             message: (!msg.is_empty()).then_some(msg),

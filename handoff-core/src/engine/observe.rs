@@ -230,6 +230,7 @@ pub(super) fn observe(
                 response: Some(out.response.clone()),
                 evidence: out.evidence.clone(),
                 findings: out.findings.clone(),
+                verdict: out.verdict,
             };
             Ended::Answered {
                 agent,

@@ -5,51 +5,50 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{Status, Verdict, exit};
-use crate::output::Severity;
+use crate::output::{ReviewVerdict, Severity};
 use crate::result::HandoffResult;
 
 use super::merge::rank;
 
-/// What one member thinks of the work under review.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
-)]
+/// Where a member's verdict came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
-pub enum MemberVerdict {
-    /// Good as it is: the member succeeded and raised nothing above `low`.
-    Approve,
-    /// Needs changes: the member succeeded and raised at least one `medium` or worse finding.
-    ChangesRequested,
-    /// No opinion: the member did not succeed.
-    Unsure,
+pub enum VerdictSource {
+    /// The member's answer stated it (the provider-output `verdict`).
+    Stated,
+    /// The member succeeded without stating one: read from its findings, `changes-requested`
+    /// when any is `medium` or worse, else `approve`.
+    Findings,
+    /// The member did not succeed: `unsure`, whatever it said.
+    Status,
 }
 
-impl MemberVerdict {
-    /// A member's verdict, from its result. The provider-output contract carries no verdict of
-    /// its own, so it is read from the status and the findings: not `succeeded` → `unsure`;
-    /// any finding `medium`, `high` or `blocker` → `changes-requested`; otherwise `approve`.
-    pub fn of(result: &HandoffResult) -> MemberVerdict {
-        if result.status != Status::Succeeded {
-            MemberVerdict::Unsure
-        } else if result
-            .output
-            .findings
-            .iter()
-            .any(|f| rank(f.severity) >= rank(Severity::Medium))
-        {
-            MemberVerdict::ChangesRequested
-        } else {
-            MemberVerdict::Approve
-        }
+/// A member's verdict and where it came from: not `succeeded` → `unsure` (`status`); the
+/// verdict its answer stated (`stated`); otherwise read from its findings (`findings`): any
+/// `medium`, `high` or `blocker` → `changes-requested`, else `approve`.
+pub fn member_verdict(result: &HandoffResult) -> (ReviewVerdict, VerdictSource) {
+    if result.status != Status::Succeeded {
+        (ReviewVerdict::Unsure, VerdictSource::Status)
+    } else if let Some(stated) = result.output.verdict {
+        (stated, VerdictSource::Stated)
+    } else if result
+        .output
+        .findings
+        .iter()
+        .any(|f| rank(f.severity) >= rank(Severity::Medium))
+    {
+        (ReviewVerdict::ChangesRequested, VerdictSource::Findings)
+    } else {
+        (ReviewVerdict::Approve, VerdictSource::Findings)
     }
+}
 
-    /// How cautious the verdict is: ties for the majority go to the more cautious one.
-    pub(crate) fn caution(self) -> u8 {
-        match self {
-            MemberVerdict::ChangesRequested => 2,
-            MemberVerdict::Unsure => 1,
-            MemberVerdict::Approve => 0,
-        }
+/// How cautious a verdict is: ties for the majority go to the more cautious one.
+pub(crate) fn caution(verdict: ReviewVerdict) -> u8 {
+    match verdict {
+        ReviewVerdict::ChangesRequested => 2,
+        ReviewVerdict::Unsure => 1,
+        ReviewVerdict::Approve => 0,
     }
 }
 

@@ -96,16 +96,22 @@ pub(super) struct Raised {
 
 impl Raised {
     fn new(member: &str, f: &Finding) -> Raised {
-        // The provider-output contract has no category, end line, title or body yet: a
-        // finding's summary is its title.
+        // Without a title, the summary is the title and there is no body.
+        let (title, body) = match &f.title {
+            Some(title) => (title.as_str(), Some(f.summary.as_str())),
+            None => (f.summary.as_str(), None),
+        };
         Raised::normalised(
             member,
             f.file.as_deref(),
-            f.line.map(|l| LineRange { start: l, end: l }),
-            None,
+            f.line.map(|start| LineRange {
+                start,
+                end: f.end_line.unwrap_or(start).max(start),
+            }),
+            f.category.as_deref(),
             f.severity,
-            &f.summary,
-            None,
+            title,
+            body,
         )
     }
 
@@ -270,8 +276,9 @@ impl Sets {
 /// first), title, members and wordings. The result depends only on which findings each member
 /// raised, never on the order of the members or of their findings.
 ///
-/// The provider-output contract gives a finding a file, one line, a severity and a summary:
-/// the summary is its title, it has no body (null) and its category is `general`.
+/// A provider-output finding gives its file, `line` to `endLine` (one line when it has no
+/// `endLine`), `category`, `severity`, and `title` with `summary` as its body; a finding without
+/// a title has its summary as title and no body (null).
 pub fn merge_findings<'a>(
     raised: impl IntoIterator<Item = (&'a str, &'a Finding)>,
 ) -> Vec<PanelFinding> {

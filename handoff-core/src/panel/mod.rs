@@ -22,7 +22,8 @@
 //! # Agreement
 //!
 //! [`Agreement`] lists the findings only one member raised (indices into `findings`), each
-//! member's status and [`MemberVerdict`], the majority verdict of the members that succeeded
+//! member's status and verdict ([`member_verdict`]: the `verdict` its answer stated, else read
+//! from its findings; `unsure` when it did not succeed), the majority verdict of the members that succeeded
 //! (the most common; a tie goes to the more cautious, `changes-requested` before `unsure`
 //! before `approve`), the members that succeeded with another verdict, and the members that did
 //! not succeed.
@@ -46,9 +47,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::names::{Status, exit};
+use crate::output::ReviewVerdict;
 use crate::result::{DRIVER_VERSION, HandoffResult, Timing, Usage, UsageSource};
 
-pub use decide::{MemberVerdict, decide_panel};
+pub use decide::{VerdictSource, decide_panel, member_verdict};
 pub use merge::{
     GENERAL_CATEGORY, LineRange, PanelFinding, Wording, merge_findings, normalise_category,
     normalise_path, title_tokens, titles_agree,
@@ -115,7 +117,7 @@ pub struct Agreement {
     pub verdicts: Vec<MemberStance>,
     /// The most common verdict of the members that succeeded (ties to the more cautious);
     /// null when none succeeded.
-    pub majority: Option<MemberVerdict>,
+    pub majority: Option<ReviewVerdict>,
     /// Whether any member that succeeded differs from the majority.
     pub verdicts_differ: bool,
     /// The members that succeeded with a verdict other than the majority's.
@@ -133,7 +135,10 @@ pub struct MemberStance {
     /// Its run's status.
     pub status: Status,
     /// Its verdict.
-    pub verdict: MemberVerdict,
+    pub verdict: ReviewVerdict,
+    /// Where the verdict came from: `stated` in its answer, read from its `findings`, or its
+    /// `status` (not succeeded).
+    pub verdict_source: VerdictSource,
 }
 
 /// A member that did not succeed.
@@ -159,16 +164,20 @@ impl Agreement {
             .collect();
         let verdicts: Vec<MemberStance> = members
             .iter()
-            .map(|(id, r)| MemberStance {
-                member: id.clone(),
-                status: r.status,
-                verdict: MemberVerdict::of(r),
+            .map(|(id, r)| {
+                let (verdict, verdict_source) = member_verdict(r);
+                MemberStance {
+                    member: id.clone(),
+                    status: r.status,
+                    verdict,
+                    verdict_source,
+                }
             })
             .collect();
         let voting = || verdicts.iter().filter(|v| v.status == Status::Succeeded);
         let majority = voting().map(|v| v.verdict).max_by_key(|&candidate| {
             let votes = voting().filter(|v| v.verdict == candidate).count();
-            (votes, candidate.caution())
+            (votes, decide::caution(candidate))
         });
         let dissenting: Vec<String> = voting()
             .filter(|v| Some(v.verdict) != majority)

@@ -337,7 +337,10 @@ fn provider_findings_merge_by_file_and_line() {
     let f = |file: &str, line: u64, severity, summary: &str| Finding {
         file: Some(file.into()),
         line: Some(line),
+        end_line: None,
+        category: None,
         severity,
+        title: None,
         summary: summary.into(),
     };
     let a = [f(
@@ -511,6 +514,7 @@ fn result(harness: AgentId, status: Status, code: u8, findings: Vec<Finding>) ->
             response: Some("done".into()),
             evidence: vec![],
             findings,
+            verdict: None,
         },
         git: None,
         timing: Timing {
@@ -532,7 +536,10 @@ fn finding(severity: Severity, summary: &str) -> Finding {
     Finding {
         file: Some("src/a.rs".into()),
         line: Some(3),
+        end_line: None,
+        category: None,
         severity,
+        title: None,
         summary: summary.into(),
     }
 }
@@ -610,13 +617,13 @@ fn a_panel_assembles_its_members() {
     assert_eq!(
         verdicts,
         [
-            ("codex", MemberVerdict::ChangesRequested),
-            ("claude", MemberVerdict::ChangesRequested),
-            ("opencode", MemberVerdict::Unsure),
-            ("claude:haiku", MemberVerdict::Approve),
+            ("codex", ReviewVerdict::ChangesRequested),
+            ("claude", ReviewVerdict::ChangesRequested),
+            ("opencode", ReviewVerdict::Unsure),
+            ("claude:haiku", ReviewVerdict::Approve),
         ]
     );
-    assert_eq!(a.majority, Some(MemberVerdict::ChangesRequested));
+    assert_eq!(a.majority, Some(ReviewVerdict::ChangesRequested));
     assert!(a.verdicts_differ);
     assert_eq!(a.dissenting, ["claude:haiku"]);
     assert_eq!(
@@ -669,7 +676,7 @@ fn a_panel_below_its_quorum_fails_and_names_the_failed() {
     );
     assert_eq!((panel.status, panel.exit.driver), (Status::Failed, 2));
     assert_eq!(panel.quorum, 2);
-    assert_eq!(panel.agreement.majority, Some(MemberVerdict::Approve));
+    assert_eq!(panel.agreement.majority, Some(ReviewVerdict::Approve));
     assert!(!panel.agreement.verdicts_differ);
     assert_eq!(panel.usage.source, UsageSource::NotObserved);
     assert_eq!(panel.usage.input_tokens, None);
@@ -734,8 +741,157 @@ fn majority_ties_go_to_the_more_cautious_verdict() {
     let codex = r(AgentId::CODEX, None);
     let claude = r(AgentId::CLAUDE, Some(Severity::Blocker));
     let a = Agreement::of(&[("codex".into(), &codex), ("claude".into(), &claude)], &[]);
-    assert_eq!(a.majority, Some(MemberVerdict::ChangesRequested));
+    assert_eq!(a.majority, Some(ReviewVerdict::ChangesRequested));
     assert_eq!(a.dissenting, ["codex"]);
     let low = r(AgentId::CODEX, Some(Severity::Low));
-    assert_eq!(MemberVerdict::of(&low), MemberVerdict::Approve);
+    assert_eq!(
+        member_verdict(&low),
+        (ReviewVerdict::Approve, VerdictSource::Findings)
+    );
+}
+
+#[test]
+fn a_stated_verdict_wins_over_the_findings_but_not_over_the_status() {
+    let mut stated = result(
+        AgentId::CODEX,
+        Status::Succeeded,
+        0,
+        vec![finding(Severity::High, "the loop never ends")],
+    );
+    stated.output.verdict = Some(ReviewVerdict::Approve);
+    assert_eq!(
+        member_verdict(&stated),
+        (ReviewVerdict::Approve, VerdictSource::Stated)
+    );
+    let mut unsure = result(AgentId::CLAUDE, Status::Succeeded, 0, vec![]);
+    unsure.output.verdict = Some(ReviewVerdict::Unsure);
+    assert_eq!(
+        member_verdict(&unsure),
+        (ReviewVerdict::Unsure, VerdictSource::Stated)
+    );
+    let mut failed = result(AgentId::OPENCODE, Status::Failed, 7, vec![]);
+    failed.output.verdict = Some(ReviewVerdict::Approve);
+    assert_eq!(
+        member_verdict(&failed),
+        (ReviewVerdict::Unsure, VerdictSource::Status)
+    );
+    let derived = result(
+        AgentId::CODEX,
+        Status::Succeeded,
+        0,
+        vec![finding(Severity::Medium, "x")],
+    );
+    assert_eq!(
+        member_verdict(&derived),
+        (ReviewVerdict::ChangesRequested, VerdictSource::Findings)
+    );
+
+    // Two members state `approve`, one states `unsure`: the stated verdicts decide, though the
+    // approving member raised a high finding.
+    let mut other = result(AgentId::OPENCODE, Status::Succeeded, 0, vec![]);
+    other.output.verdict = Some(ReviewVerdict::Approve);
+    let a = Agreement::of(
+        &[
+            ("codex".into(), &stated),
+            ("claude".into(), &unsure),
+            ("opencode".into(), &other),
+        ],
+        &[],
+    );
+    assert_eq!(a.majority, Some(ReviewVerdict::Approve));
+    assert_eq!(a.dissenting, ["claude"]);
+    let json = serde_json::to_value(&a).unwrap();
+    assert_eq!(json["verdicts"][0]["verdictSource"], "stated");
+    assert_eq!(json["verdicts"][1]["verdict"], "unsure");
+}
+
+#[test]
+fn titles_categories_and_line_spans_of_the_contract_decide_the_merge() {
+    let f =
+        |line: u64, end: Option<u64>, category: Option<&str>, title: &str, body: &str| Finding {
+            file: Some("src/a.rs".into()),
+            line: Some(line),
+            end_line: end,
+            category: category.map(str::to_owned),
+            severity: Severity::Medium,
+            title: Some(title.into()),
+            summary: body.into(),
+        };
+    // Different explanations, the same title words, overlapping spans: one finding whose lines
+    // are the union and whose wordings keep each body.
+    let codex = [f(
+        10,
+        Some(20),
+        Some("Correctness"),
+        "Retry loop never terminates",
+        "The loop in fetch() retries forever on a 500.",
+    )];
+    let claude = [f(
+        18,
+        Some(24),
+        Some("correctness"),
+        "The retry loop never terminates",
+        "No back-off and no limit: a persistent error spins the CPU.",
+    )];
+    let merged = merge_findings(
+        codex
+            .iter()
+            .map(|x| ("codex", x))
+            .chain(claude.iter().map(|x| ("claude", x))),
+    );
+    assert_eq!(merged.len(), 1, "{merged:#?}");
+    assert_eq!(merged[0].lines, Some(LineRange { start: 10, end: 24 }));
+    assert_eq!(merged[0].category, "correctness");
+    assert_eq!(merged[0].agreed_by, ["claude", "codex"]);
+    assert_eq!(
+        merged[0].wordings[1].body.as_deref(),
+        Some("The loop in fetch() retries forever on a 500.")
+    );
+    assert_eq!(merged[0].wordings[1].title, "Retry loop never terminates");
+
+    // The same title, but spans that do not meet, or another category: kept apart.
+    for other in [
+        f(
+            21,
+            Some(30),
+            Some("correctness"),
+            "Retry loop never terminates",
+            "b",
+        ),
+        f(
+            5,
+            None,
+            Some("correctness"),
+            "Retry loop never terminates",
+            "b",
+        ),
+        f(
+            12,
+            Some(14),
+            Some("performance"),
+            "Retry loop never terminates",
+            "b",
+        ),
+    ] {
+        let a = f(
+            10,
+            Some(20),
+            Some("correctness"),
+            "Retry loop never terminates",
+            "a",
+        );
+        let b = if other.line == Some(21) {
+            f(
+                1,
+                Some(9),
+                Some("correctness"),
+                "Retry loop never terminates",
+                "a",
+            )
+        } else {
+            a
+        };
+        let merged = merge_findings([("codex", &b), ("claude", &other)]);
+        assert_eq!(merged.len(), 2, "{other:?}");
+    }
 }

@@ -71,6 +71,8 @@ pub const ADVICE_DELAY_MS: &str = "HANDOFF_FAKE_ADVICE_DELAY_MS";
 /// A JSON array of provider-output findings (`[{"file": "src/a.rs", "line": 3, "severity":
 /// "high", "summary": "…"}]`) the answer carries instead of none.
 pub const FINDINGS: &str = "HANDOFF_FAKE_FINDINGS";
+/// The `verdict` the answer states, as given (unset: the answer states none).
+pub const VERDICT: &str = "HANDOFF_FAKE_VERDICT";
 
 /// A continuation receiver whose prompt contains `What were you last working on? Answer in one or
 /// two sentences.` answers with this text (instead of the last assistant text of the session it

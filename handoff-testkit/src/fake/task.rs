@@ -240,7 +240,10 @@ pub(crate) fn perform(
         Behaviour::MaxTurns => Answer::MaxTurns,
         _ => {
             let findings = findings(&ctx.settings);
-            let value = answer_value(behaviour, task, wrote.as_ref(), &nested, findings);
+            let mut value = answer_value(behaviour, task, wrote.as_ref(), &nested, findings);
+            if let Some(verdict) = ctx.settings.get(settings::VERDICT) {
+                value.push("verdict", verdict);
+            }
             let text = value.render();
             Answer::Json { value, text }
         }

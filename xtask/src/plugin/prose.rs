@@ -400,13 +400,15 @@ What the panel holds:
 - `findings`: the members' findings merged. Two are one finding when they name the same file,
   overlapping lines, the same category and mostly the same words. Each has `path`, `lines`,
   `severity` (the highest any member gave), `title`, `agreedBy` (the members that raised it) and
-  `wordings` (each member's own title and severity).
+  `wordings` (each member's own title, severity and explanation).
 - `agreement.singleMemberFindings`: indices into `findings` of those only one member raised:
   not wrong for that, but unconfirmed.
-- `agreement.verdicts`: each member's status and verdict: `approve` (nothing above `low`),
-  `changes-requested` (a `medium` or worse finding) or `unsure` (it did not succeed);
-  `agreement.majority` is the most common verdict of the members that succeeded, and
-  `agreement.dissenting` lists those that succeeded with another (`agreement.verdictsDiffer`).
+- `agreement.verdicts`: each member's status and verdict, `approve`, `changes-requested` or
+  `unsure`, with its `verdictSource`: `stated` (the member's answer gave it), `findings` (it
+  gave none: `changes-requested` when it raised a `medium` or worse finding, else `approve`) or
+  `status` (it did not succeed: `unsure`); `agreement.majority` is the most common verdict of
+  the members that succeeded, and `agreement.dissenting` lists those that succeeded with
+  another (`agreement.verdictsDiffer`).
 - `agreement.failed`: the members that did not succeed, with their status and exit code; the
   panel's `message` names them too. A member that failed gave no opinion: its silence is not
   agreement.
