@@ -16,7 +16,11 @@
 //! slower than `git status`). Then the run path (see [`run`]): a whole `handoff advice` with the
 //! fake agent, the preflight cached and the task store's record trusted, next to the same `git
 //! status`, in wall time and in peak memory over the whole process tree (see [`tree`]), each
-//! against its target. Then how long a nested adviser takes to start on each repository (see
+//! against its target. Then the panel (see [`panel`]): `handoff advice --harness
+//! codex,claude,opencode` next to a standalone `handoff advice` on each of the three, on the
+//! same repositories, clean and with 1% of the files modified, in wall time (the panel no
+//! slower than 1.2 times the slowest of them) and, for information, in peak memory over the
+//! process tree. Then how long a nested adviser takes to start on each repository (see
 //! [`adviser`]): on the live worktree and on a snapshot. Then what the reaper adds to starting an
 //! agent: `/bin/true` directly and under `handoff __reap`. Then what handoff's own sandbox adds
 //! to a run.
@@ -24,9 +28,10 @@
 //! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
 //! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
 //! `handoff` binary; default: `cargo build --release -p handoff-cli`), `--only SECTION`
-//! (`fingerprint`, `run`, `adviser`, `reaper` or `sandbox`: that section alone).
+//! (`fingerprint`, `run`, `panel`, `adviser`, `reaper` or `sandbox`: that section alone).
 
 mod adviser;
+mod panel;
 mod run;
 mod tree;
 
@@ -114,6 +119,9 @@ pub fn bench(args: &[String]) -> Result<()> {
     if section("run") {
         run::advice_runs(&handoff, &base, &sizes, runs, time_v)?;
     }
+    if section("panel") {
+        panel::panel_runs(&handoff, &base, &sizes, runs, time_v)?;
+    }
     if section("adviser") {
         adviser::adviser_start(&handoff, &base, &sizes, runs)?;
     }
@@ -127,7 +135,14 @@ pub fn bench(args: &[String]) -> Result<()> {
 }
 
 /// The sections `--only` can name, in the order they run.
-const SECTIONS: [&str; 5] = ["fingerprint", "run", "adviser", "reaper", "sandbox"];
+const SECTIONS: [&str; 6] = [
+    "fingerprint",
+    "run",
+    "panel",
+    "adviser",
+    "reaper",
+    "sandbox",
+];
 
 /// `handoff fingerprint` may take this many times one `git status`.
 const FINGERPRINT_TARGET: f64 = 1.0;

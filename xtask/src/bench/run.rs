@@ -6,14 +6,15 @@
 //! The agent is the fake Codex (`handoff-testkit`), which answers at once, so what is measured
 //! is handoff's own work. The runs have a private `HOME` (so a private preflight cache and task
 //! store), `PATH` = the fake agents and the system directories, and `bwrap`/`socat` stubs, as
-//! in the hermetic tests. Two runs first, so that the preflight cache and the stored record
-//! exist; each measured run's "before" must say it was verified by that `record`.
+//! in the hermetic tests ([`AdviceSandbox`], which the panel section shares). Two runs first,
+//! so that the preflight cache and the stored record exist; each measured run's "before" must
+//! say it was verified by that `record`.
 //!
 //! `git status` is pinned to what it costs without help: `core.untrackedCache=false`,
 //! `core.fsmonitor=false`, no system or global configuration, `-uall`, warm cache.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -27,7 +28,10 @@ pub(super) const WALL_TARGET: f64 = 2.2;
 /// Its process tree may peak at this many times `git status`'s peak.
 pub(super) const MEMORY_TARGET: f64 = 1.1;
 /// Memory is sampled in this many rounds (each the slower for the sampling).
-const MEMORY_ROUNDS: usize = 3;
+pub(super) const MEMORY_ROUNDS: usize = 3;
+/// The states of the repository each size is measured in, in order: as committed, then with
+/// every hundredth file modified ([`super::modify`]).
+pub(super) const STATES: [&str; 2] = ["clean", "1% modified"];
 
 /// `git status` as the baseline: no untracked cache, no fsmonitor, every untracked file.
 pub(super) const GIT_STATUS: [&str; 7] = [
@@ -59,6 +63,72 @@ pub(super) fn git_env() -> Vec<(OsString, OsString)> {
     ]
 }
 
+/// A private world for `handoff advice` runs with the fake agents: its own `HOME` (so its own
+/// preflight cache and task store) and `TMPDIR`, `PATH` = the fake agents (every agent name,
+/// with `bwrap`/`socat` stubs, as in the hermetic tests) and the system directories, one
+/// instructions file, and one file every run's stdout goes to.
+pub(super) struct AdviceSandbox {
+    /// The instructions every run is given.
+    instructions: PathBuf,
+    /// Where each run's stdout (its result line) goes; read back by the checks.
+    pub(super) out: PathBuf,
+    /// The whole environment of every run.
+    pub(super) env: Vec<(OsString, OsString)>,
+}
+
+impl AdviceSandbox {
+    /// Creates `base/name` afresh (removing what an earlier run left there) and installs the
+    /// fake agents in it.
+    pub(super) fn new(base: &Path, name: &str) -> Result<AdviceSandbox> {
+        let root = base.join(name);
+        if root.exists() {
+            std::fs::remove_dir_all(&root)
+                .with_context(|| format!("cannot remove {}", root.display()))?;
+        }
+        for dir in ["home", "tmp"] {
+            let dir = root.join(dir);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        let agents = FakeAgents::install(&root).with_sandbox_tools();
+        let instructions = root.join("instructions.txt");
+        std::fs::write(&instructions, "Review the repository and advise.")
+            .with_context(|| format!("cannot write {}", instructions.display()))?;
+        let env = vec![
+            ("PATH".into(), agents.path_env()),
+            ("HOME".into(), root.join("home").into()),
+            ("TMPDIR".into(), root.join("tmp").into()),
+            ("LANG".into(), "C.UTF-8".into()),
+        ];
+        Ok(AdviceSandbox {
+            instructions,
+            out: root.join("stdout"),
+            env,
+        })
+    }
+
+    /// The arguments of `handoff advice` on `repo` from Claude Code to `harness` (one agent,
+    /// or several separated by commas: a panel), with the sandbox's instructions.
+    pub(super) fn advice_args(&self, harness: &str, repo: &Path) -> Vec<OsString> {
+        [
+            "advice",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            harness,
+            "--cwd",
+        ]
+        .iter()
+        .map(OsString::from)
+        .chain([
+            repo.as_os_str().to_owned(),
+            "--instructions".into(),
+            self.instructions.as_os_str().to_owned(),
+        ])
+        .collect()
+    }
+}
+
 /// Prints, for each size, clean and with 1% of the files modified: the median wall time of a
 /// whole advice run and of `git status` (`runs` interleaved rounds after the warm-up), and the
 /// peak memory of each one's process tree (the largest of [`MEMORY_ROUNDS`] sampled rounds),
@@ -70,23 +140,8 @@ pub(super) fn advice_runs(
     runs: usize,
     time_v: bool,
 ) -> Result<()> {
-    let root = base.join("run-sandbox");
-    if root.exists() {
-        std::fs::remove_dir_all(&root)?;
-    }
-    for dir in ["home", "tmp"] {
-        std::fs::create_dir_all(root.join(dir))?;
-    }
-    let agents = FakeAgents::install(&root).with_sandbox_tools();
-    let instructions = root.join("instructions.txt");
-    std::fs::write(&instructions, "Review the repository and advise.")?;
-    let out = root.join("stdout");
-    let advice_env: Vec<(OsString, OsString)> = vec![
-        ("PATH".into(), agents.path_env()),
-        ("HOME".into(), root.join("home").into()),
-        ("TMPDIR".into(), root.join("tmp").into()),
-        ("LANG".into(), "C.UTF-8".into()),
-    ];
+    let sandbox = AdviceSandbox::new(base, "run-sandbox")?;
+    let out = &sandbox.out;
     let git_env = git_env();
     let git_args: Vec<OsString> = GIT_STATUS.iter().map(OsString::from).collect();
     let git = Path::new("git");
@@ -109,27 +164,12 @@ pub(super) fn advice_runs(
         let repo = base.join(format!("repo-{files}"));
         eprintln!("==> run path on {files} files");
         super::generate(&repo, files)?;
-        let advice_args: Vec<OsString> = [
-            "advice",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--cwd",
-        ]
-        .iter()
-        .map(OsString::from)
-        .chain([repo.clone().into_os_string()])
-        .chain([
-            "--instructions".into(),
-            instructions.clone().into_os_string(),
-        ])
-        .collect();
+        let advice_args = sandbox.advice_args("codex", &repo);
         let advice = Invocation {
             name: "handoff advice",
             program: handoff,
             args: &advice_args,
-            env: &advice_env,
+            env: &sandbox.env,
             dir: &repo,
         };
         let status = Invocation {
@@ -139,52 +179,35 @@ pub(super) fn advice_runs(
             env: &git_env,
             dir: &repo,
         };
-        for state in ["clean", "1% modified"] {
-            if state != "clean" {
+        let both = [&advice, &status];
+        // Only the advice run prints a result to check.
+        let check = |n: usize| {
+            if n == 0 {
+                advice_result(out, true)
+            } else {
+                Ok(())
+            }
+        };
+        for state in STATES {
+            if state != STATES[0] {
                 super::modify(&repo, files)?;
             }
             // The preflight cache and the stored record, then one of each warm.
             for _ in 0..2 {
-                timed(&advice, &out)?;
-                advice_result(&out, false)?;
+                timed(&advice, out)?;
+                advice_result(out, false)?;
             }
-            timed(&status, &out)?;
-            let (mut a, mut g) = (Vec::new(), Vec::new());
-            for _ in 0..runs {
-                a.push(timed(&advice, &out)?);
-                advice_result(&out, true)?;
-                g.push(timed(&status, &out)?);
-            }
-            let (a, g) = (median(a), median(g));
+            timed(&status, out)?;
+            let walls = medians(&both, runs, out, check)?;
+            let (a, g) = (walls[0], walls[1]);
             let wall = a.as_secs_f64() / g.as_secs_f64().max(1e-9);
             let memory = if time_v {
-                let mut peaks: Option<(TreeRun, TreeRun)> = None;
-                for _ in 0..MEMORY_ROUNDS {
-                    let ra = tree::run(&advice, &out)?;
-                    advice_result(&out, true)?;
-                    let rg = tree::run(&status, &out)?;
-                    peaks = Some(match peaks {
-                        None => (ra, rg),
-                        Some((pa, pg)) => (
-                            if ra.peak_kib() > pa.peak_kib() {
-                                ra
-                            } else {
-                                pa
-                            },
-                            if rg.peak_kib() > pg.peak_kib() {
-                                rg
-                            } else {
-                                pg
-                            },
-                        ),
-                    });
-                }
-                peaks
+                Some(tree_peaks(&both, out, check)?)
             } else {
                 None
             };
-            let (peaks, ratio) = match memory {
-                Some((ra, rg)) => {
+            let (peaks, ratio) = match memory.as_deref() {
+                Some(&[ra, rg]) => {
                     let ratio = ra.peak_kib() as f64 / (rg.peak_kib() as f64).max(1.0);
                     (
                         format!(
@@ -197,7 +220,7 @@ pub(super) fn advice_runs(
                         format!("{ratio:.2}x {}", verdict(ratio, MEMORY_TARGET)),
                     )
                 }
-                None => ("-".to_owned(), "-".to_owned()),
+                _ => ("-".to_owned(), "-".to_owned()),
             };
             println!(
                 "{:>8}  {:<11} {:>8.3} s {:>9.3} s {:>16}   {:<40} {:>16}",
@@ -222,8 +245,51 @@ pub(super) fn advice_runs(
     Ok(())
 }
 
+/// `runs` rounds, each running every one of `whats` once, in order, unobserved, and checking
+/// each run with `check` (given the run's index in `whats`, its stdout in `out`): the median
+/// wall time of each.
+pub(super) fn medians(
+    whats: &[&Invocation<'_>],
+    runs: usize,
+    out: &Path,
+    mut check: impl FnMut(usize) -> Result<()>,
+) -> Result<Vec<Duration>> {
+    let mut times = vec![Vec::with_capacity(runs); whats.len()];
+    for _ in 0..runs.max(1) {
+        for (n, what) in whats.iter().enumerate() {
+            times[n].push(timed(what, out)?);
+            check(n)?;
+        }
+    }
+    Ok(times.into_iter().map(median).collect())
+}
+
+/// [`MEMORY_ROUNDS`] rounds, each running every one of `whats` once, in order, with its tree
+/// sampled ([`tree::run`]) and its run checked with `check` as in [`medians`]: the run of each
+/// whose tree peaked highest.
+pub(super) fn tree_peaks(
+    whats: &[&Invocation<'_>],
+    out: &Path,
+    mut check: impl FnMut(usize) -> Result<()>,
+) -> Result<Vec<TreeRun>> {
+    let mut peaks: Vec<Option<TreeRun>> = vec![None; whats.len()];
+    for _ in 0..MEMORY_ROUNDS {
+        for (n, what) in whats.iter().enumerate() {
+            let run = tree::run(what, out)?;
+            check(n)?;
+            if peaks[n].is_none_or(|p| run.peak_kib() > p.peak_kib()) {
+                peaks[n] = Some(run);
+            }
+        }
+    }
+    peaks
+        .into_iter()
+        .map(|p| p.context("no memory round was run"))
+        .collect()
+}
+
 /// Runs `what` once, unobserved: its wall time.
-fn timed(what: &Invocation<'_>, stdout: &Path) -> Result<Duration> {
+pub(super) fn timed(what: &Invocation<'_>, stdout: &Path) -> Result<Duration> {
     let mut command = what.command(stdout)?;
     let start = Instant::now();
     let status = command
@@ -242,12 +308,23 @@ fn timed(what: &Invocation<'_>, stdout: &Path) -> Result<Duration> {
 
 /// Checks the advice run whose result is in `stdout`: it succeeded and, when `trusted`, its
 /// "before" trusted the stored record.
-fn advice_result(stdout: &Path, trusted: bool) -> Result<()> {
-    let text = std::fs::read_to_string(stdout)?;
-    let result: Value = serde_json::from_str(text.trim())
-        .with_context(|| format!("handoff advice printed no result: {text}"))?;
+pub(super) fn advice_result(stdout: &Path, trusted: bool) -> Result<()> {
+    check_advice(&printed(stdout)?, trusted)
+}
+
+/// The one JSON line `handoff` printed into `stdout`.
+pub(super) fn printed(stdout: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(stdout)
+        .with_context(|| format!("cannot read {}", stdout.display()))?;
+    serde_json::from_str(text.trim())
+        .with_context(|| format!("handoff advice printed no result: {text}"))
+}
+
+/// Checks one advice result (a run's, or a panel member's): it succeeded and, when `trusted`,
+/// its "before" trusted the stored record.
+pub(super) fn check_advice(result: &Value, trusted: bool) -> Result<()> {
     if result["status"] != "succeeded" {
-        bail!("the advice run did not succeed: {text}");
+        bail!("the advice run did not succeed: {result}");
     }
     let verified = &result["git"]["before"]["verifiedBy"];
     if trusted && verified != "record" {
@@ -256,11 +333,13 @@ fn advice_result(stdout: &Path, trusted: bool) -> Result<()> {
     Ok(())
 }
 
-fn median(mut times: Vec<Duration>) -> Duration {
+/// The median of `times` (the upper one of an even count); zero when there are none.
+pub(super) fn median(mut times: Vec<Duration>) -> Duration {
     times.sort();
-    times[times.len() / 2]
+    times.get(times.len() / 2).copied().unwrap_or_default()
 }
 
-fn mib(kib: u64) -> f64 {
+/// `kib` KiB in MiB.
+pub(super) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
