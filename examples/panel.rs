@@ -106,10 +106,11 @@ async fn main() -> Result<()> {
     }
     for stance in &result.agreement.verdicts {
         println!(
-            "  {} {}: {}",
+            "  {} {}: {} ({})",
             stance.member,
             stance.status.as_str(),
-            name(serde_json::to_value(stance.verdict))
+            name(serde_json::to_value(stance.verdict)),
+            name(serde_json::to_value(stance.verdict_source))
         );
     }
     if !result.agreement.dissenting.is_empty() {

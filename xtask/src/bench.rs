@@ -428,6 +428,10 @@ fn generate(repo: &Path, files: usize) -> Result<()> {
     }
     std::fs::create_dir_all(repo)?;
     git(repo, &["init", "-q", "-b", "main"])?;
+    // No automatic `git gc` in the background: its `update-server-info` would write
+    // `.git/info/refs` while a measured read-only run watches the repository (and block it).
+    // The objects are packed once, in the foreground, below.
+    git(repo, &["config", "gc.auto", "0"])?;
     for i in 0..files {
         let path = repo.join(file_path(i));
         if let Some(parent) = path.parent() {
@@ -453,6 +457,7 @@ fn generate(repo: &Path, files: usize) -> Result<()> {
             "bench",
         ],
     )?;
+    git(repo, &["gc", "--quiet"])?;
     std::fs::write(marker, "")?;
     Ok(())
 }

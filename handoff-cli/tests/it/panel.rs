@@ -229,15 +229,62 @@ fn by_default_every_member_must_succeed() {
 fn a_member_blocked_by_policy_blocks_the_panel() {
     let sb = Sandbox::new();
     sb.agents.set(&format!("{MODE}@codex"), "mutate");
-    let run = panel(&sb, "run", "codex,claude", Some("review"), &[]);
+    let run = panel(&sb, "run", "codex,claude,opencode", Some("review"), &[]);
     assert_eq!(run.code, 10, "{run:?}");
     assert_eq!(run.json["status"], "blocked");
-    assert_eq!(run.json["members"][0]["exit"]["driver"], 10);
+    // The members share the worktree and run at once: the change cannot be pinned on one of
+    // them, so the one "after", taken when every agent is gone, blocks them all.
+    let members = run.json["members"].as_array().unwrap();
+    for member in members {
+        assert_eq!(member["exit"]["driver"], 10, "{member:#}");
+        assert_eq!(member["git"]["changed"], true, "{member:#}");
+        assert_eq!(
+            member["git"]["changedFiles"],
+            json!(["fake-mutation.txt"]),
+            "{member:#}"
+        );
+        assert_eq!(member["git"]["before"], members[0]["git"]["before"]);
+        assert_eq!(member["git"]["after"], members[0]["git"]["after"]);
+    }
     let message = run.json["message"].as_str().unwrap();
     assert!(
-        message.contains("a policy check blocked codex"),
+        message.contains("a policy check blocked codex, claude, opencode"),
         "{message}"
     );
+}
+
+#[test]
+fn members_share_one_before_and_one_after_and_free_their_slot_when_done() {
+    let sb = Sandbox::new();
+    sb.record();
+    // One member at a time: each must give its slot back when its agent is gone, while it
+    // waits for the others' to be gone before the one "after".
+    let run = advice(&sb, "codex,claude,opencode", &["--max-concurrency", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let members = run.json["members"].as_array().unwrap();
+    assert_eq!(members.len(), 3);
+    for member in members {
+        assert_eq!(member["status"], "succeeded", "{member:#}");
+        assert_eq!(member["git"]["changed"], false, "{member:#}");
+        assert_eq!(member["git"]["before"], members[0]["git"]["before"]);
+        assert_eq!(member["git"]["after"], members[0]["git"]["after"]);
+        assert!(member["git"]["after"].is_object(), "{member:#}");
+    }
+    assert_eq!(sb.runs().len(), 3, "{:?}", sb.runs());
+    // Each member is a node of the panel's DAG, under the panel's own run id.
+    let panel_id = run.json["runId"].as_str().unwrap();
+    assert!(panel_id.starts_with("run-"), "{panel_id}");
+    let nodes = run.json["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    for (node, member) in nodes.iter().zip(members) {
+        assert_eq!(node["parentRunId"], panel_id);
+        assert_eq!(node["depth"], 1);
+        assert_eq!(node["runId"], member["lineage"]["runId"]);
+        assert_eq!(node["targetHarness"], member["target"]["harness"]);
+        assert_eq!(node["state"], "succeeded");
+        assert_eq!(node["requestHash"], member["requestHash"]);
+        assert!(node["resultHash"].as_str().unwrap().starts_with("sha256:"));
+    }
 }
 
 #[test]

@@ -13,20 +13,19 @@ use super::launch::cancelled;
 use super::verdict::{Ended, Signal};
 use crate::input::{RunInput, Validated};
 use crate::lease::{Holder, LeaseError, RootLease, Wait};
-use crate::workspace::Fingerprint;
+use crate::workspace::{Fingerprint, GitEvidence};
 
 impl Engine {
     /// Validates `input` into the request (echoed in the draft), reads the worktree's
     /// fingerprint before the run, and takes the root lease: one root run per worktree, none
     /// from inside another root's process tree (with `--wait`, waits for the worktree). A
-    /// panel's member is given the lease the panel took for all its members (`shared`), which
-    /// must be on the same worktree, and takes none of its own.
+    /// panel's member (seated in the draft) takes neither: it is given the "before" and the
+    /// lease the panel took for all its members.
     pub(super) async fn contract(
         &self,
         input: &RunInput,
         draft: &mut Draft,
         cancel: &watch::Receiver<bool>,
-        shared: Option<Arc<RootLease>>,
     ) -> Result<(Validated, Fingerprint), Ended> {
         let validated = input
             .validate_with(&self.registry, &self.options.config)
@@ -34,22 +33,18 @@ impl Engine {
         let request = &validated.request;
         draft.set_request(request, &self.registry);
         cancelled(cancel)?;
-        let before = self.before(request, draft).await?;
-
-        if let Some(lease) = shared {
-            let root = before
-                .root
-                .canonicalize_utf8()
-                .unwrap_or_else(|_| before.root.clone());
-            if lease.worktree() != root {
-                return Err(Ended::Rejected(format!(
-                    "the panel holds worktree {}, not {root}",
-                    lease.worktree()
-                )));
-            }
-            draft.lease = Some(lease);
+        if let Some(seat) = draft.seat.clone() {
+            // A panel's member: the panel took the "before" and the lease for every member,
+            // on the same cwd.
+            let shared = &seat.shared;
+            let before = shared.summary.clone();
+            draft.result.git = Some(GitEvidence::partial(Some(before.clone())));
+            draft.config_state = shared.config_state.clone();
+            draft.lease = Some(Arc::clone(&shared.lease));
             return Ok((validated, before));
         }
+        let before = self.before(request, draft).await?;
+
         let dir = self.runtime_dir().map_err(Ended::Rejected)?;
         let holder = Holder {
             run_id: request.lineage.run_id.clone(),

@@ -40,6 +40,8 @@ pub(super) struct Draft {
     /// is written) — unless a panel shares it with its other members, in which case the last
     /// of them (or the panel) releases it.
     pub(super) lease: Option<Arc<RootLease>>,
+    /// A panel member's place: the "before" and "after" it shares with the other members.
+    pub(super) seat: Option<super::shared::Seat>,
 }
 
 impl Draft {
@@ -109,6 +111,7 @@ impl Draft {
             supervisor: None,
             finished: None,
             lease: None,
+            seat: None,
         }
     }
 

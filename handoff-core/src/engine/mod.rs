@@ -21,6 +21,7 @@ mod panel;
 mod plan;
 mod receiver;
 mod record;
+mod shared;
 mod verdict;
 mod worker_advice;
 
@@ -390,19 +391,20 @@ impl Engine {
         self.run_holding(input, cancel, None).await
     }
 
-    /// [`Engine::run`], on the worktree lease `shared` when one is given (a panel's member)
-    /// instead of one of its own.
+    /// [`Engine::run`], as a panel's member when `seat` is given: on the panel's worktree
+    /// lease and its shared "before" and "after" instead of its own.
     async fn run_holding(
         &self,
         input: RunInput,
         cancel: watch::Receiver<bool>,
-        shared: Option<Arc<crate::lease::RootLease>>,
+        seat: Option<shared::Seat>,
     ) -> RunOutcome {
         // What handoff processes killed before they could clean up left behind goes first.
         if let Ok(base) = self.private_base() {
             private_dir::sweep(&base);
         }
         let mut draft = Draft::new(&input, &self.registry);
+        draft.seat = seat;
         let reserved = match input.result.as_deref().map(ResultFile::reserve) {
             Some(Err(message)) => {
                 return self.finish(draft, None, Ended::Rejected(message)).await;
@@ -411,7 +413,7 @@ impl Engine {
             None => None,
         };
         let ended = self
-            .execute(&input, &mut draft, cancel, shared)
+            .execute(&input, &mut draft, cancel)
             .await
             .unwrap_or_else(|stopped| stopped);
         // Nothing outlives the root: advisers still running are stopped before the verdict.
@@ -473,10 +475,8 @@ impl Engine {
         input: &RunInput,
         draft: &mut Draft,
         cancel: watch::Receiver<bool>,
-        shared: Option<Arc<crate::lease::RootLease>>,
     ) -> Result<Ended, Ended> {
-        let (Validated { request, mcp }, before) =
-            self.contract(input, draft, &cancel, shared).await?;
+        let (Validated { request, mcp }, before) = self.contract(input, draft, &cancel).await?;
         let launch = self.root_launch(input, &request, mcp.as_ref(), &before, draft, &cancel)?;
         self.agent(&request, mcp, draft, cancel, launch).await
     }
@@ -520,9 +520,29 @@ impl Engine {
         reserved: Option<ResultFile>,
         ended: Ended,
     ) -> RunOutcome {
-        let after = self.after(&mut draft).await;
-        draft.result.timing.finished_at = now_iso();
-        draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
+        let after = match draft.seat.take() {
+            // A panel's member: its own time ends with its agent; the worktree is compared
+            // once every member's agent is gone.
+            Some(seat) => {
+                draft.result.timing.finished_at = now_iso();
+                draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
+                seat.free_slot();
+                let (after, evidence) = seat.shared.arrive(self, seat.index).await;
+                // A member refused before it took the shared "before" has no evidence.
+                draft.result.git.is_some().then(|| {
+                    if let Some(evidence) = evidence {
+                        draft.result.git = Some(evidence);
+                    }
+                    after
+                })
+            }
+            None => {
+                let after = self.after(&mut draft).await;
+                draft.result.timing.finished_at = now_iso();
+                draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
+                after
+            }
+        };
         let mut evidence = Evidence {
             ended,
             after,

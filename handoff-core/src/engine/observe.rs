@@ -103,7 +103,10 @@ impl Engine {
 
     /// The workspace reader the evidence of `request` is taken with: ignored files covered when
     /// it asks (`--ignored`).
-    fn evidence_workspace(&self, request: &Request) -> Result<Arc<dyn Workspace>, Ended> {
+    pub(super) fn evidence_workspace(
+        &self,
+        request: &Request,
+    ) -> Result<Arc<dyn Workspace>, Ended> {
         if !request.include_ignored {
             return Ok(Arc::clone(&self.workspace));
         }
@@ -115,13 +118,9 @@ impl Engine {
     /// The worktree after the run compared with the fingerprint before it, recorded in the
     /// result; `None` when there was no "before".
     pub(super) async fn after(&self, draft: &mut Draft) -> Option<After> {
-        let (Some(before), Some(cwd)) = (draft.before.as_mut(), draft.cwd.clone()) else {
+        let (Some(before), Some(cwd)) = (draft.before.take(), draft.cwd.clone()) else {
             return None;
         };
-        // The record goes with the request for the "after" alone, which lets go of it once it
-        // has read it.
-        let since = before.slim();
-        before.record = None;
         // Judged against handoff's own record of the "before", never the index's stat data,
         // which the agent could rewrite.
         let workspace = match draft.request.as_ref() {
@@ -131,17 +130,39 @@ impl Engine {
             },
             None => Arc::clone(&self.workspace),
         };
-        Some(match fingerprint(&workspace, &cwd, Some(since)).await {
+        let keep = draft
+            .request
+            .as_ref()
+            .is_some_and(|r| r.lineage.parent_run_id.is_none());
+        let (after, evidence) = self.compare(before, &cwd, workspace, keep).await;
+        if let Some(evidence) = evidence {
+            draft.result.git = Some(evidence);
+        }
+        Some(after)
+    }
+
+    /// The worktree containing `cwd` now, compared with `before` (taken there earlier), and
+    /// the evidence to record; with `keep`, the record of "now" is kept in the task store for
+    /// the next run.
+    pub(super) async fn compare(
+        &self,
+        mut before: Fingerprint,
+        cwd: &Utf8Path,
+        workspace: Arc<dyn Workspace>,
+        keep: bool,
+    ) -> (After, Option<GitEvidence>) {
+        // The record goes with the request for the "after" alone, which lets go of it once it
+        // has read it.
+        let since = before.slim();
+        before.record = None;
+        match fingerprint(&workspace, cwd, Some(since)).await {
             Ok(after) => {
-                let evidence = draft.before.as_ref()?.compare_summaries(&after);
+                let evidence = before.compare_summaries(&after);
                 // Nothing needs the per-path states any more: only the record is kept.
-                draft.before = None;
+                drop(before);
                 let record = after.record.clone();
                 drop(after);
-                if draft
-                    .request
-                    .as_ref()
-                    .is_some_and(|r| r.lineage.parent_run_id.is_none())
+                if keep
                     && let Some(record) = record
                     && let Some(root) = evidence.after.as_ref().map(|a| a.root.clone())
                 {
@@ -157,11 +178,10 @@ impl Engine {
                         .map(|f| f.path.clone())
                         .collect(),
                 };
-                draft.result.git = Some(evidence);
-                after
+                (after, Some(evidence))
             }
-            Err(e) => After::Unreadable(e.to_string()),
-        })
+            Err(e) => (After::Unreadable(e.to_string()), None),
+        }
     }
 }
 

@@ -14,8 +14,15 @@
 //! worktree, and hands it to every member: a member takes none of its own, and checks that the
 //! lease it was given is on its worktree. Each member's reaper holds a descriptor of that same
 //! lock while its agent's tree lives, so the worktree stays leased until the last member's
-//! agent is gone. Members only read, so sharing the worktree between them is sound; a member
-//! that changed it is blocked (10) by its own verdict, which blocks the panel.
+//! agent is gone. Members only read, so sharing the worktree between them is sound.
+//!
+//! # The evidence
+//!
+//! The panel takes the worktree's "before" once, with the lease, and every member is judged
+//! against it; the "after" is taken once, when every member's agent (and its whole process
+//! tree) is gone, and every member is judged by it (see [`super::shared`]). A change to the
+//! worktree while the members ran cannot be pinned on one of them, so it blocks every member
+//! (10), and so the panel. A member's own `timing` ends with its agent.
 
 use std::sync::Arc;
 
@@ -23,6 +30,7 @@ use camino::Utf8PathBuf;
 use tokio::sync::{Semaphore, watch};
 
 use super::draft::Draft;
+use super::shared::{Seat, SharedEvidence};
 use super::verdict::{Ended, Signal};
 use super::{Engine, RunOutcome};
 use crate::input::{RunInput, Verb};
@@ -129,13 +137,35 @@ impl Engine {
             Some(Ok(f)) => Some(f),
             None => None,
         };
-        let lease = match self.panel_lease(&inputs[0], &requests[0], &cancel).await {
-            Ok(lease) => Arc::new(lease),
+        // The panel's own id: the root of its DAG, and the holder of the worktree's lease.
+        let run_id = format!("run-{}", uuid::Uuid::new_v4());
+        let shared = match self
+            .panel_lease(&run_id, &inputs[0], &requests[0], &cancel)
+            .await
+        {
+            Ok((lease, mut scratch)) => {
+                let (Some(before), Some(cwd)) = (scratch.before.take(), scratch.cwd.clone()) else {
+                    return refused("the panel's worktree could not be read".to_owned());
+                };
+                let workspace = match self.evidence_workspace(&requests[0]) {
+                    Ok(w) => w,
+                    Err(ended) => return refused(refusal(ended)),
+                };
+                Arc::new(SharedEvidence::new(
+                    before,
+                    scratch.config_state.take(),
+                    Arc::new(lease),
+                    cwd,
+                    workspace,
+                    members.len(),
+                ))
+            }
             Err(Ended::Cancelled(_)) => {
                 let mut result = PanelResult::refused(
                     "the panel was cancelled while waiting for the worktree".to_owned(),
                     &at,
                 );
+                result.run_id = Some(run_id);
                 result.status = Status::Cancelled;
                 result.exit.driver = Verdict::CANCELLED.code();
                 result.exit.cancelled = true;
@@ -144,8 +174,10 @@ impl Engine {
             Err(ended) => return refused(refusal(ended)),
         };
 
-        let outcomes = self.members(inputs.clone(), &lease, options, &cancel).await;
-        drop(lease);
+        let outcomes = self
+            .members(inputs.clone(), &shared, options, &cancel)
+            .await;
+        drop(shared);
         let mut pairs = Vec::with_capacity(members.len());
         for ((member, own), outcome) in members.into_iter().zip(inputs).zip(outcomes) {
             let outcome = match outcome {
@@ -158,7 +190,7 @@ impl Engine {
             pairs.push((member, outcome.result));
         }
         let cancelled = *cancel.borrow();
-        let mut result = PanelResult::assemble(pairs, options.quorum, cancelled);
+        let mut result = PanelResult::assemble(&run_id, pairs, options.quorum, cancelled);
         if let Some(file) = reserved {
             let line = PanelOutcome::new(result.clone()).line;
             if let Err(e) = file.write(line.as_bytes()) {
@@ -176,20 +208,22 @@ impl Engine {
         PanelOutcome::new(result)
     }
 
-    /// Takes the root lease on the worktree of `request`, once for every member, as a root run
-    /// would (its ancestry checked; with `--wait`, waiting for the worktree).
+    /// Takes the "before" of the worktree of `request` and the root lease on it, once for
+    /// every member, as a root run would (its ancestry checked; with `--wait`, waiting for the
+    /// worktree); the draft holds the "before" and the configuration state.
     async fn panel_lease(
         &self,
+        run_id: &str,
         input: &RunInput,
         request: &Request,
         cancel: &watch::Receiver<bool>,
-    ) -> Result<RootLease, Ended> {
+    ) -> Result<(RootLease, Draft), Ended> {
         let mut scratch = Draft::new(input, &self.registry);
         scratch.set_request(request, &self.registry);
         let before = self.before(request, &mut scratch).await?;
         let dir = self.runtime_dir().map_err(Ended::Rejected)?;
         let holder = Holder {
-            run_id: request.lineage.run_id.clone(),
+            run_id: run_id.to_owned(),
             verb: input.verb.as_str().to_owned(),
             cwd: Utf8PathBuf::from(&request.cwd),
         };
@@ -198,20 +232,21 @@ impl Engine {
         } else {
             Wait::Refuse
         };
-        RootLease::acquire(&dir, &before.root, &holder, wait)
+        let lease = RootLease::acquire(&dir, &before.root, &holder, wait)
             .await
             .map_err(|e| match e {
                 LeaseError::Cancelled { .. } => Ended::Cancelled(Signal::WaitingForWorktree),
                 e => Ended::Rejected(e.to_string()),
-            })
+            })?;
+        Ok((lease, scratch))
     }
 
-    /// Runs every member on the shared lease, at most `max_concurrency` at a time; their
-    /// outcomes in order (`None` for a member whose task did not finish).
+    /// Runs every member on the shared lease and evidence, at most `max_concurrency` at a
+    /// time; their outcomes in order (`None` for a member whose task did not finish).
     async fn members(
         &self,
         inputs: Vec<RunInput>,
-        lease: &Arc<RootLease>,
+        shared: &Arc<SharedEvidence>,
         options: PanelOptions,
         cancel: &watch::Receiver<bool>,
     ) -> Vec<Option<RunOutcome>> {
@@ -223,20 +258,33 @@ impl Engine {
                 .clamp(1, count.max(1)),
         ));
         let mut running = tokio::task::JoinSet::new();
+        let mut tasks = std::collections::HashMap::new();
         for (i, own) in inputs.into_iter().enumerate() {
             let engine = self.clone();
             let gate = Arc::clone(&gate);
-            let lease = Arc::clone(lease);
+            let shared = Arc::clone(shared);
             let cancel = cancel.clone();
-            running.spawn(async move {
-                let _permit = gate.acquire_owned().await.ok();
-                (i, engine.run_holding(own, cancel, Some(lease)).await)
+            let task = running.spawn(async move {
+                let seat = Seat {
+                    shared,
+                    index: i,
+                    slot: Arc::new(std::sync::Mutex::new(gate.acquire_owned().await.ok())),
+                };
+                (i, engine.run_holding(own, cancel, Some(seat)).await)
             });
+            tasks.insert(task.id(), i);
         }
         let mut outcomes: Vec<Option<RunOutcome>> = vec![None; count];
-        while let Some(joined) = running.join_next().await {
-            if let Ok((i, outcome)) = joined {
-                outcomes[i] = Some(outcome);
+        while let Some(joined) = running.join_next_with_id().await {
+            match joined {
+                Ok((_, (i, outcome))) => outcomes[i] = Some(outcome),
+                // A member whose task failed never arrives at the shared "after": the others
+                // must not wait for it.
+                Err(e) => {
+                    if let Some(&i) = tasks.get(&e.id()) {
+                        shared.give_up(self, i).await;
+                    }
+                }
             }
         }
         outcomes

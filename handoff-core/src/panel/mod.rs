@@ -48,7 +48,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::names::{Status, exit};
 use crate::output::ReviewVerdict;
-use crate::result::{DRIVER_VERSION, HandoffResult, Timing, Usage, UsageSource};
+use crate::result::{DRIVER_VERSION, DagNode, HandoffResult, Timing, Usage, UsageSource};
 
 pub use decide::{VerdictSource, decide_panel, member_verdict};
 pub use merge::{
@@ -72,6 +72,8 @@ pub struct PanelResult {
     pub schema_version: String,
     /// The handoff version that produced it.
     pub driver_version: String,
+    /// The panel's own run id, the root of its DAG; null when it was refused before it began.
+    pub run_id: Option<String>,
     /// The panel's outcome.
     pub status: Status,
     /// The panel's exit code.
@@ -80,6 +82,13 @@ pub struct PanelResult {
     pub quorum: u32,
     /// One complete result per member, in the order the members were named.
     pub members: Vec<HandoffResult>,
+    /// The panel's DAG below its root (the panel, `runId`), in the `handoff.dag.v1` node
+    /// shape: each member's node at depth 1 with the panel as its parent, each followed by
+    /// the nested advisers it asked, one level deeper than in its own result's DAG. A
+    /// member's node carries the hash of its request and of its result as embedded in
+    /// `members` (`sha256:` of its compact JSON); a member refused before its request was
+    /// built has no node.
+    pub nodes: Vec<DagNode>,
     /// The members' findings, merged.
     pub findings: Vec<PanelFinding>,
     /// Where the members agree and where they do not.
@@ -204,11 +213,12 @@ impl Agreement {
 }
 
 impl PanelResult {
-    /// Puts the members' results together: merged findings, agreement, summed usage, the span
-    /// of their timing, and the status and exit code of [`decide_panel`]. `members` are in the
-    /// order they were named; `quorum` is `None` for every member; `cancelled` says whether the
-    /// panel itself was interrupted.
+    /// Puts the members' results together under the panel's `run_id`: its DAG nodes, merged
+    /// findings, agreement, summed usage, the span of their timing, and the status and exit
+    /// code of [`decide_panel`]. `members` are in the order they were named; `quorum` is `None`
+    /// for every member; `cancelled` says whether the panel itself was interrupted.
     pub fn assemble(
+        run_id: &str,
         members: Vec<(PanelMember, HandoffResult)>,
         quorum: Option<usize>,
         cancelled: bool,
@@ -230,6 +240,8 @@ impl PanelResult {
         PanelResult {
             schema_version: PANEL_SCHEMA.to_owned(),
             driver_version: DRIVER_VERSION.to_owned(),
+            run_id: Some(run_id.to_owned()),
+            nodes: panel_nodes(run_id, &results),
             status: verdict.status(),
             exit: PanelExit {
                 driver: verdict.code(),
@@ -256,6 +268,8 @@ impl PanelResult {
         PanelResult {
             schema_version: PANEL_SCHEMA.to_owned(),
             driver_version: DRIVER_VERSION.to_owned(),
+            run_id: None,
+            nodes: Vec::new(),
             status: Status::Rejected,
             exit: PanelExit {
                 driver: exit::USAGE,
@@ -274,6 +288,33 @@ impl PanelResult {
             message: Some(message),
         }
     }
+}
+
+/// The panel's DAG nodes below its root `run_id`: each member's root node re-parented to the
+/// panel at depth 1, with its request's and its result's hashes, then its nested advisers one
+/// level deeper.
+fn panel_nodes(run_id: &str, members: &[HandoffResult]) -> Vec<DagNode> {
+    let mut nodes = Vec::new();
+    for member in members {
+        let Some(dag) = &member.dag else { continue };
+        let Some((root, nested)) = dag.nodes.split_first() else {
+            continue;
+        };
+        let mut node = root.clone();
+        node.parent_run_id = Some(run_id.to_owned());
+        node.depth = 1;
+        node.request_hash = member.request_hash.clone();
+        node.result_hash = serde_json::to_vec(member).ok().map(|bytes| {
+            use sha2::Digest as _;
+            format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)))
+        });
+        nodes.push(node);
+        nodes.extend(nested.iter().cloned().map(|mut n| {
+            n.depth += 1;
+            n
+        }));
+    }
+    nodes
 }
 
 fn panel_message(

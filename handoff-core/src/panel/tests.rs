@@ -589,6 +589,7 @@ fn a_panel_assembles_its_members() {
     let again = result(AgentId::CLAUDE, Status::Succeeded, 0, vec![]);
 
     let panel = PanelResult::assemble(
+        "run-panel",
         vec![
             (member("codex"), codex),
             (member("claude"), claude),
@@ -661,6 +662,7 @@ fn a_panel_assembles_its_members() {
 #[test]
 fn a_panel_below_its_quorum_fails_and_names_the_failed() {
     let panel = PanelResult::assemble(
+        "run-panel",
         vec![
             (
                 member("codex"),
@@ -695,6 +697,7 @@ fn a_policy_block_or_a_cancel_decides_the_panel() {
         ]
     };
     let p = PanelResult::assemble(
+        "run-panel",
         two((Status::Succeeded, 0), (Status::Blocked, 10)),
         Some(1),
         false,
@@ -702,6 +705,7 @@ fn a_policy_block_or_a_cancel_decides_the_panel() {
     assert_eq!((p.status, p.exit.driver), (Status::Blocked, 10));
     assert_eq!(p.message.as_deref(), Some("a policy check blocked claude"));
     let p = PanelResult::assemble(
+        "run-panel",
         two((Status::Succeeded, 0), (Status::Cancelled, 9)),
         None,
         true,
@@ -710,7 +714,12 @@ fn a_policy_block_or_a_cancel_decides_the_panel() {
         (p.status, p.exit.driver, p.exit.cancelled),
         (Status::Cancelled, 9, true)
     );
-    let p = PanelResult::assemble(two((Status::NotRun, 3), (Status::NotRun, 3)), None, false);
+    let p = PanelResult::assemble(
+        "run-panel",
+        two((Status::NotRun, 3), (Status::NotRun, 3)),
+        None,
+        false,
+    );
     assert_eq!((p.status, p.exit.driver), (Status::NotRun, 3));
     assert_eq!(p.agreement.majority, None);
     assert_eq!(
@@ -894,4 +903,106 @@ fn titles_categories_and_line_spans_of_the_contract_decide_the_merge() {
         let merged = merge_findings([("codex", &b), ("claude", &other)]);
         assert_eq!(merged.len(), 2, "{other:?}");
     }
+}
+
+#[test]
+fn members_are_nodes_under_the_panel_with_their_advisers_below_them() {
+    use crate::request::{BudgetLimits, BudgetRemaining, DelegationMode};
+    use crate::result::{DAG_SCHEMA, Dag, DagNode, DagStatus, NodeState};
+    let node = |id: &str, parent: Option<&str>, depth: u32, target: AgentId| DagNode {
+        run_id: id.into(),
+        parent_run_id: parent.map(str::to_owned),
+        depth,
+        operation: crate::names::Operation::Advice,
+        caller_harness: AgentId::CLAUDE,
+        target_harness: target,
+        mode: None,
+        delegation: DelegationMode::AdviceOnly,
+        intent_hash: "sha256:i".into(),
+        dependencies: vec![],
+        state: NodeState::Succeeded,
+        request_hash: parent.map(|_| "sha256:nested".to_owned()),
+        result_hash: parent.map(|_| "sha256:nested-result".to_owned()),
+        started_at: None,
+        finished_at: None,
+        isolation: None,
+        view: None,
+    };
+    let with_dag = |mut r: HandoffResult, nodes: Vec<DagNode>| {
+        r.request_hash = Some(format!("sha256:{}", nodes[0].run_id));
+        r.dag = Some(Dag {
+            schema_version: DAG_SCHEMA.into(),
+            root_run_id: nodes[0].run_id.clone(),
+            revision: 3,
+            status: DagStatus::Succeeded,
+            limits: BudgetLimits::default(),
+            remaining: BudgetRemaining {
+                nodes: 1,
+                advice_nodes: 1,
+                handoff_nodes: 0,
+            },
+            active_count: 0,
+            nodes,
+        });
+        r
+    };
+    let codex = with_dag(
+        result(AgentId::CODEX, Status::Succeeded, 0, vec![]),
+        vec![
+            node("run-codex", None, 0, AgentId::CODEX),
+            node("run-adviser", Some("run-codex"), 1, AgentId::OPENCODE),
+        ],
+    );
+    let claude = with_dag(
+        result(AgentId::CLAUDE, Status::Succeeded, 0, vec![]),
+        vec![node("run-claude", None, 0, AgentId::CLAUDE)],
+    );
+    // A member refused before its request was built has no DAG, and no node.
+    let refused = result(AgentId::OPENCODE, Status::Rejected, 5, vec![]);
+    let panel = PanelResult::assemble(
+        "run-panel",
+        vec![
+            (member("codex"), codex.clone()),
+            (member("claude"), claude),
+            (member("opencode"), refused),
+        ],
+        Some(1),
+        false,
+    );
+    assert_eq!(panel.run_id.as_deref(), Some("run-panel"));
+    let shape: Vec<(&str, Option<&str>, u32)> = panel
+        .nodes
+        .iter()
+        .map(|n| (n.run_id.as_str(), n.parent_run_id.as_deref(), n.depth))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("run-codex", Some("run-panel"), 1),
+            ("run-adviser", Some("run-codex"), 2),
+            ("run-claude", Some("run-panel"), 1),
+        ]
+    );
+    // A member's node names its request and its result as embedded in `members`.
+    assert_eq!(
+        panel.nodes[0].request_hash.as_deref(),
+        Some("sha256:run-codex")
+    );
+    let embedded = serde_json::to_vec(&panel.members[0]).unwrap();
+    assert_eq!(
+        panel.nodes[0].result_hash,
+        Some(format!(
+            "sha256:{}",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&embedded))
+        ))
+    );
+    // The adviser keeps its own hashes; each member's own result keeps its own DAG.
+    assert_eq!(
+        panel.nodes[1].result_hash.as_deref(),
+        Some("sha256:nested-result")
+    );
+    assert_eq!(panel.members[0].dag, codex.dag);
+    let json = serde_json::to_value(&panel).unwrap();
+    assert_eq!(json["runId"], "run-panel");
+    assert_eq!(json["nodes"][0]["parentRunId"], "run-panel");
 }
