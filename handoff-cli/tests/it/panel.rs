@@ -1,7 +1,7 @@
 //! A panel through the binary: `--harness a,b` puts the same read-only request to every member
 //! at once and prints one `handoff.panel.v1` line merging their answers.
 
-use handoff_testkit::keys::{FINDINGS, MODE, READY_FILE, VERDICT};
+use handoff_testkit::keys::{ADVICE_DELAY_MS, FINDINGS, MODE, READY_FILE, VERDICT};
 use serde_json::{Value, json};
 
 use crate::support::{Run, Sandbox};
@@ -467,4 +467,79 @@ fn a_panel_is_refused_while_another_root_run_holds_the_worktree() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("the single run's agent {pid} outlived it");
+}
+
+#[test]
+fn a_member_that_times_out_is_named_and_the_others_count_toward_the_quorum() {
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{MODE}@opencode"), "hang");
+    let run = advice(
+        &sb,
+        "codex,claude,opencode",
+        &["--timeout-ms", "2000", "--quorum", "2"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json["status"], "succeeded");
+    let members = run.json["members"].as_array().unwrap();
+    assert_eq!(members[2]["status"], "timed_out", "{:#}", members[2]);
+    assert_eq!(members[2]["exit"]["driver"], 8);
+    assert_eq!(members[2]["exit"]["timedOut"], true);
+    assert_eq!(
+        run.json["agreement"]["failed"],
+        json!([{"member": "opencode", "status": "timed_out", "exit": 8}])
+    );
+    // The members that answered are judged by the worktree once the hung one's tree is gone.
+    for member in &members[..2] {
+        assert_eq!(member["status"], "succeeded", "{member:#}");
+        assert_eq!(member["git"]["changed"], false, "{member:#}");
+    }
+    // Usage is summed over the members that reported it.
+    let sum: u64 = members
+        .iter()
+        .filter_map(|m| m["usage"]["inputTokens"].as_u64())
+        .sum();
+    assert!(sum > 0, "{run:?}");
+    assert_eq!(run.json["usage"]["inputTokens"], sum);
+
+    // Without a quorum, every member must succeed.
+    let run = advice(&sb, "codex,opencode", &["--timeout-ms", "2000"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert_eq!(run.json["status"], "failed");
+}
+
+#[test]
+fn max_concurrency_bounds_the_members_running_at_once() {
+    let sb = Sandbox::new();
+    sb.agents.set(ADVICE_DELAY_MS, "400");
+    let spans = |run: &Run| {
+        let mut spans: Vec<(String, String)> = run.json["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["timing"]["startedAt"].as_str().unwrap().to_owned(),
+                    m["timing"]["finishedAt"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        spans.sort();
+        spans
+    };
+    // One at a time: each member's run ends before the next one's starts.
+    let run = advice(&sb, "codex,claude,opencode", &["--max-concurrency", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let one = spans(&run);
+    for pair in one.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "overlapping members: {one:?}");
+    }
+    // By default, all at once: every member starts before any ends (each waits 400 ms).
+    let run = advice(&sb, "codex,claude,opencode", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let all = spans(&run);
+    let first_end = all.iter().map(|s| &s.1).min().unwrap();
+    assert!(
+        all.iter().all(|s| &s.0 < first_end),
+        "members did not run at once: {all:?}"
+    );
 }
