@@ -522,3 +522,37 @@ fn the_cli_reaches_only_its_model_endpoint_through_handoffs_proxy() {
     assert_eq!(traffic["refused"]["evil.example:443"], 1, "{traffic}");
     assert_eq!(traffic["refused"]["169.254.169.254:80"], 1, "{traffic}");
 }
+
+#[test]
+fn a_panel_member_runs_under_the_sandbox_on_the_panels_worktree() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    // OpenCode's model tries to write the worktree from its shell; the sandbox keeps the
+    // panel's worktree read-only for it, so the panel's one "after" finds nothing changed.
+    sb.agents.set(
+        &format!("{SHELL}@opencode"),
+        &format!("echo x > {} 2>/dev/null; true", q(&wt.join("inside.txt"))),
+    );
+    let ins = sb.instructions("Is the retry loop safe?");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "advice",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex,opencode",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1");
+    let opencode = &run.json["members"][1];
+    assert_eq!(opencode["target"]["harness"], "opencode");
+    let receipt = &opencode["policy"]["sandbox"];
+    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
+    assert_eq!(receipt["worktree"], "read-only", "{receipt}");
+    assert!(!wt.join("inside.txt").exists());
+    assert_eq!(opencode["git"]["changed"], false);
+}

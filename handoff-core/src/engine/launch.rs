@@ -275,9 +275,12 @@ impl Engine {
             set_receipt(draft, crate::sandbox::unavailable_receipt());
             return Ok(None);
         };
+        // The "before" in the result: the run's own, or the one a panel took for its members.
         let worktree = draft
-            .before
+            .result
+            .git
             .as_ref()
+            .and_then(|g| g.before.as_ref())
             .map(|b| b.root.clone())
             .ok_or_else(|| Ended::NotRun("the worktree was not fingerprinted".into()))?;
         let protected = self
