@@ -42,11 +42,23 @@ pub enum PanelSpecError {
     /// No member at all.
     #[error("--harness names no panel member")]
     Empty,
-    /// An empty entry (`codex,,claude`, a trailing comma, or an empty model after `:`).
+    /// An empty entry (`codex,,claude`, a trailing comma).
     #[error("--harness entry {position} is empty")]
     EmptyEntry {
         /// 1-based position of the entry.
         position: usize,
+    },
+    /// An entry with nothing on one side of its `:` (`codex:`, `:opus`).
+    #[error("--harness entry {position} ({entry:?}) names no {missing} {side} its ':'")]
+    HalfEntry {
+        /// 1-based position of the entry.
+        position: usize,
+        /// The entry as written.
+        entry: String,
+        /// `agent` or `model`.
+        missing: &'static str,
+        /// `before` or `after`.
+        side: &'static str,
     },
     /// More than [`MAX_PANEL_MEMBERS`].
     #[error("--harness names {count} panel members; at most {MAX_PANEL_MEMBERS} may sit")]
@@ -149,8 +161,21 @@ pub fn parse_members_among(
             Some((a, m)) => (a, Some(m)),
             None => (*entry, None),
         };
-        if entry.is_empty() || agent.is_empty() || model == Some("") {
+        if entry.is_empty() {
             return Err(PanelSpecError::EmptyEntry { position: i + 1 });
+        }
+        if agent.is_empty() || model == Some("") {
+            let (missing, side) = if agent.is_empty() {
+                ("agent", "before")
+            } else {
+                ("model", "after")
+            };
+            return Err(PanelSpecError::HalfEntry {
+                position: i + 1,
+                entry: (*entry).to_owned(),
+                missing,
+                side,
+            });
         }
         let harness = AgentId::parse(agent)
             .filter(|id| known.contains(id))

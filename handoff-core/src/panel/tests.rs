@@ -48,8 +48,12 @@ fn bad_member_lists_are_refused() {
         ("codex,,claude", |e| *e == E::EmptyEntry { position: 2 }),
         ("codex,", |e| *e == E::EmptyEntry { position: 2 }),
         (",codex", |e| *e == E::EmptyEntry { position: 1 }),
-        ("codex:", |e| *e == E::EmptyEntry { position: 1 }),
-        (":opus", |e| *e == E::EmptyEntry { position: 1 }),
+        ("codex:", |e| {
+            e.to_string() == "--harness entry 1 (\"codex:\") names no model after its ':'"
+        }),
+        ("claude, :opus", |e| {
+            e.to_string() == "--harness entry 2 (\":opus\") names no agent before its ':'"
+        }),
         (
             "codex,gemini",
             |e| matches!(e, E::UnknownAgent { entry, .. } if entry == "gemini"),
