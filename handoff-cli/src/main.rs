@@ -569,6 +569,7 @@ async fn capabilities(json: bool) -> u8 {
 }
 
 fn main() -> ExitCode {
+    handoff_core::allocator::return_large_blocks();
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
     // Arguments are text: one that is not UTF-8 is refused like any malformed argument (with

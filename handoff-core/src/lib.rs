@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod allocator;
 mod carry;
 mod config;
 mod continuation;

@@ -531,7 +531,7 @@ fn a_panel_member_runs_under_the_sandbox_on_the_panels_worktree() {
     // panel's worktree read-only for it, so the panel's one "after" finds nothing changed.
     sb.agents.set(
         &format!("{SHELL}@opencode"),
-        &format!("echo x > {} 2>/dev/null; true", q(&wt.join("inside.txt"))),
+        format!("echo x > {} 2>/dev/null; true", q(&wt.join("inside.txt"))),
     );
     let ins = sb.instructions("Is the retry loop safe?");
     let cwd = sb.cwd();
