@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 use tokio::sync::watch;
 
 use super::Engine;
@@ -13,6 +13,7 @@ use super::launch::cancelled;
 use super::verdict::{Ended, Signal};
 use crate::input::{RunInput, Validated};
 use crate::lease::{Holder, LeaseError, RootLease, Wait};
+use crate::request::Request;
 use crate::workspace::{Fingerprint, GitEvidence};
 
 impl Engine {
@@ -44,10 +45,32 @@ impl Engine {
             return Ok((validated, before));
         }
         let before = self.before(request, draft).await?;
+        let lease = self
+            .root_lease(
+                &request.lineage.run_id,
+                input,
+                request,
+                &before.root,
+                cancel,
+            )
+            .await?;
+        draft.lease = Some(Arc::new(lease));
+        Ok((validated, before))
+    }
 
+    /// The root lease on the worktree at `root`, held by `run_id` (a run, or a panel for all
+    /// its members): refused while another root run holds it, or waited for with `--wait`.
+    pub(super) async fn root_lease(
+        &self,
+        run_id: &str,
+        input: &RunInput,
+        request: &Request,
+        root: &Utf8Path,
+        cancel: &watch::Receiver<bool>,
+    ) -> Result<RootLease, Ended> {
         let dir = self.runtime_dir().map_err(Ended::Rejected)?;
         let holder = Holder {
-            run_id: request.lineage.run_id.clone(),
+            run_id: run_id.to_owned(),
             verb: input.verb.as_str().to_owned(),
             cwd: Utf8PathBuf::from(&request.cwd),
         };
@@ -56,13 +79,11 @@ impl Engine {
         } else {
             Wait::Refuse
         };
-        let lease = RootLease::acquire(&dir, &before.root, &holder, wait)
+        RootLease::acquire(&dir, root, &holder, wait)
             .await
             .map_err(|e| match e {
                 LeaseError::Cancelled { .. } => Ended::Cancelled(Signal::WaitingForWorktree),
                 e => Ended::Rejected(e.to_string()),
-            })?;
-        draft.lease = Some(Arc::new(lease));
-        Ok((validated, before))
+            })
     }
 }

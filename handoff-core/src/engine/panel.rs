@@ -26,15 +26,14 @@
 
 use std::sync::Arc;
 
-use camino::Utf8PathBuf;
 use tokio::sync::{Semaphore, watch};
 
 use super::draft::Draft;
 use super::shared::{Seat, SharedEvidence};
-use super::verdict::{Ended, Signal};
+use super::verdict::Ended;
 use super::{Engine, RunOutcome};
 use crate::input::{RunInput, Verb};
-use crate::lease::{Holder, LeaseError, RootLease, Wait};
+use crate::lease::RootLease;
 use crate::names::{Mode, Status, Verdict};
 use crate::panel::{PanelMember, PanelResult, PanelSpecError, check_quorum};
 use crate::paths::ResultFile;
@@ -221,23 +220,9 @@ impl Engine {
         let mut scratch = Draft::new(input, &self.registry);
         scratch.set_request(request, &self.registry);
         let before = self.before(request, &mut scratch).await?;
-        let dir = self.runtime_dir().map_err(Ended::Rejected)?;
-        let holder = Holder {
-            run_id: run_id.to_owned(),
-            verb: input.verb.as_str().to_owned(),
-            cwd: Utf8PathBuf::from(&request.cwd),
-        };
-        let wait = if input.wait {
-            Wait::Until(cancel.clone())
-        } else {
-            Wait::Refuse
-        };
-        let lease = RootLease::acquire(&dir, &before.root, &holder, wait)
-            .await
-            .map_err(|e| match e {
-                LeaseError::Cancelled { .. } => Ended::Cancelled(Signal::WaitingForWorktree),
-                e => Ended::Rejected(e.to_string()),
-            })?;
+        let lease = self
+            .root_lease(run_id, input, request, &before.root, cancel)
+            .await?;
         Ok((lease, scratch))
     }
 
