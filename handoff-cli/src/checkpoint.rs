@@ -4,7 +4,7 @@ use std::io::Write;
 
 use clap::Args;
 use handoff_continue::{CheckpointError, CheckpointRequest, DEFAULT_MESSAGE};
-use handoff_core::exit;
+use handoff_core::{exit, printable};
 
 const AFTER_HELP: &str = "\
 Exit codes:
@@ -86,13 +86,13 @@ pub fn main(args: CheckpointArgs) -> u8 {
             report.task_id
         );
         for path in &report.uncommitted {
-            let _ = writeln!(out, "  uncommitted: {path}");
+            let _ = writeln!(out, "  uncommitted: {}", printable(path, false));
         }
         if !report.hooks_skipped.is_empty() {
             let _ = writeln!(
                 out,
                 "  hooks not run: changed since the task began: {} (review them; --run-hooks runs them)",
-                report.hooks_skipped.join(", ")
+                printable(&report.hooks_skipped.join(", "), false)
             );
         }
     }
@@ -101,6 +101,6 @@ pub fn main(args: CheckpointArgs) -> u8 {
 }
 
 fn fail(message: &str, code: u8) -> u8 {
-    let _ = writeln!(std::io::stderr(), "handoff: {message}");
+    let _ = writeln!(std::io::stderr(), "handoff: {}", printable(message, true));
     code
 }

@@ -229,7 +229,11 @@ pub async fn main(
     );
     let _ = out.flush();
     if let Some(reason) = &result.reason {
-        let _ = writeln!(std::io::stderr(), "handoff: {reason}");
+        let _ = writeln!(
+            std::io::stderr(),
+            "handoff: {}",
+            handoff_core::printable(reason, true)
+        );
     }
     result.exit_code
 }

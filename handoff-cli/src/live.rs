@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use handoff_core::{HandoffResult, ProgressHook, ProgressUpdate, Severity, Status};
+use handoff_core::{HandoffResult, ProgressHook, ProgressUpdate, Severity, Status, printable};
 use tokio::sync::watch;
 
 /// How often the line is redrawn when nothing happens (the elapsed time moves).
@@ -187,7 +187,8 @@ fn draw(title: &str, started: Instant, state: &Mutex<State>) {
         s.drawn = lines.len();
         drop(s);
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "{erase}{}", lines.join("\n"));
+        let shown: Vec<_> = lines.iter().map(|l| printable(l, false)).collect();
+        let _ = write!(err, "{erase}{}", shown.join("\n"));
         let _ = err.flush();
         return;
     }
@@ -204,7 +205,10 @@ fn draw(title: &str, started: Instant, state: &Mutex<State>) {
     }
     s.drawn = 1;
     drop(s);
-    let line: String = line.chars().take(line_width(columns) - 1).collect();
+    let line: String = printable(&line, false)
+        .chars()
+        .take(line_width(columns) - 1)
+        .collect();
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "\r\x1b[2K{line}");
     let _ = err.flush();
@@ -234,7 +238,7 @@ pub fn summary(r: &HandoffResult) -> String {
         parts.push(match files.len() {
             0 => "no changed files".to_owned(),
             n => {
-                let shown: Vec<&str> = files.iter().take(3).map(String::as_str).collect();
+                let shown: Vec<_> = files.iter().take(3).map(|f| printable(f, false)).collect();
                 let more = if n > 3 {
                     format!(", +{}", n - 3)
                 } else {
@@ -272,7 +276,7 @@ pub fn summary(r: &HandoffResult) -> String {
     if r.status != Status::Succeeded
         && let Some(m) = &r.diagnostics.message
     {
-        line.push_str(&format!("\n  {m}"));
+        line.push_str(&format!("\n  {}", printable(m, false)));
     }
     line
 }
@@ -315,7 +319,7 @@ pub fn panel_summary(p: &handoff_core::PanelResult) -> String {
         ));
     }
     for f in &p.findings {
-        let place = match (&f.path, &f.lines) {
+        let place = match (f.path.as_deref().map(|p| printable(p, false)), &f.lines) {
             (Some(path), Some(l)) if l.start == l.end => format!("{path}:{} ", l.start),
             (Some(path), Some(l)) => format!("{path}:{}-{} ", l.start, l.end),
             (Some(path), None) => format!("{path} "),
@@ -329,12 +333,12 @@ pub fn panel_summary(p: &handoff_core::PanelResult) -> String {
         let category = if f.category == handoff_core::GENERAL_CATEGORY {
             String::new()
         } else {
-            format!("{} · ", f.category)
+            format!("{} · ", printable(&f.category, false))
         };
         out.push_str(&format!(
             "\n  [{}] {place}{category}{} — {who}",
             name(&f.severity),
-            f.title
+            printable(&f.title, false)
         ));
     }
     out
@@ -414,6 +418,22 @@ mod tests {
         assert!(
             text.contains("[high] src/lib.rs The retry loop never stops — codex only"),
             "{text}"
+        );
+
+        // What members wrote cannot steer the terminal, nor forge a line of the summary.
+        let mut forged = finding(None, &["codex"]);
+        forged.title = "fine\u{1b}[2J\n  claude · succeeded · approve".into();
+        forged.path = Some("src/\u{202e}sr.bil".into());
+        forged.category = "x\ry".into();
+        p.findings = vec![forged];
+        let text = panel_summary(&p);
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("src/\\u{202e}sr.bil x\\x0dy · fine\\x1b[2J\\x0a  claude"),
+            "{text:?}"
         );
     }
 

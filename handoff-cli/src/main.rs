@@ -426,11 +426,16 @@ pub(crate) fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
     let _ = out.write_all(line.as_bytes());
     let _ = out.flush();
     let mut err = std::io::stderr().lock();
+    // Both may carry what the agent wrote: nothing in them may steer the terminal.
     if let Some(m) = message {
-        let _ = writeln!(err, "handoff: {m}");
+        let _ = writeln!(err, "handoff: {}", handoff_core::printable(m, true));
     }
     if !stderr_tail.trim().is_empty() {
-        let _ = writeln!(err, "{}", stderr_tail.trim_end());
+        let _ = writeln!(
+            err,
+            "{}",
+            handoff_core::printable(stderr_tail.trim_end(), true)
+        );
     }
 }
 

@@ -29,6 +29,7 @@ mod output;
 mod panel;
 mod paths;
 mod preflight;
+mod printable;
 mod private_dir;
 mod process;
 mod progress;
@@ -109,6 +110,7 @@ pub use panel::{
 };
 pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
+pub use printable::printable;
 pub use private_dir::{PrivateDir, PrivateDirKind};
 pub use process::{
     Containment, Ending, OUTPUT_LIMIT, ProcessReport, ReaperSpec, run_command, supervise,

@@ -84,17 +84,19 @@ impl ProgressEvent {
 
 /// `text`'s first line, trimmed and cut to [`MAX_DETAIL_CHARS`] characters (with `…`).
 fn one_line(text: &str) -> String {
-    let line = text
+    let first = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
+    // The agent wrote it: shown on a terminal, it must not be able to steer it.
+    let line = crate::printable(first, false);
     if line.chars().count() > MAX_DETAIL_CHARS {
         let mut cut: String = line.chars().take(MAX_DETAIL_CHARS - 1).collect();
         cut.push('…');
         cut
     } else {
-        line.to_owned()
+        line.into_owned()
     }
 }
 

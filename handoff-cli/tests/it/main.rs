@@ -28,4 +28,5 @@ mod panel;
 mod remote;
 mod statuses;
 mod support;
+mod terminal;
 mod trust;
