@@ -10,11 +10,11 @@
 #![allow(clippy::print_stdout)]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use handoff_continue::{ContinueRequest, Fallback, NoteInput};
 use handoff_examples::continue_task::continue_with;
+use handoff_examples::git;
 
 const NOTE: &str = "# Handoff note
 
@@ -54,18 +54,6 @@ None.
 
 Filled in by handoff.
 ";
-
-fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
-    let status = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .context("git is needed to make the scratch repository")?;
-    if !status.success() {
-        bail!("git {} failed", args.join(" "));
-    }
-    Ok(())
-}
 
 #[tokio::main]
 async fn main() -> Result<()> {

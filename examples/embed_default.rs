@@ -8,29 +8,11 @@
 #![allow(clippy::print_stdout)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use handoff_core::{Engine, EngineOptions, Instructions, RunInput, Verb};
-
-fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=example",
-            "-c",
-            "user.email=example@example.invalid",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .context("git is needed to make the scratch repository")?;
-    if !status.success() {
-        bail!("git {} failed", args.join(" "));
-    }
-    Ok(())
-}
+use handoff_examples::git;
 
 #[tokio::main]
 async fn main() -> Result<()> {

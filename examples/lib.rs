@@ -1,6 +1,29 @@
 //! Example programs live beside this file; see `embed_default.rs`, `custom_provider.rs` and
 //! `continue_task.rs`. What they share, and what tests call, is here.
 
+/// Runs `git args…` in `dir` for a scratch repository, with an identity of its own for its
+/// commits; fails when git is missing or fails.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let status = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=example",
+            "-c",
+            "user.email=example@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .context("git is needed to make the scratch repository")?;
+    if !status.success() {
+        anyhow::bail!("git {} failed", args.join(" "));
+    }
+    Ok(())
+}
+
 pub mod continue_task {
     //! Continuing a task through the library alone, as `handoff continue` does.
 

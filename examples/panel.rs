@@ -12,35 +12,15 @@
 #![allow(clippy::print_stdout)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use camino::Utf8PathBuf;
 use handoff_core::{Engine, EngineOptions, Instructions, PanelOptions, RunInput, Verb};
+use handoff_examples::git;
 
 /// Who sits on the panel: each entry an agent, optionally `:model`.
 const MEMBERS: &str = "codex,claude";
-
-fn git(dir: &std::path::Path, args: &[&str]) -> Result<()> {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=example",
-            "-c",
-            "user.email=example@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .status()
-        .context("git is needed to make the scratch repository")?;
-    if !status.success() {
-        bail!("git {} failed", args.join(" "));
-    }
-    Ok(())
-}
 
 #[tokio::main]
 async fn main() -> Result<()> {
