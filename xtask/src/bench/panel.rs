@@ -1,6 +1,6 @@
 //! What a panel costs next to its members run alone: `handoff advice --harness
-//! codex,claude,opencode` (one read-only question put to three agents at once, each member a
-//! complete run of its own: "before" fingerprint, agent, "after" fingerprint) against a
+//! codex,claude,opencode` (one read-only question put to three agents at once: one "before"
+//! fingerprint for all, the three agents, one "after" once every agent is gone) against a
 //! standalone `handoff advice --harness X` for each X of the three, on the same repository with
 //! the same instructions.
 //!
