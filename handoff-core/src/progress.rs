@@ -13,6 +13,11 @@ use crate::names::AgentId;
 /// Longest detail kept for an event, in characters.
 pub const MAX_DETAIL_CHARS: usize = 120;
 
+/// Longest detail an event holds before it is masked, in characters: far more than what is
+/// shown, so that the cut to [`MAX_DETAIL_CHARS`] never splits a secret the masker would have
+/// recognised whole.
+const MAX_RAW_DETAIL_CHARS: usize = 4096;
+
 /// One thing an agent did, as its event stream tells it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProgressEvent {
@@ -34,18 +39,20 @@ pub enum ProgressEvent {
 }
 
 impl ProgressEvent {
-    /// A tool event with `detail` cut to [`MAX_DETAIL_CHARS`] on one line.
+    /// A tool event with `detail`'s first line; [`ProgressEvent::masked`] masks it and cuts
+    /// it to [`MAX_DETAIL_CHARS`].
     pub fn tool(name: impl Into<String>, detail: Option<&str>) -> ProgressEvent {
         ProgressEvent::Tool {
             name: name.into(),
-            detail: detail.map(one_line).filter(|d| !d.is_empty()),
+            detail: detail.map(first_line).filter(|d| !d.is_empty()),
         }
     }
 
-    /// A file event with the path cut to [`MAX_DETAIL_CHARS`].
+    /// A file event with the path's first line; [`ProgressEvent::masked`] masks it and cuts it
+    /// to [`MAX_DETAIL_CHARS`].
     pub fn file(path: &str) -> ProgressEvent {
         ProgressEvent::FileEdited {
-            path: one_line(path),
+            path: first_line(path),
         }
     }
 }
@@ -65,12 +72,11 @@ impl fmt::Display for ProgressEvent {
 }
 
 impl ProgressEvent {
-    /// The event with its detail or path masked.
+    /// The event with its detail or path masked, then made printable and cut to
+    /// [`MAX_DETAIL_CHARS`] (in that order: a cut first could leave part of a secret the
+    /// masker no longer recognises).
     pub fn masked(self, masker: &crate::Masker) -> ProgressEvent {
-        let mask = |s: String| match masker.mask(&s).text {
-            std::borrow::Cow::Owned(m) => m,
-            std::borrow::Cow::Borrowed(_) => s,
-        };
+        let mask = |s: String| shown(&masker.mask(&s).text);
         match self {
             ProgressEvent::Tool { name, detail } => ProgressEvent::Tool {
                 name,
@@ -82,15 +88,21 @@ impl ProgressEvent {
     }
 }
 
-/// `text`'s first line, trimmed and cut to [`MAX_DETAIL_CHARS`] characters (with `…`).
-fn one_line(text: &str) -> String {
-    let first = text
-        .lines()
+/// `text`'s first non-blank line, trimmed, at most [`MAX_RAW_DETAIL_CHARS`] characters.
+fn first_line(text: &str) -> String {
+    text.lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
-        .trim();
+        .trim()
+        .chars()
+        .take(MAX_RAW_DETAIL_CHARS)
+        .collect()
+}
+
+/// `text` as shown: printable, and cut to [`MAX_DETAIL_CHARS`] characters (with `…`).
+fn shown(text: &str) -> String {
     // The agent wrote it: shown on a terminal, it must not be able to steer it.
-    let line = crate::printable(first, false);
+    let line = crate::printable(text, false);
     if line.chars().count() > MAX_DETAIL_CHARS {
         let mut cut: String = line.chars().take(MAX_DETAIL_CHARS - 1).collect();
         cut.push('…');
@@ -144,12 +156,23 @@ mod tests {
         assert!(!shown.contains("abcdefghijklmnop"), "{shown}");
         assert!(!shown.contains("plainGatewayValue7731qq"), "{shown}");
         assert!(shown.starts_with("Bash: curl"), "{shown}");
+
+        // A secret that runs past the cut is masked first, never cut into a prefix the masker
+        // would not recognise.
+        let late = format!("echo {} plainGatewayValue7731qq", "x".repeat(100));
+        let shown = ProgressEvent::tool("Bash", Some(&late))
+            .masked(&masker)
+            .to_string();
+        assert!(!shown.contains("plainGate"), "{shown}");
     }
 
     #[test]
     fn details_are_one_short_line() {
         let long = "x".repeat(500);
-        let ProgressEvent::Tool { detail, .. } = ProgressEvent::tool("Bash", Some(&long)) else {
+        let masker = crate::Masker::default();
+        let ProgressEvent::Tool { detail, .. } =
+            ProgressEvent::tool("Bash", Some(&long)).masked(&masker)
+        else {
             panic!()
         };
         let detail = detail.unwrap();

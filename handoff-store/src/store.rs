@@ -131,9 +131,11 @@ impl SqliteStore {
         self.read(sql::integrity_problems)
     }
 
-    /// `record` with its free text masked.
+    /// `record` with its free text masked, and the paths of a checkpoint (an agent names the
+    /// files it creates).
     fn masked_record(&self, record: &Record) -> Record {
         let mask = |s: &str| self.masker.mask(s).text.into_owned();
+        let masks = |paths: &[String]| paths.iter().map(|p| mask(p)).collect();
         match record {
             Record::Turn(t) => Record::Turn(handoff_core::Turn {
                 summary: mask(&t.summary),
@@ -141,6 +143,8 @@ impl SqliteStore {
             }),
             Record::Checkpoint(c) => Record::Checkpoint(handoff_core::Checkpoint {
                 message: mask(&c.message),
+                committed: masks(&c.committed),
+                uncommitted: masks(&c.uncommitted),
                 ..c.clone()
             }),
             Record::Check(c) => Record::Check(handoff_core::CheckRun {

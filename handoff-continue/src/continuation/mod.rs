@@ -262,7 +262,19 @@ fn masked(result: ContinueResult, masker: &handoff_core::Masker) -> ContinueResu
     if masker.mask_json(&mut value) == 0 {
         return result;
     }
-    serde_json::from_value(value).unwrap_or(result)
+    // Masking can leave a typed field unreadable (a short secret that is a whole value, such
+    // as an agent's name): then only what cannot hold a secret is kept, never the unmasked
+    // result.
+    serde_json::from_value(value).unwrap_or_else(|_| {
+        let mut withheld = ContinueResult::new(result.outcome, result.exit_code);
+        withheld.task_id = result.task_id;
+        withheld.reason = Some(
+            "the continuation's details are withheld: they hold a known secret in a field that \
+             cannot be masked"
+                .to_owned(),
+        );
+        withheld
+    })
 }
 
 /// The result of a continuation refused before it started (e.g. an unusable configuration).
@@ -393,4 +405,23 @@ async fn run(
     drop(lease);
     drop(scratch.dir);
     Ok(code)
+}
+
+#[cfg(test)]
+mod masking_tests {
+    use super::*;
+
+    #[test]
+    fn a_result_masking_cannot_read_back_is_withheld_not_shown() {
+        let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
+        result.reason = Some("the token is supersecretvalue12345, from claude".to_owned());
+        result.source = serde_json::from_value(serde_json::json!({"provider": "claude"})).ok();
+        // `claude` is a short secret: masked as a whole value, the provider no longer parses.
+        let masker = handoff_core::Masker::new(["claude", "supersecretvalue12345"]);
+        let shown = masked(result, &masker);
+        let text = serde_json::to_string(&shown).unwrap();
+        assert!(!text.contains("supersecretvalue12345"), "{text}");
+        assert_eq!(shown.exit_code, exit::USAGE);
+        assert!(shown.reason.unwrap().contains("withheld"));
+    }
 }

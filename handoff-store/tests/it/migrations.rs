@@ -169,9 +169,22 @@ fn what_the_store_writes_is_masked_with_what_the_caller_knows() {
     store
         .append(&task.id, &turn(&format!("used {known} and {pattern}")))
         .unwrap();
+    // An agent names the files it creates: a checkpoint's paths are masked too.
+    let checkpoint = handoff_core::Record::Checkpoint(handoff_core::Checkpoint {
+        commit: "a".repeat(40),
+        author: handoff_core::AgentRef {
+            provider: handoff_core::AgentId::CODEX,
+            model: None,
+        },
+        message: "checkpoint".into(),
+        committed: vec![format!("notes/{known}.txt")],
+        uncommitted: vec![format!("{pattern}.env")],
+    });
+    store.append(&task.id, &checkpoint).unwrap();
     let timeline = store.timeline(&task.id).unwrap();
     let text = format!("{timeline:?}");
     assert!(!text.contains(known) && !text.contains(pattern), "{text}");
+    assert!(text.contains("notes/"), "{text}");
     drop(store);
     let disk = bytes_on_disk(&path);
     assert!(!contains(&disk, known), "the known secret is on disk");
