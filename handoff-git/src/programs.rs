@@ -56,8 +56,10 @@ pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
         "remote" => match key {
             "receivepack" | "uploadpack" | "vcs" => true,
             "url" | "pushurl" => local_url(value),
+            "pushdefault" => remote_name_is_a_place(value),
             _ => false,
         },
+        "branch" => matches!(key, "remote" | "pushremote") && remote_name_is_a_place(value),
         "url" => matches!(key, "insteadof" | "pushinsteadof"),
         "protocol" => key == "allow",
         "include" | "includeif" => key == "path",
@@ -72,10 +74,29 @@ pub(crate) fn runs_a_program(section: &str, key: &str, value: &[u8]) -> bool {
 }
 
 /// Whether a remote URL names a repository on this machine (a path or `file:`), which git
-/// reaches by running its hooks and programs here.
+/// reaches by running its hooks and programs here. git's rule: `file:` in any case; any other
+/// `scheme://` is remote; otherwise a colon before the first slash makes `host:path` (ssh),
+/// and anything else (`/a/x:y/r.git`, `./r`, `r`) is a path.
 fn local_url(value: &[u8]) -> bool {
     let value = value.trim();
-    value.starts_with(b"file:") || !value.contains(&b':')
+    if value.len() >= 5 && value[..5].eq_ignore_ascii_case(b"file:") {
+        return true;
+    }
+    if value.find(b"://").is_some() {
+        return false;
+    }
+    match value.iter().position(|&b| b == b':') {
+        None => true,
+        Some(colon) => value[..colon].contains(&b'/'),
+    }
+}
+
+/// Whether a remote named by `branch.<b>.remote`, `branch.<b>.pushRemote` or
+/// `remote.pushDefault` is a URL or path in place of a remote's name: git pushes to it as it
+/// is, so a path reaches a repository (and its hooks) on this machine.
+fn remote_name_is_a_place(value: &[u8]) -> bool {
+    let value = value.trim();
+    value == b"." || value.contains(&b'/') || value.contains(&b':')
 }
 
 /// One setting that runs a program.
@@ -224,7 +245,42 @@ impl RepoPrograms {
             let listed = list(&dir, &["--file", &file_arg, "--list", "--includes"])?;
             out.add_listing(&common, &dir, &listed, &["command"]);
         }
+        out.add_include_targets(&common);
         Ok(out)
+    }
+
+    /// Adds each file an `include.path` or `includeIf.<condition>.path` here names that git did
+    /// not read (its condition not met here), with the digest of its program settings: an
+    /// agent that edits it changes the state, though the include only applies in another
+    /// worktree or to another command.
+    fn add_include_targets(&mut self, common: &Path) {
+        let targets: Vec<PathBuf> = self
+            .files
+            .iter()
+            .flat_map(|file| {
+                file.settings
+                    .iter()
+                    .filter(|s| matches!(s.section.as_str(), "include" | "includeif"))
+                    .filter_map(|s| include_target(&file.path, &s.value))
+            })
+            .collect();
+        for path in targets {
+            let path = canonical(&path);
+            if self.files.iter().any(|f| f.path == path) {
+                continue;
+            }
+            let digest = match std::fs::read(&path) {
+                Ok(bytes) => programs_digest(&bytes),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing".to_owned(),
+                Err(_) => "unreadable".to_owned(),
+            };
+            self.files.push(ConfigFile {
+                label: file_label(common, &path),
+                path,
+                digest,
+                settings: Vec::new(),
+            });
+        }
     }
 
     /// Adds the entries of one listing whose scope is one of `scopes`, file by file.
@@ -235,13 +291,9 @@ impl RepoPrograms {
             let at = match self.files.iter().position(|f| f.path == path) {
                 Some(at) => at,
                 None => {
-                    let label = match path.strip_prefix(common) {
-                        Ok(rela) => format!(".git/{}", rela.display()),
-                        Err(_) => path.display().to_string(),
-                    };
                     self.files.push(ConfigFile {
                         path: path.clone(),
-                        label,
+                        label: file_label(common, &path),
                         digest: String::new(),
                         settings: Vec::new(),
                     });
@@ -337,8 +389,15 @@ fn neutralise(s: &Setting, file: &str, globals: &gix::config::File, out: &mut Ne
         })),
         ("remote", "receivepack") => set(global().unwrap_or_else(|| "git-receive-pack".into())),
         ("remote", "uploadpack") => set(global().unwrap_or_else(|| "git-upload-pack".into())),
-        ("remote", "vcs" | "url" | "pushurl") | ("url", _) | ("credential", _) => {
-            out.remote.push(named)
+        ("remote", "vcs" | "url" | "pushurl" | "pushdefault")
+        | ("branch", _)
+        | ("url", _)
+        | ("credential", _) => out.remote.push(named),
+        // An include whose condition git did not meet here may hold anything for another
+        // worktree or command: nothing that stages, checks out or reaches a remote runs.
+        ("includeif", _) => {
+            out.content.push(named.clone());
+            out.remote.push(named);
         }
         ("gpg", "defaultkeycommand") | ("core", "alternaterefscommand") | ("trailer", _) => {
             set(global().unwrap_or_default())
@@ -361,7 +420,7 @@ fn neutralise(s: &Setting, file: &str, globals: &gix::config::File, out: &mut Ne
         },
         ("pager", _) => set("false".into()),
         // Followed when read; the files they include are neutralised setting by setting.
-        ("include" | "includeif", _) => {}
+        ("include", _) => {}
         // Never run by handoff: aliases cannot shadow git's own commands, and handoff opens no
         // browser, manual, diff or merge tool, updates no submodule and serves no fetch or push.
         _ => {}
@@ -552,6 +611,30 @@ fn expand_home(path: &str) -> PathBuf {
 
 /// How `dir` is named in a [`ConfigState`]: `.git/…` under the common directory, a worktree path
 /// inside the worktree, else its absolute path.
+/// How a person would name a configuration file: `.git/<path>` inside the common directory,
+/// else its absolute path.
+fn file_label(common: &Path, path: &Path) -> String {
+    match path.strip_prefix(common) {
+        Ok(rela) => format!(".git/{}", rela.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// The file an include's `path` value names, as git resolves it: `~/` from `$HOME`, a relative
+/// path from the including file's directory.
+fn include_target(including: &Path, value: &[u8]) -> Option<PathBuf> {
+    let value = value.to_str().ok()?.trim();
+    if let Some(rest) = value.strip_prefix("~/") {
+        return Some(PathBuf::from(std::env::var_os("HOME")?).join(rest));
+    }
+    let path = Path::new(value);
+    if path.is_absolute() {
+        Some(path.to_owned())
+    } else {
+        Some(including.parent()?.join(path))
+    }
+}
+
 fn label(dir: &Path, root: &Path, common: &Path) -> String {
     let common = canonical(common);
     let root = canonical(root);

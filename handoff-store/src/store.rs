@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use camino::Utf8Path;
+use camino::{Utf8Path, Utf8PathBuf};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use handoff_core::{
@@ -262,6 +262,15 @@ fn no_handoff(id: &HandoffId) -> StoreError {
     }
 }
 
+/// The one spelling of a worktree its configuration state is kept under: its path with symbolic
+/// links resolved, so that a worktree reached another way (`core.worktree` naming it through a
+/// link) finds the state it kept, and is not a worktree with no state, which trusts everything.
+fn same_worktree(worktree: &Utf8Path) -> Utf8PathBuf {
+    worktree
+        .canonicalize_utf8()
+        .unwrap_or_else(|_| worktree.to_owned())
+}
+
 impl TaskStore for SqliteStore {
     /// Takes the write lock and gives it back at once: fails with [`StoreError::Locked`] when
     /// another process holds it for longer than the busy timeout.
@@ -324,14 +333,16 @@ impl TaskStore for SqliteStore {
             field: "configuration state",
             reason: e.to_string(),
         })?;
-        self.write(|conn, c| sql::save_worktree_config_state(conn, c, worktree, &json, &now_iso()))
+        let worktree = same_worktree(worktree);
+        self.write(|conn, c| sql::save_worktree_config_state(conn, c, &worktree, &json, &now_iso()))
     }
 
     fn worktree_config_state(
         &self,
         worktree: &Utf8Path,
     ) -> Result<Option<ConfigState>, StoreError> {
-        let json = self.read(|conn, c| sql::worktree_config_state(conn, c, worktree))?;
+        let worktree = same_worktree(worktree);
+        let json = self.read(|conn, c| sql::worktree_config_state(conn, c, &worktree))?;
         self.parse_config_state(json)
     }
 

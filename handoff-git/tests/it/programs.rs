@@ -420,3 +420,106 @@ fn a_hooks_path_set_through_a_conditional_include_is_the_one_git_uses() {
         "planted-hooks"
     );
 }
+
+/// A bare repository inside `.git` at `rela` whose `pre-receive` hook writes the marker.
+fn hooked_bare(repo: &TestRepo, rela: &str, marker: &std::path::Path) {
+    let bare = repo.path(rela);
+    std::fs::create_dir_all(&bare).unwrap();
+    crate::support::git_in(
+        repo.root().as_std_path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    plant_hook(repo, &format!("{rela}/hooks"), "pre-receive", marker);
+}
+
+#[test]
+fn a_local_path_with_a_colon_is_still_local() {
+    // git takes `/a/x:y/r.git` for a path (a slash before the colon), not for `host:path`.
+    let (repo, marker) = repo();
+    hooked_bare(&repo, ".git/x:y/evil.git", &marker);
+    let url = repo.path(".git/x:y/evil.git");
+    repo.git(&["remote", "add", "origin", url.to_str().unwrap()]);
+    let err = Git::new(repo.root())
+        .run(&["push", "-q", "origin", "main"])
+        .unwrap_err();
+    assert!(err.message.contains("remote.origin.url"), "{}", err.message);
+    assert_eq!(ran(&marker), "");
+}
+
+#[test]
+fn a_branch_whose_remote_is_a_path_refuses_pushes() {
+    // `branch.<b>.remote` (or `pushRemote`, or `remote.pushDefault`) may name a repository by
+    // its path instead of a remote's name: git pushes there, and its hooks run here.
+    for key in [
+        "branch.main.remote",
+        "branch.main.pushRemote",
+        "remote.pushDefault",
+    ] {
+        let (repo, marker) = repo();
+        hooked_bare(&repo, ".git/evil.git", &marker);
+        let path = repo.path(".git/evil.git");
+        repo.git(&["config", key, path.to_str().unwrap()]);
+        let err = Git::new(repo.root()).run(&["push", "-q"]).expect_err(key);
+        assert!(
+            err.message.to_lowercase().contains(&key.to_lowercase()),
+            "{key}: {}",
+            err.message
+        );
+        assert_eq!(ran(&marker), "", "{key}");
+        let state = config_state(repo.root()).unwrap();
+        assert!(
+            state.git_programs.contains_key(".git/config"),
+            "{:?}",
+            state.git_programs
+        );
+    }
+}
+
+#[test]
+fn a_conditional_include_git_does_not_follow_here_refuses_and_is_in_the_state() {
+    // The include applies only in a linked worktree, so `git config --list` here does not read
+    // it; a worktree handoff adds would run its filter.
+    let (repo, marker) = repo();
+    std::fs::write(
+        repo.path(".git/evil.cfg"),
+        format!(
+            "[filter \"evil\"]\n\tsmudge = sh -c 'echo smudge >> {}; cat'\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(repo.path(".git/info/attributes"), "* filter=evil\n").unwrap();
+    repo.git(&[
+        "config",
+        "includeIf.gitdir:**/worktrees/**.path",
+        "evil.cfg",
+    ]);
+    let before = config_state(repo.root()).unwrap();
+    let wt = repo.path(".git/../../thread-wt");
+    let err = Git::new(repo.root())
+        .run(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "thread",
+            wt.to_str().unwrap(),
+            "HEAD",
+        ])
+        .unwrap_err();
+    assert!(err.message.contains("includeif."), "{}", err.message);
+    assert_eq!(ran(&marker), "");
+    // An edit of the included file, which git does not read here, changes the state.
+    std::fs::write(
+        repo.path(".git/evil.cfg"),
+        "[filter \"evil\"]\n\tsmudge = other\n",
+    )
+    .unwrap();
+    let after = config_state(repo.root()).unwrap();
+    assert_ne!(before.git_programs, after.git_programs);
+    assert!(
+        after.git_programs.contains_key(".git/evil.cfg"),
+        "{:?}",
+        after.git_programs
+    );
+}

@@ -220,3 +220,25 @@ fn a_worktree_keeps_its_first_state_until_a_task_takes_it_over() {
     assert!(store.save_config_state(&task.id, &first).unwrap());
     assert_eq!(store.worktree_config_state(worktree).unwrap(), None);
 }
+
+#[test]
+fn a_worktree_reached_through_a_link_finds_the_state_it_kept() {
+    // `core.worktree` can name the worktree through a symbolic link: the state kept under one
+    // spelling must be found under the other, or the worktree would look new and trust all.
+    let (dir, path) = temp();
+    let store = open(&path);
+    let real = dir.path().join("repo");
+    std::fs::create_dir(&real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let real = camino::Utf8PathBuf::from_path_buf(real).unwrap();
+    let link = camino::Utf8PathBuf::from_path_buf(link).unwrap();
+    let mut kept = handoff_core::ConfigState::default();
+    kept.hooks.insert("core.hooksPath".into(), String::new());
+    assert!(store.save_worktree_config_state(&real, &kept).unwrap());
+    assert_eq!(
+        store.worktree_config_state(&link).unwrap(),
+        Some(kept.clone())
+    );
+    assert!(!store.save_worktree_config_state(&link, &kept).unwrap());
+}
