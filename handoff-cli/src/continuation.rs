@@ -189,20 +189,11 @@ impl ContinueArgs {
 }
 
 /// The longest `--message-file`, in bytes.
-const MAX_MESSAGE_BYTES: u64 = 64 * 1024;
+const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// The text of `--message-file`.
+/// The text of `--message-file`: a private regular file, read as `--instructions` is.
 fn read_message(path: &str) -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_MESSAGE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("--message-file {path}: {e}"))?;
-    if bytes.len() as u64 > MAX_MESSAGE_BYTES {
-        return Err(format!(
-            "--message-file {path}: longer than {MAX_MESSAGE_BYTES} bytes"
-        ));
-    }
+    let bytes = handoff_core::read_input_file("--message-file", path, MAX_MESSAGE_BYTES)?;
     String::from_utf8(bytes).map_err(|_| format!("--message-file {path}: not UTF-8 text"))
 }
 

@@ -454,10 +454,11 @@ pub fn incoming_dir(id: &str) -> String {
 }
 
 /// The script that writes stdin to `<incoming>/<name>` (0600 in a 0700 directory) and prints
-/// its absolute path.
+/// its absolute path, symbolic links resolved (the receiving `handoff` reads it as a private
+/// file, which refuses links).
 pub fn upload_script(id: &str, name: &str) -> String {
     format!(
-        "set -eu\numask 077\nd=\"{}\"\nmkdir -p \"$d\"\ncat > \"$d\"/{name}\necho \"file=$d/{name}\"\n",
+        "set -eu\numask 077\nd=\"{}\"\nmkdir -p \"$d\"\ncat > \"$d\"/{name}\necho \"file=$(cd \"$d\" && pwd -P)/{name}\"\n",
         incoming_dir(id),
         name = shell_word(name)
     )

@@ -389,7 +389,40 @@ fn rejected_inputs_change_nothing() {
     let good = note_file(&sb, "good.md", &SECTIONS);
     let partial = note_file(&sb, "partial.md", &SECTIONS[..7]);
     let unreadable = sb.private.join("missing.md").to_string_lossy().into_owned();
+    // A message file that would block a reader forever, and one that is a link.
+    let fifo = sb.private.join("message.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let fifo = fifo.to_string_lossy().into_owned();
+    let linked = sb.private.join("message.link");
+    std::os::unix::fs::symlink(&good, &linked).unwrap();
+    let linked = linked.to_string_lossy().into_owned();
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &good,
+                "--message-file",
+                &fifo,
+            ],
+            "message.fifo is not a regular file",
+        ),
+        (
+            vec![
+                "--to",
+                "codex",
+                "--from",
+                "claude",
+                "--note-file",
+                &good,
+                "--message-file",
+                &linked,
+            ],
+            "message.link is a symlink",
+        ),
         (
             vec!["--to", "nope", "--from", "claude", "--note-file", &good],
             "--to \"nope\" is not a known agent",
