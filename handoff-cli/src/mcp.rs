@@ -149,7 +149,14 @@ macro_rules! delegate_input {
         impl $name {
             fn shared_flags(&self, launch: &mut Launch) -> Result<(), String> {
                 launch.value("--harness", Some(&self.harness.flag()?));
-                launch.value("--quorum", self.quorum.as_ref());
+                // A list is a panel even of one member: `--quorum` (all of them, unless given)
+                // says so.
+                let quorum = match (&self.quorum, &self.harness) {
+                    (Some(q), _) => Some(q.to_string()),
+                    (None, Harness::Panel(members)) => Some(members.len().to_string()),
+                    (None, Harness::One(_)) => None,
+                };
+                launch.value("--quorum", quorum.as_ref());
                 launch.value("--caller-harness", self.caller_harness.as_ref());
                 launch.value("--cwd", Some(&self.cwd));
                 launch.text_or_file(
@@ -827,6 +834,18 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(one.harness.flag().unwrap(), "codex");
+        // A one-member list is still a panel: it is launched with a quorum.
+        let listed: AdviceInput = serde_json::from_value(serde_json::json!({
+            "harness": ["codex"], "cwd": "/r", "instructions": "x",
+        }))
+        .unwrap();
+        let mut launch = Launch::new("advice");
+        listed.shared_flags(&mut launch).unwrap();
+        let q = launch.args.iter().position(|a| a == "--quorum").unwrap();
+        assert_eq!(launch.args[q + 1], "1");
+        let mut launch = Launch::new("advice");
+        one.shared_flags(&mut launch).unwrap();
+        assert!(!launch.args.iter().any(|a| a == "--quorum"));
         let bad: AdviceInput = serde_json::from_value(serde_json::json!({
             "harness": ["codex,claude"], "cwd": "/r", "instructions": "x",
         }))
