@@ -13,19 +13,12 @@ const HEADER_CREDENTIAL: &str = "gwcred-Hk29xQ7pLm";
 const URL_PASSWORD: &str = "urlPassw0rd-u1Zq";
 const ENV_TOKEN: &str = "plainGatewayValue7731qq";
 const MESSAGE_PASSWORD: &str = "S3cr3t!Staging-42";
-const OVERRIDE_TOKEN: &str = "tok-Override-Zx81Lk";
 
 fn leaked_in(bytes: &[u8]) -> Vec<&'static str> {
-    [
-        HEADER_CREDENTIAL,
-        URL_PASSWORD,
-        ENV_TOKEN,
-        MESSAGE_PASSWORD,
-        OVERRIDE_TOKEN,
-    ]
-    .into_iter()
-    .filter(|s| bytes.windows(s.len()).any(|w| w == s.as_bytes()))
-    .collect()
+    [HEADER_CREDENTIAL, URL_PASSWORD, ENV_TOKEN, MESSAGE_PASSWORD]
+        .into_iter()
+        .filter(|s| bytes.windows(s.len()).any(|w| w == s.as_bytes()))
+        .collect()
 }
 
 fn assert_clean(what: &str, bytes: &[u8]) {
@@ -167,4 +160,48 @@ fn no_secret_reaches_any_output_the_store_or_a_command_line() {
         "{argv:?}"
     );
     assert_clean("the resume command", shell.as_bytes());
+}
+
+#[test]
+fn an_agent_that_prints_a_secret_it_was_given_does_not_get_it_out() {
+    // The agent is given GATEWAY_TOKEN (`pass_env`) and prints it, raw and base64-encoded, on
+    // its stderr: neither form reaches handoff's output or its result file.
+    let sb = sandbox();
+    let config = write_config(&sb);
+    sb.agents.set(handoff_testkit::keys::MODE, "failed");
+    sb.agents.set(
+        handoff_testkit::keys::SHELL,
+        "echo \"token=$GATEWAY_TOKEN\"; printf %s \"$GATEWAY_TOKEN\" | base64;",
+    );
+    let ins = sb.instructions("Review it.");
+    let cwd = repo_path(&sb);
+    let result = sb.root.join("result.json");
+    let run = sb.exec(
+        sb.command()
+            .env("HANDOFF_CONFIG", &config)
+            .env("GATEWAY_TOKEN", ENV_TOKEN)
+            .args(["run", "--caller-harness", "claude", "--harness", "codex"])
+            .args(["--mode", "review", "--cwd", &cwd, "--instructions", &ins])
+            .arg("--result")
+            .arg(&result),
+    );
+    assert_eq!(run.json["status"], "failed", "{run:#?}");
+    // The shell ran with the token: its stderr reached handoff (masked).
+    let stderr = run.json["diagnostics"]["providerStderr"].as_str().unwrap();
+    assert!(stderr.contains("token="), "{stderr}");
+    // `printf %s {ENV_TOKEN} | base64`
+    let encoded = "cGxhaW5HYXRld2F5VmFsdWU3NzMxcXE=";
+    for (what, bytes) in [
+        ("stdout", run.stdout.clone().into_bytes()),
+        ("stderr", run.stderr.clone().into_bytes()),
+        ("the result file", std::fs::read(&result).unwrap()),
+    ] {
+        assert_clean(what, &bytes);
+        assert!(
+            !bytes
+                .windows(encoded.len())
+                .any(|w| w == encoded.as_bytes()),
+            "{what} holds the base64 form"
+        );
+    }
 }
