@@ -10,7 +10,17 @@ pub(super) const URL_SAFE: &[u8; 64] =
 pub(super) fn forms(secret: &str) -> Vec<String> {
     let bytes = secret.as_bytes();
     let mut out = vec![secret.to_owned()];
-    out.push(json_escaped(secret));
+    let json = json_escaped(secret);
+    // PHP's `json_encode` escapes `/`; Go's encoder escapes `<`, `>` and `&`; Python's (with
+    // `ensure_ascii`) every non-ASCII character; some encoders every character.
+    out.push(json.replace('/', "\\/"));
+    out.push(unicode_escaped(&json, |c| matches!(c, '<' | '>' | '&')));
+    out.push(unicode_escaped(&json, |c| !c.is_ascii()));
+    out.push(unicode_escaped(secret, |_| true));
+    out.push(json);
+    // Every byte, letters and digits too, as `%XX`.
+    out.push(every_byte_percent_encoded(bytes, false));
+    out.push(every_byte_percent_encoded(bytes, true));
     for keep in PERCENT_KEPT {
         out.push(percent_encoded(bytes, keep, false));
         out.push(percent_encoded(bytes, keep, true));
@@ -41,6 +51,36 @@ pub(super) fn json_escaped(secret: &str) -> String {
 /// unreserved set (form encoders, most libraries), nothing (encoders of every non-alphanumeric
 /// byte), the unreserved set and `/` (Python's `quote`), and JavaScript's `encodeURIComponent`.
 const PERCENT_KEPT: [&[u8]; 4] = [b"-._~", b"", b"-._~/", b"-_.!~*'()"];
+
+/// `text` with each character `escape` picks as JSON's `\uXXXX` (lowercase hex, UTF-16).
+fn unicode_escaped(text: &str, escape: impl Fn(char) -> bool) -> String {
+    let mut out = String::with_capacity(text.len() * 2);
+    for c in text.chars() {
+        if escape(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every byte as `%XX`.
+fn every_byte_percent_encoded(bytes: &[u8], lower: bool) -> String {
+    bytes
+        .iter()
+        .map(|b| {
+            if lower {
+                format!("%{b:02x}")
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
 
 /// Every byte but letters, digits and `keep` as `%XX`.
 fn percent_encoded(bytes: &[u8], keep: &[u8], lower: bool) -> String {

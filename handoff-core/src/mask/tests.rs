@@ -666,12 +666,36 @@ fn known_secrets_in_every_form() {
         "s3cr3t%2fv%40lue%2b%22quoted%22".to_owned(),
         general_purpose::STANDARD.encode(secret),
         general_purpose::URL_SAFE_NO_PAD.encode(secret),
+        // PHP's `json_encode` (`\/`), and every character as `\uXXXX`.
+        r#"s3cr3t\/v@lue+\"quoted\""#.to_owned(),
+        secret
+            .chars()
+            .map(|c| format!("\\u{:04x}", u32::from(c)))
+            .collect(),
+        // Every byte as `%XX`, letters and digits too.
+        secret.bytes().map(|b| format!("%{b:02X}")).collect(),
     ];
     for form in forms {
         let text = format!("before {form} after");
         let masked = masker.mask_known(&text);
         assert_eq!(masked.text, format!("before {REDACTED} after"), "{form}");
         assert_eq!(masked.count, 1);
+    }
+}
+
+#[test]
+fn json_unicode_escapes_of_a_known_secret_are_masked() {
+    // Go escapes `<`, `>` and `&`; Python's `ensure_ascii` every non-ASCII character.
+    let secret = "pa<ss>&wörd-Zx81Lk";
+    let masker = Masker::new([secret]);
+    for form in [
+        r"pa\u003css\u003e\u0026wörd-Zx81Lk",
+        r"pa<ss>&w\u00f6rd-Zx81Lk",
+    ] {
+        let text = format!("{{\"v\":\"{form}\"}}");
+        let masked = masker.mask_known(&text);
+        assert_eq!(masked.count, 1, "{form}: {}", masked.text);
+        assert!(!masked.text.contains("Zx81Lk"), "{form}");
     }
 }
 
