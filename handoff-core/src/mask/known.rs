@@ -50,8 +50,8 @@ impl Known {
         short.sort();
         short.dedup();
         Self {
-            long: automaton(&long),
-            short: automaton(&short),
+            long: automaton(&long, MatchKind::Standard),
+            short: automaton(&short, MatchKind::LeftmostLongest),
             short_values,
         }
     }
@@ -61,7 +61,9 @@ impl Known {
         let Some(ac) = &self.long else {
             return Vec::new();
         };
-        ac.find_iter(text)
+        // Every occurrence, overlapping ones too: a secret that starts inside another is
+        // masked with it (the edits are merged), not left with its tail showing.
+        ac.find_overlapping_iter(text)
             .map(|m| Edit::new(m.start(), m.end(), REDACTED))
             .collect()
     }
@@ -86,14 +88,11 @@ impl Known {
     }
 }
 
-fn automaton(patterns: &[String]) -> Option<AhoCorasick> {
+fn automaton(patterns: &[String], kind: MatchKind) -> Option<AhoCorasick> {
     if patterns.is_empty() {
         return None;
     }
-    AhoCorasick::builder()
-        .match_kind(MatchKind::LeftmostLongest)
-        .build(patterns)
-        .ok()
+    AhoCorasick::builder().match_kind(kind).build(patterns).ok()
 }
 
 /// Whether `text[start..end]` is a whole value: the whole text, or preceded by `=` or `:` (then

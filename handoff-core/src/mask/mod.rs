@@ -156,8 +156,8 @@ impl Edit {
     }
 }
 
-/// Applies `edits` to `text`, counting them; of two overlapping edits the one starting first
-/// (the longer one when both start together) wins.
+/// Applies `edits` to `text`, counting them; overlapping edits are merged into the one starting
+/// first (the longer one when both start together), which then covers both.
 fn apply<'a>(text: Cow<'a, str>, mut edits: Vec<Edit>, count: &mut u64) -> Cow<'a, str> {
     if edits.is_empty() {
         return text;
@@ -166,7 +166,12 @@ fn apply<'a>(text: Cow<'a, str>, mut edits: Vec<Edit>, count: &mut u64) -> Cow<'
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
     for e in edits {
-        if e.start < at || e.end <= e.start {
+        if e.end <= e.start {
+            continue;
+        }
+        if e.start < at {
+            // Overlaps the edit before: that one covers this one's tail too.
+            at = at.max(e.end);
             continue;
         }
         out.push_str(&text[at..e.start]);

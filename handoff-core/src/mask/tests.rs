@@ -972,3 +972,14 @@ proptest! {
         prop_assert_eq!(mask(&text), text);
     }
 }
+
+#[test]
+fn a_secret_that_starts_inside_another_is_masked_with_it() {
+    let masker = Masker::new(["zzzzzzzz-sk-test-0", "sk-test-0123456789abcdefXYZ"]);
+    let masked = masker.mask_known("key zzzzzzzz-sk-test-0123456789abcdefXYZ end");
+    assert_eq!(masked.text, format!("key {REDACTED} end"));
+    // One shorter secret that is a prefix of a longer one still leaves nothing of the longer.
+    let masker = Masker::new(["abcdefgh12", "abcdefgh1234567890"]);
+    let masked = masker.mask_known("x abcdefgh1234567890 y abcdefgh12 z");
+    assert_eq!(masked.text, format!("x {REDACTED} y {REDACTED} z"));
+}
