@@ -357,13 +357,7 @@ fn salvage(args: &[String]) -> Option<RunInput> {
 /// Opens the default task store, reading its location from the environment.
 pub(crate) fn open_store() -> Result<handoff_store::SqliteStore, String> {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    // What it writes is masked with every secret handoff knows: its environment's credentials
-    // and the configuration's (a configuration that does not load has none to add).
-    let config = Config::load(&env).map(|l| l.config).unwrap_or_default();
-    let masker = handoff_core::Masker::new(handoff_core::known_secrets(&env, &config));
-    let path = handoff_store::default_path(&env).map_err(|e| e.to_string())?;
-    handoff_store::SqliteStore::open_with(path, &handoff_store::StoreOptions::new().masker(masker))
-        .map_err(|e| e.to_string())
+    handoff_store::SqliteStore::open_default(&env).map_err(|e| e.to_string())
 }
 
 /// The default task store, opened when first needed (a refused request leaves none behind).

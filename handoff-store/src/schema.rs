@@ -217,8 +217,12 @@ pub(crate) fn check(conn: &Connection, ctx: &Ctx) -> Result<u32, StoreError> {
 
 /// Brings the store to [`SCHEMA_VERSION`], one migration per immediate transaction. The
 /// version is read again under the write lock, so processes opening a new store at the same
-/// time apply each migration once.
-pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError> {
+/// time apply each migration once. A scrub masks with `masker`: every secret the opener knows.
+pub(crate) fn migrate(
+    conn: &mut Connection,
+    ctx: &Ctx,
+    masker: &handoff_core::Masker,
+) -> Result<(), StoreError> {
     if check(conn, ctx)? == SCHEMA_VERSION {
         return Ok(());
     }
@@ -244,7 +248,7 @@ pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError
         };
         match &MIGRATIONS[version as usize] {
             Migration::Sql(sql) => tx.execute_batch(sql).map_err(failed)?,
-            Migration::Scrub => scrub(&tx).map_err(failed)?,
+            Migration::Scrub => scrub(&tx, masker).map_err(failed)?,
         }
         tx.pragma_update(None, "user_version", next)
             .map_err(failed)?;
@@ -261,8 +265,7 @@ pub(crate) fn migrate(conn: &mut Connection, ctx: &Ctx) -> Result<(), StoreError
 }
 
 /// Masks every free-text column in place (see [`Migration::Scrub`]).
-fn scrub(conn: &Connection) -> rusqlite::Result<()> {
-    let masker = handoff_core::Masker::default();
+fn scrub(conn: &Connection, masker: &handoff_core::Masker) -> rusqlite::Result<()> {
     for (table, column) in [
         ("turns", "summary"),
         ("handoffs", "message"),

@@ -68,9 +68,16 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating and migrating as needed) the store at [`default_path`].
+    /// Opens (creating and migrating as needed) the store at [`default_path`], masking what it
+    /// writes with every secret known in `env` and its configuration.
     pub fn open_default(env: &BTreeMap<String, String>) -> Result<SqliteStore, StoreError> {
-        SqliteStore::open(default_path(env)?)
+        // What it writes is masked with every secret handoff knows: the environment's
+        // credentials and the configuration's (a configuration that does not load has none).
+        let config = handoff_core::Config::load(env)
+            .map(|l| l.config)
+            .unwrap_or_default();
+        let masker = Masker::new(handoff_core::known_secrets(env, &config));
+        SqliteStore::open_with(default_path(env)?, &StoreOptions::new().masker(masker))
     }
 
     /// Opens (creating and migrating as needed) the store at `path`, with the default options.
@@ -103,7 +110,7 @@ impl SqliteStore {
         // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last commits.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .ctx(&ctx)?;
-        schema::migrate(&mut conn, &ctx)?;
+        schema::migrate(&mut conn, &ctx, &options.masker)?;
         Ok(SqliteStore {
             ctx,
             conn: Mutex::new(conn),

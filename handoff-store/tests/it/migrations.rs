@@ -206,20 +206,27 @@ fn a_store_written_before_masking_is_scrubbed_once_by_its_migration() {
         let conn = raw(&path);
         conn.execute(
             "UPDATE turns SET summary = ?1",
-            [format!("the token is {pattern}")],
+            [format!("the token is {pattern}, the key {KNOWN}")],
         )
         .unwrap();
         // Version 3: the last schema before the scrub (migration 4).
         conn.pragma_update(None, "user_version", 3).unwrap();
     }
-    let store = open(&path);
+    // The scrub masks with what the opener knows, not only the patterns.
+    const KNOWN: &str = "plainGatewayValue7731qq";
+    let store = SqliteStore::open_with(
+        &path,
+        &handoff_store::StoreOptions::new().masker(handoff_core::Masker::new([KNOWN])),
+    )
+    .unwrap();
     assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
     let text = format!("{:?}", store.timeline(&task.id).unwrap());
     assert!(!text.contains(pattern), "{text}");
+    assert!(!text.contains(KNOWN), "{text}");
     assert!(text.contains("the token is"), "{text}");
     drop(store);
     assert!(
-        !contains(&bytes_on_disk(&path), pattern),
+        !contains(&bytes_on_disk(&path), pattern) && !contains(&bytes_on_disk(&path), KNOWN),
         "the old text is on disk"
     );
 }
