@@ -304,3 +304,39 @@ fn redirecting_the_worktree_through_a_link_does_not_start_a_new_trusting_task() 
         "{second:?}"
     );
 }
+
+#[test]
+fn a_push_git_would_refuse_is_refused_before_the_checkpoint_is_committed() {
+    let sb = sandbox();
+    sb.repo
+        .git(&["remote", "add", "origin", "https://example.com/r.git"]);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    12\n}\n");
+    let cwd = sb.cwd();
+    let first = sb.run(&[
+        "checkpoint",
+        "--cwd",
+        &cwd,
+        "--tracked",
+        "--agent",
+        "claude",
+    ]);
+    assert_eq!(first.code, 0, "{first:?}");
+    // After the task began, the remote is rewritten to a repository on this machine.
+    sb.repo.git(&[
+        "config",
+        "url./tmp/evil.git.insteadOf",
+        "https://example.com/r.git",
+    ]);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    13\n}\n");
+    let before = head(&sb);
+    let refused = continue_(&sb, &["--to", "codex", "--push"]);
+    assert_eq!(refused.code, 5, "{refused:#?}");
+    let reason = refused.json["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("--push: git would not push") && reason.contains("insteadof"),
+        "{refused:#?}"
+    );
+    assert_eq!(head(&sb), before, "nothing was committed");
+}

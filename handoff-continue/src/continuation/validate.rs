@@ -253,6 +253,19 @@ pub(super) fn validate(
                 ),
             ));
         };
+        // A push the runner would refuse (the repository's remote settings changed since the
+        // task began) is refused now, before anything is committed.
+        let refused = &git.neutralised().remote;
+        if !refused.is_empty() {
+            return Err(Rejection::new(
+                "--push",
+                format!(
+                    "--push: git would not push while the repository's configuration changed \
+                     since the task began: {} (review it, or leave out --push)",
+                    refused.join(", ")
+                ),
+            ));
+        }
         if let NoteInput::File(path) = &req.note {
             let note_abs = cwd.join(path);
             if let Ok(rel) = note_abs.strip_prefix(&root) {
