@@ -54,6 +54,8 @@ fn log(args: &LogArgs) -> Result<String, String> {
             serde_json::json!({ "task": task, "timeline": timeline })
         )
     } else {
-        handoff_continue::timeline::render(&task, &timeline)
+        // Summaries and messages an agent wrote must not steer the terminal.
+        handoff_core::printable(&handoff_continue::timeline::render(&task, &timeline), true)
+            .into_owned()
     })
 }

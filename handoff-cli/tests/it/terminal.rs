@@ -60,3 +60,42 @@ fn a_file_name_an_agent_chose_cannot_steer_the_terminal() {
     assert!(run.stderr.contains("evil\\x1b[2Jname"), "{:?}", run.stderr);
     assert_inert(&run.stderr);
 }
+
+#[test]
+fn the_timeline_shows_what_was_recorded_without_steering_the_terminal() {
+    let sb = Sandbox::new();
+    sb.repo.git(&["config", "user.name", "t"]);
+    sb.repo.git(&["config", "user.email", "t@t"]);
+    sb.repo.write("notes.txt", "x\n");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "checkpoint",
+        "--cwd",
+        &cwd,
+        "--agent",
+        "claude",
+        "notes.txt",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // A turn whose summary an agent wrote, as a continuation records it.
+    let env = std::collections::BTreeMap::from([(
+        "HOME".to_owned(),
+        sb.root.join("home").to_string_lossy().into_owned(),
+    )]);
+    let store = handoff_store::SqliteStore::open_default(&env).unwrap();
+    use handoff_core::TaskStore as _;
+    let task = store.tasks(None).unwrap().remove(0);
+    let turn = handoff_core::Turn {
+        author: handoff_core::AgentRef {
+            provider: handoff_core::AgentId::CODEX,
+            model: None,
+        },
+        summary: "done \u{1b}]52;c;ZXZpbA==\u{7}\u{202e}txt.exe".into(),
+    };
+    store.append(&task.id, &turn.into()).unwrap();
+    drop(store);
+    let log = sb.run(&["log", "--cwd", &cwd]);
+    assert_eq!(log.code, 0, "{log:?}");
+    assert!(log.stdout.contains("\\x1b]52"), "{:?}", log.stdout);
+    assert_inert(&log.stdout);
+}
