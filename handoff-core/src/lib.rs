@@ -148,6 +148,7 @@ pub use transcript::{
 };
 pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
-    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, Snapshot, Stamp,
-    StatRecord, StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
+    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, ParkedError,
+    ParkedFingerprint, Snapshot, Stamp, StatRecord, StatusChange, Workspace, WorkspaceError,
+    WorktreeLocation, WorktreeView,
 };

@@ -10,6 +10,9 @@ use camino::{Utf8Path, Utf8PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod parked;
+pub use parked::{ParkedError, ParkedFingerprint};
+
 /// Schema version of a serialized [`Fingerprint`].
 pub const FINGERPRINT_SCHEMA: &str = "handoff.git-fingerprint.v1";
 
@@ -937,85 +940,7 @@ impl Fingerprint {
     /// [`summary`](Self::summary) (all that is serialized): their per-path states are not
     /// copied.
     pub fn compare_summaries(&self, after: &Fingerprint) -> GitEvidence {
-        let same_exclusions = self.excluded_refs == after.excluded_refs;
-        let by_entries = !same_exclusions && !self.entries.is_empty() && !after.entries.is_empty();
-        let skipped: BTreeSet<String> = if by_entries {
-            self.excluded_refs
-                .iter()
-                .chain(&after.excluded_refs)
-                .map(|name| format!(".git/{name}"))
-                .collect()
-        } else {
-            BTreeSet::new()
-        };
-        let mut files = Vec::new();
-        if self.digest != after.digest {
-            let mut before = self.entries.iter().peekable();
-            let mut later = after.entries.iter().peekable();
-            loop {
-                let key = match (before.peek(), later.peek()) {
-                    (None, None) => break,
-                    (Some((b, _)), None) => {
-                        let key = *b;
-                        before.next();
-                        key
-                    }
-                    (None, Some((a, _))) => {
-                        let key = *a;
-                        later.next();
-                        key
-                    }
-                    (Some((b, bs)), Some((a, as_))) => match b.cmp(a) {
-                        Ordering::Less => {
-                            let key = *b;
-                            before.next();
-                            key
-                        }
-                        Ordering::Greater => {
-                            let key = *a;
-                            later.next();
-                            key
-                        }
-                        Ordering::Equal => {
-                            let (key, same) = (*b, bs == as_);
-                            before.next();
-                            later.next();
-                            if same {
-                                continue;
-                            }
-                            key
-                        }
-                    },
-                };
-                if !skipped.contains(key) {
-                    files.push(key.to_owned());
-                }
-            }
-        }
-        let changed = if by_entries {
-            !files.is_empty()
-        } else {
-            self.digest != after.digest
-        };
-        // A hooks directory either side names: one set during the run counts too.
-        let hooks_dirs: Vec<&str> = [&self.hooks_dir, &after.hooks_dir]
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
-            .collect();
-        let flags = files
-            .iter()
-            .filter_map(|f| {
-                crate::flags::flag(f, self.entries.get(f), after.entries.get(f), &hooks_dirs)
-            })
-            .collect();
-        GitEvidence {
-            before: Some(self.summary()),
-            after: Some(after.summary()),
-            changed,
-            changed_files: files,
-            flags,
-        }
+        compare_states(self, self.entries.len(), self.entries.iter(), after)
     }
 }
 
@@ -1029,6 +954,96 @@ impl GitEvidence {
             changed_files: Vec::new(),
             flags: Vec::new(),
         }
+    }
+}
+
+/// [`Fingerprint::compare_summaries`] of `before` (whose per-path states are `before_states`:
+/// `before_len` entries in key order, wherever they are kept) with `after`.
+pub(crate) fn compare_states<K: AsRef<str>, S: AsRef<str>>(
+    before: &Fingerprint,
+    before_len: usize,
+    before_states: impl Iterator<Item = (K, S)>,
+    after: &Fingerprint,
+) -> GitEvidence {
+    let same_exclusions = before.excluded_refs == after.excluded_refs;
+    let by_entries = !same_exclusions && before_len > 0 && !after.entries.is_empty();
+    let skipped: BTreeSet<String> = if by_entries {
+        before
+            .excluded_refs
+            .iter()
+            .chain(&after.excluded_refs)
+            .map(|name| format!(".git/{name}"))
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    // Each changed key with its state before (none when it was not there).
+    let mut files: Vec<(String, Option<String>)> = Vec::new();
+    if before.digest != after.digest {
+        let mut earlier = before_states.peekable();
+        let mut later = after.entries.iter().peekable();
+        loop {
+            let (key, was) = match (earlier.peek(), later.peek()) {
+                (None, None) => break,
+                (Some(_), None) => match earlier.next() {
+                    Some((k, s)) => (k.as_ref().to_owned(), Some(s.as_ref().to_owned())),
+                    None => break,
+                },
+                (None, Some((a, _))) => {
+                    let key = (*a).to_owned();
+                    later.next();
+                    (key, None)
+                }
+                (Some((b, bs)), Some((a, as_))) => match b.as_ref().cmp(a) {
+                    Ordering::Less => match earlier.next() {
+                        Some((k, s)) => (k.as_ref().to_owned(), Some(s.as_ref().to_owned())),
+                        None => break,
+                    },
+                    Ordering::Greater => {
+                        let key = (*a).to_owned();
+                        later.next();
+                        (key, None)
+                    }
+                    Ordering::Equal => {
+                        let same = bs.as_ref() == *as_;
+                        let entry = earlier.next();
+                        later.next();
+                        match entry {
+                            Some(_) if same => continue,
+                            Some((k, s)) => (k.as_ref().to_owned(), Some(s.as_ref().to_owned())),
+                            None => break,
+                        }
+                    }
+                },
+            };
+            if !skipped.contains(&key) {
+                files.push((key, was));
+            }
+        }
+    }
+    let changed = if by_entries {
+        !files.is_empty()
+    } else {
+        before.digest != after.digest
+    };
+    // A hooks directory either side names: one set during the run counts too.
+    let hooks_dirs: Vec<&str> = [&before.hooks_dir, &after.hooks_dir]
+        .into_iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    let flags = files
+        .iter()
+        .filter_map(|(f, was)| {
+            crate::flags::flag(f, was.as_deref(), after.entries.get(f), &hooks_dirs)
+        })
+        .collect();
+    GitEvidence {
+        before: Some(before.summary()),
+        after: Some(after.summary()),
+        changed,
+        changed_files: files.into_iter().map(|(f, _)| f).collect(),
+        flags,
     }
 }
 

@@ -74,7 +74,15 @@ pub fn bench(args: &[String]) -> Result<()> {
             }
             "--runs" => runs = value()?.parse().context("--runs takes a number")?,
             "--dir" => dir = Some(PathBuf::from(value()?)),
-            "--handoff" => handoff = Some(PathBuf::from(value()?)),
+            "--handoff" => {
+                // The runs start in the benchmark's repositories: a relative path would not
+                // name the binary there.
+                let path = PathBuf::from(value()?);
+                handoff = Some(
+                    std::path::absolute(&path)
+                        .with_context(|| format!("cannot resolve {}", path.display()))?,
+                );
+            }
             "--only" => {
                 let section = value()?;
                 if !SECTIONS.contains(&section.as_str()) {

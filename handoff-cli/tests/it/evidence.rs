@@ -365,3 +365,97 @@ fn a_saved_fingerprint_shows_what_changed_since_with_both_states() {
     assert!(out.contains("~ a.txt\n    was untracked 100644 "), "{out}");
     assert!(out.contains("\n    now untracked 100644 "), "{out}");
 }
+
+/// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the command's `)`).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(1)?.parse().ok()
+}
+
+/// The unnamed files of handoff's private work directory that process `pid` holds open, as
+/// paths under `/proc/<pid>/fd` that reopen them.
+fn parked_files_of(pid: u32) -> Vec<PathBuf> {
+    let work = crate::support::work_dir();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    fds.flatten()
+        .map(|fd| fd.path())
+        .filter(|fd| {
+            std::fs::read_link(fd).is_ok_and(|target| {
+                let target = target.to_string_lossy();
+                target.starts_with(&*work.to_string_lossy()) && target.ends_with(" (deleted)")
+            })
+        })
+        .collect()
+}
+
+/// While the agent runs, the "before"'s per-path states wait in an unnamed file. An agent of
+/// the same user can reach it through `/proc/<handoff>/fd`: this one finds it from its own pid,
+/// changes `a.rs`, and rewrites the file so that the "before" names `a.rs`'s new content. The
+/// comparison notices the file is not what handoff wrote and the run fails closed.
+#[test]
+fn an_agent_that_rewrites_the_parked_before_states_fails_the_run() {
+    let sb = Sandbox::new();
+    sb.repo.write("a.rs", "fn a() {}\n");
+    sb.repo.commit_all("a.rs");
+    let old = sb.repo.git(&["rev-parse", "HEAD:a.rs"]).trim().to_owned();
+    let ready = sb.root.join("ready");
+    let go = sb.root.join("go");
+    sb.agents.set(
+        SHELL,
+        format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; while [ ! -e '{1}' ]; do sleep 0.05; done",
+            ready.display(),
+            go.display()
+        ),
+    );
+    let repo: PathBuf = sb.repo.path().to_path_buf();
+    let (run, rewritten) = std::thread::scope(|scope| {
+        let attacker = scope.spawn(|| {
+            wait_for(&ready);
+            std::fs::write(repo.join("a.rs"), "fn b() {}\n").unwrap();
+            let new = sb.repo.git(&["hash-object", "a.rs"]).trim().to_owned();
+            // Up from the agent's shell to the process holding the parked file: handoff.
+            let mut pid: u32 = std::fs::read_to_string(&ready)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let mut rewritten = 0;
+            while pid > 1 && rewritten == 0 {
+                for fd in parked_files_of(pid) {
+                    let mut bytes = std::fs::read(&fd).unwrap();
+                    let Some(at) = bytes.windows(old.len()).position(|w| w == old.as_bytes())
+                    else {
+                        continue;
+                    };
+                    bytes[at..at + new.len()].copy_from_slice(new.as_bytes());
+                    std::fs::write(&fd, &bytes).unwrap();
+                    rewritten += 1;
+                }
+                pid = parent_of(pid).unwrap_or(0);
+            }
+            std::fs::write(&go, "").unwrap();
+            rewritten
+        });
+        let run = sb.delegate("claude", "codex", "review", &[]);
+        (run, attacker.join().unwrap())
+    });
+    assert_eq!(rewritten, 1, "the agent reached the parked states");
+    assert_ne!(run.status(), "succeeded", "{}", run.stdout);
+    assert_ne!(run.code, 0);
+    let message = run.json["diagnostics"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("kept in a file while it ran, was altered"),
+        "{}",
+        run.stdout
+    );
+    // The digests differ, so the worktree changed; which paths did cannot be told.
+    assert_eq!(run.json["git"]["changed"], true, "{}", run.stdout);
+    assert_eq!(run.json["git"]["changedFiles"], serde_json::json!([]));
+    assert!(run.json["git"]["after"]["digest"].is_string());
+}

@@ -18,7 +18,7 @@ use crate::request::{Caller, CallerProvenance, Request};
 use crate::result::*;
 use crate::supervisor::{Finished, Supervisor};
 use crate::timestamp::now_iso;
-use crate::workspace::Fingerprint;
+use crate::workspace::ParkedFingerprint;
 
 /// The result being built during a run.
 pub(super) struct Draft {
@@ -27,7 +27,7 @@ pub(super) struct Draft {
     pub(super) secrets: Vec<String>,
     pub(super) request: Option<Request>,
     pub(super) writes: Option<bool>,
-    pub(super) before: Option<Fingerprint>,
+    pub(super) before: Option<ParkedFingerprint>,
     /// The configuration that runs programs, as it was before the run (root runs with a task
     /// store): the task's trusted state when this run is its first event.
     pub(super) config_state: Option<crate::ConfigState>,

@@ -16,7 +16,9 @@ use crate::process::Ending;
 use crate::provider::{Observation, Provider};
 use crate::request::Request;
 use crate::result::{OutputInfo, Usage, UsageSource};
-use crate::workspace::{Fingerprint, GitEvidence, StatRecord, Workspace, WorkspaceError};
+use crate::workspace::{
+    Fingerprint, GitEvidence, ParkedFingerprint, StatRecord, Workspace, WorkspaceError,
+};
 
 impl Engine {
     /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
@@ -56,8 +58,22 @@ impl Engine {
         // the result and the caller only need what is serialized.
         let summary = before.summary();
         draft.result.git = Some(GitEvidence::partial(Some(summary.clone())));
-        draft.before = Some(before);
+        draft.before = Some(self.park(before).await);
         Ok(summary)
+    }
+
+    /// `before` with its per-path states moved out of memory until the "after" (into an
+    /// unnamed file in the engine's private directory), or kept in memory when they cannot be.
+    async fn park(&self, before: Fingerprint) -> ParkedFingerprint {
+        let Ok(dir) = self.private_base() else {
+            return ParkedFingerprint::in_memory(before);
+        };
+        let task =
+            tokio::task::spawn_blocking(move || ParkedFingerprint::park(before, dir.as_std_path()));
+        match task.await {
+            Ok(parked) => parked,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
     }
 
     /// The configuration that runs programs in the worktree containing `cwd`, if the workspace
@@ -146,18 +162,31 @@ impl Engine {
     /// the next run.
     pub(super) async fn compare(
         &self,
-        mut before: Fingerprint,
+        mut before: ParkedFingerprint,
         cwd: &Utf8Path,
         workspace: Arc<dyn Workspace>,
         keep: bool,
     ) -> (After, Option<GitEvidence>) {
         // The record goes with the request for the "after" alone, which lets go of it once it
         // has read it.
-        let since = before.slim();
-        before.record = None;
+        let since = before.take_since();
         match fingerprint(&workspace, cwd, Some(since)).await {
             Ok(after) => {
-                let evidence = before.compare_summaries(&after);
+                let evidence = match before.compare_summaries(&after) {
+                    Ok(evidence) => evidence,
+                    // The states are read only when the digests differ: the worktree changed,
+                    // but which paths did cannot be told.
+                    Err(e) => {
+                        let evidence = GitEvidence {
+                            before: Some(before.summary()),
+                            after: Some(after.summary()),
+                            changed: true,
+                            changed_files: Vec::new(),
+                            flags: Vec::new(),
+                        };
+                        return (After::Unreadable(e.to_string()), Some(evidence));
+                    }
+                };
                 // Nothing needs the per-path states any more: only the record is kept.
                 drop(before);
                 let record = after.record.clone();

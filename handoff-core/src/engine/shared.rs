@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::Engine;
 use super::verdict::After;
 use crate::lease::RootLease;
-use crate::workspace::{Fingerprint, GitEvidence, Workspace};
+use crate::workspace::{Fingerprint, GitEvidence, ParkedFingerprint, Workspace};
 
 /// What every member compares against and how the comparison reaches them.
 pub(super) struct SharedEvidence {
@@ -29,7 +29,7 @@ pub(super) struct SharedEvidence {
     pub(super) lease: Arc<RootLease>,
     cwd: Utf8PathBuf,
     workspace: Arc<dyn Workspace>,
-    pending: Mutex<Pending<Fingerprint>>,
+    pending: Mutex<Pending<ParkedFingerprint>>,
     done: watch::Sender<Option<Compared>>,
 }
 
@@ -79,7 +79,7 @@ impl SharedEvidence {
     /// The evidence shared by `members` members, from the panel's `before` of the worktree
     /// containing `cwd`, read by `workspace`.
     pub(super) fn new(
-        before: Fingerprint,
+        before: ParkedFingerprint,
         config_state: Option<crate::ConfigState>,
         lease: Arc<RootLease>,
         cwd: Utf8PathBuf,
@@ -101,7 +101,7 @@ impl SharedEvidence {
     }
 
     /// Marks member `index` as arrived; the full "before" when it was the last to, once.
-    fn arrive_at(&self, index: usize) -> Option<Fingerprint> {
+    fn arrive_at(&self, index: usize) -> Option<ParkedFingerprint> {
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -130,7 +130,7 @@ impl SharedEvidence {
         }
     }
 
-    async fn compare(&self, engine: &Engine, before: Fingerprint) {
+    async fn compare(&self, engine: &Engine, before: ParkedFingerprint) {
         let compared = engine
             .compare(before, &self.cwd, Arc::clone(&self.workspace), true)
             .await;

@@ -1,0 +1,389 @@
+//! A "before" fingerprint whose per-path states wait out the agent in a file rather than in
+//! memory.
+//!
+//! The states of a large worktree are most of what a run holds while its agent works and
+//! while the "after" is taken (about 100 bytes a path). They are needed again only when the
+//! two digests differ, to name the changed paths, and then once, in key order: so they are
+//! written to an unnamed file (created and unlinked at once in handoff's private directory)
+//! and read back streaming.
+//!
+//! The file is not trusted: an agent running as the same user may reach it (through
+//! `/proc/<pid>/fd`). Its SHA-256, taken as it is written, stays in memory, and a read that
+//! does not end on exactly the bytes written (altered, cut short or grown) fails, so a
+//! comparison read from an altered file is never used.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::{Entries, Fingerprint, GitEvidence, compare_states};
+
+/// States are read back in pieces of this many bytes.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// A fingerprint whose per-path states may be parked in a file: everything else (the summary,
+/// the record) stays in memory.
+#[derive(Debug)]
+pub struct ParkedFingerprint {
+    /// The fingerprint, without its states when they are parked.
+    head: Fingerprint,
+    /// The parked states; `None` when they are in `head`.
+    file: Option<StateFile>,
+}
+
+/// The unnamed file holding a fingerprint's states.
+#[derive(Debug)]
+struct StateFile {
+    file: File,
+    /// How many bytes were written.
+    len: u64,
+    /// How many entries.
+    entries: usize,
+    /// SHA-256 of the bytes written.
+    digest: [u8; 32],
+}
+
+/// The parked states could not be read back as they were written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the worktree's state before the run, kept in a file while it ran, {0}")]
+pub struct ParkedError(String);
+
+impl ParkedFingerprint {
+    /// `fingerprint` with its states kept in memory.
+    pub fn in_memory(fingerprint: Fingerprint) -> ParkedFingerprint {
+        ParkedFingerprint {
+            head: fingerprint,
+            file: None,
+        }
+    }
+
+    /// `fingerprint` with its states written to an unnamed file in `dir`; kept in memory
+    /// instead when the file cannot be made or written.
+    pub fn park(mut fingerprint: Fingerprint, dir: &Path) -> ParkedFingerprint {
+        match write_states(&fingerprint.entries, dir) {
+            Ok(file) => {
+                fingerprint.entries = Entries::default();
+                ParkedFingerprint {
+                    head: fingerprint,
+                    file: Some(file),
+                }
+            }
+            Err(_) => ParkedFingerprint::in_memory(fingerprint),
+        }
+    }
+
+    /// Whether the states are in a file.
+    pub fn is_parked(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// What the fingerprint serializes ([`Fingerprint::summary`]).
+    pub fn summary(&self) -> Fingerprint {
+        self.head.summary()
+    }
+
+    /// What a later fingerprint is taken since ([`Fingerprint::slim`]): the record goes with
+    /// it, and is no longer held here.
+    pub fn take_since(&mut self) -> Fingerprint {
+        let since = self.head.slim();
+        self.head.record = None;
+        since
+    }
+
+    /// [`Fingerprint::compare_summaries`] with `after`, reading the parked states back when
+    /// the digests differ; fails when they do not read back as written.
+    pub fn compare_summaries(&self, after: &Fingerprint) -> Result<GitEvidence, ParkedError> {
+        let Some(file) = &self.file else {
+            return Ok(self.head.compare_summaries(after));
+        };
+        if self.head.digest == after.digest {
+            // Equal digests: the states are not read (there is no changed path to name).
+            return Ok(compare_states(
+                &self.head,
+                file.entries,
+                std::iter::empty::<(&str, &str)>(),
+                after,
+            ));
+        }
+        let mut reader = StateReader::new(file);
+        let evidence = compare_states(&self.head, file.entries, reader.by_ref(), after);
+        reader.finish()?;
+        Ok(evidence)
+    }
+
+    /// The whole fingerprint back, its states read back when parked.
+    pub fn into_fingerprint(self) -> Result<Fingerprint, ParkedError> {
+        let Some(file) = &self.file else {
+            return Ok(self.head);
+        };
+        let mut reader = StateReader::new(file);
+        let mut entries = Entries::new();
+        for (key, state) in reader.by_ref() {
+            entries.push(&key, &state);
+        }
+        reader.finish()?;
+        let mut head = self.head;
+        head.entries = entries;
+        Ok(head)
+    }
+
+    /// The unnamed file, for tests that alter it as an agent would.
+    #[doc(hidden)]
+    pub fn parked_file(&self) -> Option<&File> {
+        self.file.as_ref().map(|f| &f.file)
+    }
+}
+
+/// Writes each entry as its key's length (4 bytes, little-endian), the key, its state's length
+/// and the state.
+fn write_states(entries: &Entries, dir: &Path) -> io::Result<StateFile> {
+    let file = tempfile::tempfile_in(dir)?;
+    let mut hasher = Sha256::new();
+    let mut len = 0u64;
+    {
+        let mut out = BufWriter::with_capacity(READ_CHUNK, &file);
+        let mut piece = Vec::with_capacity(256);
+        for (key, state) in entries.iter() {
+            piece.clear();
+            for text in [key, state] {
+                let n = u32::try_from(text.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+                piece.extend_from_slice(&n.to_le_bytes());
+                piece.extend_from_slice(text.as_bytes());
+            }
+            hasher.update(&piece);
+            out.write_all(&piece)?;
+            len += piece.len() as u64;
+        }
+        out.flush()?;
+    }
+    Ok(StateFile {
+        file,
+        len,
+        entries: entries.len(),
+        digest: hasher.finalize().into(),
+    })
+}
+
+/// Reads the entries of a [`StateFile`] back in order, hashing what it reads; stops at the
+/// first thing wrong, which [`StateReader::finish`] reports.
+struct StateReader<'a> {
+    source: &'a StateFile,
+    /// Bytes read from the file, not yet taken.
+    buf: Vec<u8>,
+    /// Where `buf`'s unread bytes start.
+    at: usize,
+    /// The file offset after `buf`.
+    offset: u64,
+    hasher: Sha256,
+    read: usize,
+    failed: Option<String>,
+}
+
+impl<'a> StateReader<'a> {
+    fn new(source: &'a StateFile) -> Self {
+        StateReader {
+            source,
+            buf: Vec::with_capacity(READ_CHUNK),
+            at: 0,
+            offset: 0,
+            hasher: Sha256::new(),
+            read: 0,
+            failed: None,
+        }
+    }
+
+    /// The next `n` bytes (read from the file as needed), or `None` at a failure.
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let unread = self.buf.len() - self.at;
+        if unread < n {
+            let left = self.source.len - self.offset;
+            if ((n - unread) as u64) > left {
+                self.failed = Some("is shorter than it was written".to_owned());
+                return None;
+            }
+            self.buf.drain(..self.at);
+            self.at = 0;
+            let want = (n - unread).max(READ_CHUNK).min(left as usize);
+            let start = self.buf.len();
+            self.buf.resize(start + want, 0);
+            if let Err(e) = self
+                .source
+                .file
+                .read_exact_at(&mut self.buf[start..], self.offset)
+            {
+                self.failed = Some(format!("cannot be read: {e}"));
+                return None;
+            }
+            self.hasher.update(&self.buf[start..]);
+            self.offset += want as u64;
+        }
+        let piece = &self.buf[self.at..self.at + n];
+        self.at += n;
+        Some(piece)
+    }
+
+    /// A length-prefixed text.
+    fn text(&mut self) -> Option<String> {
+        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
+        let bytes = self.take(n)?.to_vec();
+        match String::from_utf8(bytes) {
+            Ok(text) => Some(text),
+            Err(_) => {
+                self.failed = Some("holds text that is not UTF-8".to_owned());
+                None
+            }
+        }
+    }
+
+    /// Whether everything read is exactly what was written.
+    fn finish(mut self) -> Result<(), ParkedError> {
+        if let Some(why) = self.failed.take() {
+            return Err(ParkedError(why));
+        }
+        if self.read != self.source.entries || self.offset != self.source.len {
+            return Err(ParkedError("was not read to its end".to_owned()));
+        }
+        // Whatever else is in the file now, only what was written counts; bytes added after
+        // it are not read, and a change to what was read shows in the digest.
+        let digest: [u8; 32] = self.hasher.finalize().into();
+        if digest != self.source.digest {
+            return Err(ParkedError("was altered while the agent ran".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for StateReader<'_> {
+    type Item = (String, String);
+
+    fn next(&mut self) -> Option<(String, String)> {
+        if self.failed.is_some() || self.read == self.source.entries {
+            return None;
+        }
+        let key = self.text()?;
+        let state = self.text()?;
+        self.read += 1;
+        Some((key, state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fingerprint(entries: &[(&str, &str)], digest: &str) -> Fingerprint {
+        let mut fp = Fingerprint::record_only("/w".into(), super::super::StatRecord::new(20));
+        fp.record = None;
+        fp.digest = digest.to_owned();
+        fp.entries = entries.iter().map(|(k, v)| (*k, *v)).collect();
+        fp
+    }
+
+    fn states() -> Vec<(String, String)> {
+        (0..3000)
+            .map(|i| (format!("dir/{i:05}.rs"), format!("tracked 100644 {i:040x}")))
+            .collect()
+    }
+
+    fn with(states: &[(String, String)], digest: &str) -> Fingerprint {
+        let refs: Vec<(&str, &str)> = states
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        fingerprint(&refs, digest)
+    }
+
+    #[test]
+    fn parked_states_compare_as_in_memory_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = with(&states(), "sha256:a");
+        let mut later = states();
+        later[17].1 = "tracked 100644 ffff".to_owned();
+        later.remove(2500);
+        later.push(("zz/new".to_owned(), "untracked file".to_owned()));
+        let after = with(&later, "sha256:b");
+        let expected = before.compare_summaries(&after);
+        assert_eq!(
+            expected.changed_files,
+            ["dir/00017.rs", "dir/02500.rs", "zz/new"]
+        );
+        let parked = ParkedFingerprint::park(before.clone(), dir.path());
+        assert!(parked.is_parked());
+        assert!(parked.head.entries.is_empty());
+        assert_eq!(parked.compare_summaries(&after).unwrap(), expected);
+        assert_eq!(parked.summary(), before.summary());
+        assert_eq!(parked.into_fingerprint().unwrap().entries, before.entries);
+    }
+
+    #[test]
+    fn equal_digests_do_not_read_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = with(&states(), "sha256:a");
+        let parked = ParkedFingerprint::park(before.clone(), dir.path());
+        // Even a file emptied by someone else is not read when nothing changed.
+        parked.parked_file().unwrap().set_len(0).unwrap();
+        let evidence = parked.compare_summaries(&before).unwrap();
+        assert!(!evidence.changed);
+        assert!(evidence.changed_files.is_empty());
+    }
+
+    /// Every way an agent reaching the file could alter it is caught: a changed state (the
+    /// change it would hide), a cut, bytes added, bytes of a valid other table.
+    #[test]
+    fn an_altered_file_fails_the_comparison() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut later = states();
+        later[5].1 = "tracked 100644 ffff".to_owned();
+        let after = with(&later, "sha256:b");
+        type Alteration = (&'static str, fn(&File));
+        let alterations: [Alteration; 4] = [
+            ("hide the change", |f| {
+                // Rewrite dir/00005.rs's state in place to the one after.
+                let mut bytes = vec![0u8; f.metadata().unwrap().len() as usize];
+                f.read_exact_at(&mut bytes, 0).unwrap();
+                let old = format!("tracked 100644 {:040x}", 5);
+                let at = bytes
+                    .windows(old.len())
+                    .position(|w| w == old.as_bytes())
+                    .unwrap();
+                let new = format!("{:<width$}", "tracked 100644 ffff", width = old.len());
+                f.write_all_at(new.as_bytes(), at as u64).unwrap();
+            }),
+            ("cut", |f| {
+                let len = f.metadata().unwrap().len();
+                f.set_len(len / 2).unwrap();
+            }),
+            ("grow", |f| {
+                let len = f.metadata().unwrap().len();
+                f.write_all_at(b"\x01\0\0\0z\x01\0\0\0z", len).unwrap();
+            }),
+            ("zero the lengths", |f| {
+                f.write_all_at(&[0u8; 64], 0).unwrap();
+            }),
+        ];
+        for (what, alter) in alterations {
+            let parked = ParkedFingerprint::park(with(&states(), "sha256:a"), dir.path());
+            alter(parked.parked_file().unwrap());
+            match (what, parked.compare_summaries(&after)) {
+                // Bytes after what was written are never read: the comparison stands.
+                ("grow", Ok(evidence)) => assert_eq!(evidence.changed_files, ["dir/00005.rs"]),
+                (_, Ok(evidence)) => panic!("{what}: compared as {:?}", evidence.changed_files),
+                (_, Err(e)) => assert!(e.to_string().contains("before the run"), "{what}: {e}"),
+            }
+            let parked = ParkedFingerprint::park(with(&states(), "sha256:a"), dir.path());
+            alter(parked.parked_file().unwrap());
+            assert_eq!(what == "grow", parked.into_fingerprint().is_ok(), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_directory_that_takes_no_file_keeps_the_states_in_memory() {
+        let before = with(&states(), "sha256:a");
+        let parked = ParkedFingerprint::park(before.clone(), Path::new("/nonexistent/handoff"));
+        assert!(!parked.is_parked());
+        assert_eq!(parked.into_fingerprint().unwrap(), before);
+    }
+}
