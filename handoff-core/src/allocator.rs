@@ -36,3 +36,19 @@ pub fn return_large_blocks() {
         }
     }
 }
+
+/// Gives the memory the allocator holds free back to the system (glibc on Linux; elsewhere
+/// nothing): what a phase freed in small blocks (a fingerprint's per-path states come in runs
+/// of about 50 KB) stays resident otherwise, next to what the next phase allocates. It only
+/// returns free pages, so it is harmless anywhere, and costs about a millisecond.
+pub fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `malloc_trim` only releases free memory of the allocator's own; it takes no
+        // pointer and is safe to call at any time from any thread.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    }
+}

@@ -149,6 +149,6 @@ pub use transcript::{
 pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, ParkedError,
-    ParkedFingerprint, Snapshot, Stamp, StatRecord, StatusChange, Workspace, WorkspaceError,
-    WorktreeLocation, WorktreeView,
+    ParkedFingerprint, RECORD_PAGE, RecordLookup, RecordedId, Snapshot, Stamp, StatRecord,
+    StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
 };

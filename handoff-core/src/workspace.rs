@@ -11,7 +11,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod parked;
+mod record_pages;
 pub use parked::{ParkedError, ParkedFingerprint};
+use record_pages::Pages;
+pub use record_pages::{RECORD_PAGE, RecordLookup, RecordedId};
 
 /// Schema version of a serialized [`Fingerprint`].
 pub const FINGERPRINT_SCHEMA: &str = "handoff.git-fingerprint.v1";
@@ -298,17 +301,28 @@ pub struct Stamp {
 /// block of [`RECORD_BLOCK`] paths, so that a block reads on its own), the length of the rest
 /// (2 bytes), the rest, the stamp's other fields (inode, size, mtime seconds, ctime seconds: 8
 /// bytes each; mtime and ctime nanoseconds, mode, owner, group: 4 bytes each) and the id; all
-/// integers little-endian. 100,000 files cost one allocation of about 80 bytes each, and
-/// keeping or loading a record copies nothing. Two records always compare equal: a record is how
-/// a fingerprint was taken, not what it found.
+/// integers little-endian. 100,000 files cost about 80 bytes each.
+///
+/// A record made with [`StatRecord::parked`] keeps only its last, unfinished page of
+/// [`RECORD_PAGE`] paths in memory: each full page goes to an unnamed file, with its first path
+/// and its SHA-256 kept in memory, and is read back (and checked) a page at a time by a
+/// [`RecordLookup`]. A page that does not read back as written vouches for nothing, so an agent
+/// that reaches the file (through `/proc/<pid>/fd`) can only make files be read. Two records
+/// always compare equal: a record is how a fingerprint was taken, not what it found.
 #[derive(Debug, Clone)]
 pub struct StatRecord {
+    /// The header, then the paths after the parked pages (all of them, when none are).
     bytes: Vec<u8>,
     /// Where each block starts in `bytes`.
     blocks: Vec<u32>,
+    /// Paths in `bytes`.
     len: usize,
-    /// The last path, which the next one must sort after.
+    /// The last path in `bytes`, which the next one must sort after.
     last: Vec<u8>,
+    /// The full pages, when parked.
+    pages: Option<Pages>,
+    /// The pages of an earlier record this one is likely to repeat, shared where it does.
+    echo: Option<Pages>,
 }
 
 /// Paths per block of a [`StatRecord`]: a lookup reads at most this many.
@@ -354,10 +368,100 @@ impl StatRecord {
             blocks: Vec::new(),
             len: 0,
             last: Vec::new(),
+            pages: None,
+            echo: None,
         }
     }
 
-    /// Makes room for `bytes` more bytes, as [`StatRecord::as_bytes`] counts them.
+    /// An empty record whose full pages go to an unnamed file in `dir`; an in-memory one
+    /// ([`StatRecord::new`]) when the file cannot be made.
+    pub fn parked(id_len: usize, dir: &std::path::Path) -> StatRecord {
+        let mut record = StatRecord::new(id_len);
+        record.pages = Pages::create(dir).ok();
+        record
+    }
+
+    /// [`StatRecord::parked`], sharing each full page that is the same, at the same place, as
+    /// one of `earlier`'s (the record a scan trusts, which an unchanged worktree repeats page
+    /// for page) rather than writing it again.
+    pub fn parked_echoing(
+        id_len: usize,
+        dir: &std::path::Path,
+        earlier: Option<&StatRecord>,
+    ) -> StatRecord {
+        let mut record = StatRecord::parked(id_len, dir);
+        record.echo = earlier.and_then(|e| e.pages.clone());
+        record
+    }
+
+    /// This record, parked in `dir` as [`StatRecord::parked`] would have it (itself when it
+    /// cannot be). Its full pages are cut from its bytes as they are, not encoded again.
+    pub fn park(mut self, dir: &std::path::Path) -> StatRecord {
+        if self.pages.is_some() || self.len < RECORD_PAGE {
+            return self;
+        }
+        let Ok(mut pages) = Pages::create(dir) else {
+            return self;
+        };
+        let id_len = self.id_len();
+        let dev = self.dev();
+        let mut path = Vec::new();
+        let mut at = RECORD_HEADER;
+        let mut page_start = at;
+        let mut paths = 0;
+        while let Some((item, next)) = read_item(&self.bytes, at, id_len) {
+            path.truncate(item.shared);
+            path.extend_from_slice(item.rest);
+            paths += 1;
+            at = next;
+            if paths == RECORD_PAGE {
+                pages.write(
+                    &self.bytes[..RECORD_HEADER],
+                    &self.bytes[page_start..at],
+                    paths,
+                    &path,
+                    dev,
+                    None,
+                );
+                page_start = at;
+                paths = 0;
+            }
+        }
+        if pages.is_empty() || pages.paths() + paths != self.len {
+            return self;
+        }
+        // What is left, a block boundary on, stays in memory.
+        let rest = self.bytes[page_start..].to_vec();
+        self.bytes.truncate(RECORD_HEADER);
+        self.bytes.extend_from_slice(&rest);
+        self.bytes.shrink_to_fit();
+        self.blocks = block_starts(&self.bytes, id_len);
+        self.len = paths;
+        self.pages = Some(pages);
+        self
+    }
+
+    /// What this record holds, in 32 bytes: equal for two records with the same bytes cut into
+    /// the same pages (a record taken since another that repeats it page for page), computed
+    /// without reading any page back.
+    pub fn identity(&self) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"handoff stat record identity\n");
+        hasher.update(&self.bytes[..RECORD_HEADER.min(self.bytes.len())]);
+        if let Some(pages) = self.pages.as_ref().filter(|p| !p.is_empty()) {
+            pages.identify(&mut hasher);
+        }
+        hasher.update(&(self.bytes.len() as u64).to_le_bytes());
+        hasher.update(&self.bytes);
+        hasher.finalize().into()
+    }
+
+    /// Whether full pages go to a file.
+    pub fn is_parked(&self) -> bool {
+        self.pages.is_some()
+    }
+
+    /// Makes room for `bytes` more bytes, as [`StatRecord::to_bytes`] counts them.
     pub fn reserve(&mut self, bytes: usize) {
         self.bytes.reserve(bytes);
         let paths = bytes / (4 + RECORD_STAMP + self.id_len());
@@ -376,6 +480,12 @@ impl StatRecord {
     /// as are paths of 64 KiB or more and ids of another width).
     pub fn push(&mut self, path: &[u8], stamp: Stamp, id: &[u8]) {
         if self.len > 0 && (self.last.as_slice() >= path || stamp.dev != self.dev()) {
+            return;
+        }
+        if self.len == 0
+            && let Some(pages) = &self.pages
+            && !pages.accepts(path, stamp.dev)
+        {
             return;
         }
         let shared = if self.len.is_multiple_of(RECORD_BLOCK) {
@@ -426,26 +536,59 @@ impl StatRecord {
         self.last.clear();
         self.last.extend_from_slice(path);
         self.len += 1;
+        let dev = self.dev();
+        if self.len == RECORD_PAGE
+            && let Some(pages) = &mut self.pages
+        {
+            // The page goes to the file; the next path starts a new one (and a new block).
+            pages.write(
+                &self.bytes[..RECORD_HEADER],
+                &self.bytes[RECORD_HEADER..],
+                self.len,
+                &self.last,
+                dev,
+                self.echo.as_ref(),
+            );
+            self.bytes.truncate(RECORD_HEADER);
+            self.blocks.clear();
+            self.len = 0;
+        }
     }
 
     /// Appends another record whose paths all sort after this one's.
     pub fn append(&mut self, other: &StatRecord) {
-        other.for_each(|path, stamp, id| self.push(path, stamp, id));
+        // A page of `other` that does not read back ends what is taken from it: the paths
+        // after it are left out, and so read next time.
+        let _whole = other.for_each(|path, stamp, id| self.push(path, stamp, id));
     }
 
     /// How many paths it holds.
     pub fn len(&self) -> usize {
-        self.len
+        self.len + self.pages.as_ref().map_or(0, Pages::paths)
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
-    /// The record as bytes, for a store to keep.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes
+    /// The record as bytes, for a store to keep ([`StatRecord::from_bytes`] reads them back);
+    /// `None` when a parked page does not read back as it was written.
+    pub fn to_bytes(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        let Some(pages) = &self.pages else {
+            return Some(std::borrow::Cow::Borrowed(&self.bytes));
+        };
+        if pages.is_empty() {
+            return Some(std::borrow::Cow::Borrowed(&self.bytes));
+        }
+        let mut bytes = Vec::with_capacity(pages.bytes() + self.bytes.len());
+        bytes.extend_from_slice(&self.bytes[..RECORD_HEADER]);
+        bytes[5..RECORD_HEADER].copy_from_slice(&pages.dev().to_le_bytes());
+        for page in 0..pages.len() {
+            bytes.extend_from_slice(&pages.read(page)?[RECORD_HEADER..]);
+        }
+        bytes.extend_from_slice(&self.bytes[RECORD_HEADER..]);
+        Some(std::borrow::Cow::Owned(bytes))
     }
 
     /// A record from [`StatRecord::as_bytes`]; `None` when the bytes are not one this build
@@ -461,6 +604,8 @@ impl StatRecord {
             blocks: Vec::new(),
             len: 0,
             last: Vec::new(),
+            pages: None,
+            echo: None,
         };
         u32::try_from(record.bytes.len()).ok()?;
         let mut at = RECORD_HEADER;
@@ -490,8 +635,40 @@ impl StatRecord {
         Some(record)
     }
 
-    /// The stamp and object id recorded for `path`.
-    pub fn get(&self, path: &[u8]) -> Option<(Stamp, &[u8])> {
+    /// A record from bytes this process wrote and has checked since (a parked page): its
+    /// paths are not checked again; `None` when they do not cut into whole paths.
+    fn from_written(bytes: Vec<u8>) -> Option<StatRecord> {
+        let id_len = usize::from(*bytes.get(4)?);
+        let blocks = block_starts(&bytes, id_len);
+        let mut at = RECORD_HEADER;
+        let mut len = 0;
+        while let Some((_, next)) = read_item(&bytes, at, id_len) {
+            at = next;
+            len += 1;
+        }
+        (at == bytes.len()).then_some(StatRecord {
+            bytes,
+            blocks,
+            len,
+            last: Vec::new(),
+            pages: None,
+            echo: None,
+        })
+    }
+
+    /// The stamp and object id recorded for `path` (a parked page read for it; a
+    /// [`RecordLookup`] keeps the page for the next path).
+    pub fn get(&self, path: &[u8]) -> Option<(Stamp, RecordedId)> {
+        self.lookup().get(path)
+    }
+
+    /// Looks paths up, keeping the last parked page read.
+    pub fn lookup(&self) -> RecordLookup<'_> {
+        RecordLookup::new(self)
+    }
+
+    /// [`StatRecord::get`] in the paths held in memory.
+    fn get_here(&self, path: &[u8]) -> Option<(Stamp, &[u8])> {
         let id_len = self.id_len();
         // The last block whose first path is not after `path`.
         let block = self.blocks.partition_point(|&start| {
@@ -530,8 +707,23 @@ impl StatRecord {
         None
     }
 
-    /// Calls `f` with each path, stamp and id, in order.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], Stamp, &[u8])) {
+    /// Calls `f` with each path, stamp and id, in order; `false` when a parked page does not
+    /// read back as written (`f` has seen the paths before it).
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], Stamp, &[u8])) -> bool {
+        if let Some(pages) = &self.pages {
+            for page in 0..pages.len() {
+                let Some(page) = pages.load(page) else {
+                    return false;
+                };
+                page.for_each_here(&mut f);
+            }
+        }
+        self.for_each_here(f);
+        true
+    }
+
+    /// [`StatRecord::for_each`] over the paths held in memory.
+    fn for_each_here(&self, mut f: impl FnMut(&[u8], Stamp, &[u8])) {
         let id_len = self.id_len();
         let mut path = Vec::new();
         let mut at = RECORD_HEADER;
@@ -558,6 +750,21 @@ impl StatRecord {
             gid: u32_at(48),
         }
     }
+}
+
+/// Where each block of [`RECORD_BLOCK`] paths starts in a record's bytes.
+fn block_starts(bytes: &[u8], id_len: usize) -> Vec<u32> {
+    let mut blocks = Vec::new();
+    let mut at = RECORD_HEADER;
+    let mut n = 0usize;
+    while let Some((_, next)) = read_item(bytes, at, id_len) {
+        if n.is_multiple_of(RECORD_BLOCK) {
+            blocks.push(at as u32);
+        }
+        n += 1;
+        at = next;
+    }
+    blocks
 }
 
 /// How many leading bytes `a` and `b` share.
@@ -1077,13 +1284,13 @@ mod tests {
                 record.push(p.as_bytes(), stamp(i as i64), &[i as u8; 20]);
             }
             proptest::prop_assert_eq!(record.len(), paths.len());
-            let bytes = record.as_bytes().to_vec();
+            let bytes = record.to_bytes().unwrap().to_vec();
             let back = StatRecord::from_bytes(bytes.clone()).unwrap();
             proptest::prop_assert_eq!(back.len(), record.len());
             for (i, p) in paths.iter().enumerate() {
                 let (s, id) = back.get(p.as_bytes()).unwrap();
                 proptest::prop_assert_eq!(s, stamp(i as i64));
-                proptest::prop_assert_eq!(id, &[i as u8; 20][..]);
+                proptest::prop_assert_eq!(id.as_slice(), &[i as u8; 20][..]);
             }
             for probe in &probes {
                 proptest::prop_assert_eq!(
@@ -1113,6 +1320,217 @@ mod tests {
             }
             proptest::prop_assert!(StatRecord::from_bytes(b"HSR1".to_vec()).is_none());
         }
+    }
+
+    /// `n` sorted paths spread over a few directories, the `i`th with stamp `i` and id `i`.
+    fn many(n: usize) -> Vec<(String, Stamp, [u8; 20])> {
+        (0..n)
+            .map(|i| {
+                let id = [(i % 251) as u8; 20];
+                (format!("d{}/f{i:06}", i % 7), (stamp(i as i64), id))
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .map(|(p, (s, id))| (p, s, id))
+            .collect()
+    }
+
+    fn filled(mut record: StatRecord, paths: &[(String, Stamp, [u8; 20])]) -> StatRecord {
+        for (p, s, id) in paths {
+            record.push(p.as_bytes(), *s, id);
+        }
+        record
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// A record whose full pages wait in a file holds, finds, lists and writes out exactly
+        /// what the same record in memory does, however many pages it fills.
+        #[test]
+        fn a_parked_record_is_the_record_in_memory(
+            n in 0usize..(3 * RECORD_PAGE + 40),
+            probes in proptest::collection::vec(0usize..4000, 0..64),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let paths = many(n);
+            let memory = filled(StatRecord::new(20), &paths);
+            let parked = filled(StatRecord::parked(20, dir.path()), &paths);
+            proptest::prop_assert!(parked.is_parked());
+            proptest::prop_assert_eq!(parked.len(), n);
+            let (parked_bytes, memory_bytes) = (parked.to_bytes().unwrap(), memory.to_bytes().unwrap());
+            proptest::prop_assert_eq!(parked_bytes.as_ref(), memory_bytes.as_ref());
+            let mut lookup = parked.lookup();
+            for (p, s, id) in &paths {
+                let (found, found_id) = lookup.get(p.as_bytes()).unwrap();
+                proptest::prop_assert_eq!(found, *s);
+                proptest::prop_assert_eq!(found_id.as_slice(), &id[..]);
+            }
+            for probe in probes {
+                // Absent paths between, before and after the pages.
+                for absent in [format!("d{}/f{probe:06}x", probe % 7), format!("d{probe}"), "e".into(), "".into()] {
+                    proptest::prop_assert!(parked.get(absent.as_bytes()).is_none(), "{}", absent);
+                }
+            }
+            let mut seen = Vec::new();
+            proptest::prop_assert!(parked.for_each(|p, _, _| seen.push(p.to_vec())));
+            proptest::prop_assert_eq!(seen.len(), n);
+            let again = memory.park(dir.path());
+            proptest::prop_assert_eq!(again.is_parked(), n >= RECORD_PAGE);
+            proptest::prop_assert_eq!(again.len(), n);
+            let mut lookup = again.lookup();
+            for (p, s, _) in &paths {
+                proptest::prop_assert_eq!(lookup.get(p.as_bytes()).map(|f| f.0), Some(*s));
+            }
+            let again_bytes = again.to_bytes().unwrap();
+            proptest::prop_assert_eq!(again_bytes.as_ref(), parked_bytes.as_ref());
+        }
+    }
+
+    /// An agent that reaches a parked page (through `/proc/<pid>/fd`) and rewrites a path's
+    /// stamp there, so that the record vouches for a file it changed, only makes that page
+    /// vouch for nothing: its paths are looked up as absent (and so read), the other pages
+    /// still serve, and the record is not written out.
+    #[test]
+    fn a_rewritten_parked_page_vouches_for_nothing() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let paths = many(3 * RECORD_PAGE);
+        let record = filled(StatRecord::parked(20, dir.path()), &paths);
+        let pages = record.pages.as_ref().unwrap();
+        assert_eq!(pages.len(), 3);
+        // A path of the second page gets another inode, as the agent would give it the stamp
+        // of the file it changed.
+        // (The first path of a block is stored whole.)
+        let (target, _, _) = &paths[RECORD_PAGE + RECORD_BLOCK];
+        let mut file_bytes = vec![0u8; pages.bytes()];
+        record_pages_file(&record)
+            .read_exact_at(&mut file_bytes, 0)
+            .unwrap();
+        let mut stored = vec![0, 0];
+        stored.extend_from_slice(&(target.len() as u16).to_le_bytes());
+        stored.extend_from_slice(target.as_bytes());
+        let at = file_bytes
+            .windows(stored.len())
+            .position(|w| w == stored)
+            .unwrap();
+        let forged = stamp(999_999);
+        let stamp_at = at + stored.len();
+        record_pages_file(&record)
+            .write_all_at(&forged.ino.to_le_bytes(), stamp_at as u64)
+            .unwrap();
+        let mut lookup = record.lookup();
+        for (i, (p, s, _)) in paths.iter().enumerate() {
+            let found = lookup.get(p.as_bytes());
+            if (RECORD_PAGE..2 * RECORD_PAGE).contains(&i) {
+                assert!(found.is_none(), "{p} is on the rewritten page");
+            } else {
+                assert_eq!(found.unwrap().0, *s);
+            }
+        }
+        assert!(record.to_bytes().is_none());
+        assert!(!record.for_each(|_, _, _| {}));
+        // Read without its digest, the page vouches for the forged stamp.
+        let page = &pages.pages_for_tests()[1];
+        record_pages_file(&record)
+            .read_exact_at(&mut file_bytes, 0)
+            .unwrap();
+        let mut unchecked = b"HSR2\x14".to_vec();
+        unchecked.extend_from_slice(&pages.dev().to_le_bytes());
+        unchecked.extend_from_slice(&file_bytes[page.0 as usize..page.0 as usize + page.1]);
+        let unchecked = StatRecord::from_bytes(unchecked).unwrap();
+        assert_eq!(unchecked.get(target.as_bytes()).unwrap().0.ino, forged.ino);
+    }
+
+    /// A record taken since another shares the pages it repeats instead of writing them: all
+    /// of them when nothing changed, all but the changed one's page when a stamp changed, and
+    /// those from the first shifted one on when a path was added. It holds and writes out the
+    /// same either way.
+    #[test]
+    fn a_record_shares_the_pages_it_repeats_from_the_one_it_was_taken_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = many(4 * RECORD_PAGE + 7);
+        let earlier = filled(StatRecord::parked(20, dir.path()), &paths);
+        let own_pages = |r: &StatRecord| r.pages.as_ref().unwrap().own_pages_for_tests();
+        assert_eq!(own_pages(&earlier), 4);
+
+        let same = filled(
+            StatRecord::parked_echoing(20, dir.path(), Some(&earlier)),
+            &paths,
+        );
+        assert_eq!(own_pages(&same), 0);
+        assert_eq!(same.to_bytes(), earlier.to_bytes());
+
+        let mut touched = paths.clone();
+        touched[2 * RECORD_PAGE + 3].1 = stamp(123_456);
+        let one = filled(
+            StatRecord::parked_echoing(20, dir.path(), Some(&earlier)),
+            &touched,
+        );
+        assert_eq!(own_pages(&one), 1);
+        let memory = filled(StatRecord::new(20), &touched);
+        assert_eq!(one.to_bytes(), memory.to_bytes());
+        let mut lookup = one.lookup();
+        for (p, s, _) in &touched {
+            assert_eq!(lookup.get(p.as_bytes()).unwrap().0, *s);
+        }
+
+        let mut added = paths.clone();
+        added.insert(
+            RECORD_PAGE + 5,
+            (format!("{}a", paths[RECORD_PAGE + 4].0), stamp(7), [7; 20]),
+        );
+        let shifted = filled(
+            StatRecord::parked_echoing(20, dir.path(), Some(&earlier)),
+            &added,
+        );
+        assert_eq!(own_pages(&shifted), 3);
+        assert_eq!(
+            shifted.to_bytes(),
+            filled(StatRecord::new(20), &added).to_bytes()
+        );
+    }
+
+    /// The record a store holds, parked, and the records of unchanged worktrees taken since
+    /// it, one after another, are the same record: their identities are equal, so it is not
+    /// written again. One changed stamp, one path more or a small record's tail tell them
+    /// apart.
+    #[test]
+    fn records_that_repeat_the_stored_one_share_its_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [40, RECORD_PAGE, 3 * RECORD_PAGE + 5] {
+            let paths = many(n);
+            let bytes = filled(StatRecord::new(20), &paths)
+                .to_bytes()
+                .unwrap()
+                .into_owned();
+            let stored = StatRecord::from_bytes(bytes).unwrap().park(dir.path());
+            let before = filled(
+                StatRecord::parked_echoing(20, dir.path(), Some(&stored)),
+                &paths,
+            );
+            let after = filled(
+                StatRecord::parked_echoing(20, dir.path(), Some(&before)),
+                &paths,
+            );
+            assert_eq!(before.identity(), stored.identity(), "{n}");
+            assert_eq!(after.identity(), stored.identity(), "{n}");
+            let mut touched = paths.clone();
+            touched[n - 1].1 = stamp(-5);
+            let changed = filled(
+                StatRecord::parked_echoing(20, dir.path(), Some(&before)),
+                &touched,
+            );
+            assert_ne!(changed.identity(), stored.identity(), "{n}");
+            let shorter = filled(
+                StatRecord::parked_echoing(20, dir.path(), Some(&before)),
+                &paths[..n - 1],
+            );
+            assert_ne!(shorter.identity(), stored.identity(), "{n}");
+        }
+    }
+
+    fn record_pages_file(record: &StatRecord) -> std::sync::Arc<std::fs::File> {
+        record.pages.as_ref().unwrap().file_for_tests()
     }
 
     #[test]

@@ -26,7 +26,7 @@ use camino::Utf8Path;
 use gix::ObjectId;
 use gix::bstr::{BStr, BString, ByteSlice};
 use gix::index::entry::{Flags, Mode, Stat, stat};
-use handoff_core::{Stamp, StatRecord, WorkspaceError};
+use handoff_core::{RecordLookup, Stamp, StatRecord, WorkspaceError};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode as Perms, SFlag, fstatat};
@@ -103,6 +103,9 @@ pub(crate) struct ScanInput<'a> {
     pub(crate) record_before: (i64, i64),
     /// The worktree root's device: a file on another is never recorded.
     pub(crate) root_dev: u64,
+    /// Where the record this scan makes keeps its full pages (an unnamed file there); `None`
+    /// keeps it in memory.
+    pub(crate) park: Option<&'a Path>,
 }
 
 /// What phase one found.
@@ -278,7 +281,7 @@ struct RecordJoin {
 }
 
 impl RecordJoin {
-    fn new(tasks: &[Task], id_len: usize) -> Self {
+    fn new(tasks: &[Task], id_len: usize, park: Option<&Path>, since: Option<&StatRecord>) -> Self {
         RecordJoin {
             order: tasks
                 .iter()
@@ -289,7 +292,11 @@ impl RecordJoin {
                 .collect(),
             next: 0,
             pending: Default::default(),
-            record: StatRecord::new(id_len),
+            record: match park {
+                // Where the worktree did not change, its pages are the earlier record's.
+                Some(dir) => StatRecord::parked_echoing(id_len, dir, since),
+                None => StatRecord::new(id_len),
+            },
         }
     }
 
@@ -434,7 +441,12 @@ fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<(Vec<Out>, StatRecord), 
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let threads = input.threads.clamp(1, tasks.len().max(1));
-    let join = Mutex::new(RecordJoin::new(tasks, input.object_hash.len_in_bytes()));
+    let join = Mutex::new(RecordJoin::new(
+        tasks,
+        input.object_hash.len_in_bytes(),
+        input.park,
+        input.since,
+    ));
     let work = || worker(input, root_fd.as_fd(), tasks, &next, &failed, &join);
     let outs = if threads == 1 {
         vec![work()?]
@@ -697,6 +709,8 @@ fn stat_run(
         marks: Vec::new(),
     };
     let mut record = StatRecord::new(input.object_hash.len_in_bytes());
+    // The run's paths are in order: each parked page of the earlier record is read once.
+    let mut lookup = input.since.map(StatRecord::lookup);
     let mut text = String::with_capacity(128);
     // The directory of the previous entry: its path and descriptor (`None`: the root, or not a
     // directory).
@@ -730,9 +744,11 @@ fn stat_run(
                 current = Some((parent, fd));
             }
             let seen = match &current {
-                Some((_, Some(fd))) => stat_entry(input, fd.as_fd(), name, path, stages, buf)?,
+                Some((_, Some(fd))) => {
+                    stat_entry(input, &mut lookup, fd.as_fd(), name, path, stages, buf)?
+                }
                 Some((dir, None)) if dir.is_empty() => {
-                    stat_entry(input, root, name, path, stages, buf)?
+                    stat_entry(input, &mut lookup, root, name, path, stages, buf)?
                 }
                 _ => (Wt::Missing, None),
             };
@@ -781,6 +797,7 @@ pub(crate) fn stamp_of(stat: &FileStat) -> Stamp {
 /// its stamp and content id when it is a file or symlink worth recording for the next scan.
 fn stat_entry(
     input: &ScanInput<'_>,
+    lookup: &mut Option<RecordLookup<'_>>,
     dir: BorrowedFd<'_>,
     name: &[u8],
     path: &BStr,
@@ -817,14 +834,14 @@ fn stat_entry(
         && stamp.mtime < input.record_before
         && stamp.ctime < input.record_before;
     let seen = |wt: Wt, id: ObjectId| Ok((wt, recordable.then_some((stamp, id))));
-    let known = match input.since {
+    let known = match lookup {
         // handoff's own record, never the index's stat data.
         Some(record) => input
             .use_stat_cache
             .then(|| record.get(path.as_bytes()))
             .flatten()
             .filter(|(recorded, _)| *recorded == stamp && recordable)
-            .and_then(|(_, id)| ObjectId::try_from(id).ok()),
+            .and_then(|(_, id)| ObjectId::try_from(id.as_slice()).ok()),
         None => (single
             && same_mode
             && input.use_stat_cache

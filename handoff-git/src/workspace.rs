@@ -1,7 +1,7 @@
 //! [`GitWorkspace`]: fingerprints of a git worktree, taken with gix.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
@@ -32,6 +32,18 @@ pub struct GitWorkspace {
     include_ignored: bool,
     use_stat_cache: bool,
     threads: usize,
+    park: Park,
+}
+
+/// Where a fingerprint's record keeps its full pages.
+#[derive(Debug, Clone)]
+enum Park {
+    /// handoff's private work directory ([`handoff_core::private_work_dir`]).
+    WorkDir,
+    /// A directory of the embedding program's.
+    In(PathBuf),
+    /// In memory.
+    Memory,
 }
 
 impl Default for GitWorkspace {
@@ -40,6 +52,7 @@ impl Default for GitWorkspace {
             include_ignored: false,
             use_stat_cache: true,
             threads: 0,
+            park: Park::WorkDir,
         }
     }
 }
@@ -69,6 +82,25 @@ impl GitWorkspace {
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads;
         self
+    }
+
+    /// Where the record of each fingerprint (handoff's own stat data of every tracked file,
+    /// about 80 bytes a file) keeps its full pages: an unnamed file in `dir`, or, with `None`,
+    /// memory. By default, handoff's private work directory; memory when it cannot be had.
+    pub fn with_record_pages_in(mut self, dir: Option<PathBuf>) -> Self {
+        self.park = dir.map_or(Park::Memory, Park::In);
+        self
+    }
+
+    /// The directory records keep their full pages in, if any.
+    pub(crate) fn park_dir(&self) -> Option<PathBuf> {
+        match &self.park {
+            Park::WorkDir => handoff_core::private_work_dir()
+                .ok()
+                .map(Utf8PathBuf::into_std_path_buf),
+            Park::In(dir) => Some(dir.clone()),
+            Park::Memory => None,
+        }
     }
 
     pub(crate) fn threads(&self) -> usize {
@@ -310,6 +342,7 @@ pub(crate) fn fingerprint_repository(
             .untrusted
             .map(|fs| format!("hashed: the worktree is on {fs}, whose stat data cannot be trusted"))
     };
+    let park = options.park_dir();
     let input = ScanInput {
         root: &root_path,
         display_root: &root,
@@ -326,6 +359,7 @@ pub(crate) fn fingerprint_repository(
         since: since.as_deref(),
         record_before: crate::trust::record_cutoff(),
         root_dev: filesystem.dev,
+        park: park.as_deref(),
     };
 
     // The worktree scan runs on its own threads while this one reads the git directory and

@@ -459,3 +459,100 @@ fn an_agent_that_rewrites_the_parked_before_states_fails_the_run() {
     assert_eq!(run.json["git"]["changedFiles"], serde_json::json!([]));
     assert!(run.json["git"]["after"]["digest"].is_string());
 }
+
+/// handoff's record of the "before" (the stat data that lets the "after" skip reading a file)
+/// keeps its full pages in an unnamed file while the agent runs. This agent changes a file,
+/// waits until its new stat data is old enough to be recorded, then finds the page that holds
+/// the file (through `/proc/<handoff>/fd`) and gives the file its new stat data there, keeping
+/// the old content id: the record would then vouch that the changed file still holds the old
+/// content. The page no longer reads back as written, so it vouches for nothing: the file is
+/// read, and the change is caught.
+#[test]
+fn an_agent_that_rewrites_a_parked_record_page_is_caught() {
+    use std::os::unix::fs::MetadataExt;
+    let sb = Sandbox::new();
+    // Enough files for the record to fill pages.
+    for i in 0..(2 * handoff_core::RECORD_PAGE + 100) {
+        sb.repo
+            .write(&format!("f/{i:05}.txt"), &format!("v{i:05}\n"));
+    }
+    sb.repo.commit_all("files");
+    // Old enough for the "before" to record them.
+    std::thread::sleep(Duration::from_millis(2100));
+    // The first path of a block (of 16) is stored whole; this one is on the first page.
+    let tracked = sb.repo.git(&["ls-files"]);
+    let target = tracked.lines().nth(16).unwrap().to_owned();
+    let target = target.as_str();
+    assert!(target.starts_with("f/"), "{target}");
+    let ready = sb.root.join("ready");
+    let go = sb.root.join("go");
+    sb.agents.set(
+        SHELL,
+        format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; while [ ! -e '{1}' ]; do sleep 0.05; done",
+            ready.display(),
+            go.display()
+        ),
+    );
+    let repo: PathBuf = sb.repo.path().to_path_buf();
+    let (run, rewritten) = std::thread::scope(|scope| {
+        let attacker = scope.spawn(|| {
+            wait_for(&ready);
+            let old = std::fs::read_to_string(repo.join(target)).unwrap();
+            std::fs::write(repo.join(target), old.replace('v', "w")).unwrap();
+            // Until the new stat data is old enough to be recorded by the "after".
+            std::thread::sleep(Duration::from_millis(2200));
+            let meta = std::fs::symlink_metadata(repo.join(target)).unwrap();
+            let mut stamp = Vec::new();
+            for v in [
+                meta.ino(),
+                meta.size(),
+                meta.mtime() as u64,
+                meta.ctime() as u64,
+            ] {
+                stamp.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [
+                meta.mtime_nsec() as u32,
+                meta.ctime_nsec() as u32,
+                meta.mode(),
+                meta.uid(),
+                meta.gid(),
+            ] {
+                stamp.extend_from_slice(&v.to_le_bytes());
+            }
+            // How the record stores a block's first path: no shared prefix, its length, it.
+            let mut stored = vec![0, 0];
+            stored.extend_from_slice(&(target.len() as u16).to_le_bytes());
+            stored.extend_from_slice(target.as_bytes());
+            let mut pid: u32 = std::fs::read_to_string(&ready)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let mut rewritten = 0;
+            while pid > 1 && rewritten == 0 {
+                for fd in parked_files_of(pid) {
+                    let mut bytes = std::fs::read(&fd).unwrap();
+                    let Some(at) = bytes.windows(stored.len()).position(|w| w == stored) else {
+                        continue;
+                    };
+                    let at = at + stored.len();
+                    bytes[at..at + stamp.len()].copy_from_slice(&stamp);
+                    std::fs::write(&fd, &bytes).unwrap();
+                    rewritten += 1;
+                }
+                pid = parent_of(pid).unwrap_or(0);
+            }
+            std::fs::write(&go, "").unwrap();
+            rewritten
+        });
+        let run = sb.delegate("claude", "codex", "review", &[]);
+        (run, attacker.join().unwrap())
+    });
+    assert_eq!(rewritten, 1, "the agent reached the record's page");
+    assert_eq!(run.json["git"]["changed"], true, "{}", run.stdout);
+    assert_eq!(run.json["git"]["changedFiles"], serde_json::json!([target]));
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(run.code, 10);
+}

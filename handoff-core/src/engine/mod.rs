@@ -173,6 +173,10 @@ pub struct Engine {
     workspace: Arc<dyn Workspace>,
     options: EngineOptions,
     cache: PreflightCache,
+    /// Per worktree, the identity ([`crate::StatRecord::identity`]) of the record the task store
+    /// holds, as this engine last read or wrote it: a record that has not changed is not
+    /// written again.
+    stored_records: Arc<std::sync::Mutex<BTreeMap<Utf8PathBuf, [u8; 32]>>>,
 }
 
 /// What a run produced.
@@ -229,6 +233,7 @@ impl Engine {
             workspace,
             options,
             cache,
+            stored_records: Default::default(),
         }
     }
 

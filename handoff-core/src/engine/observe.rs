@@ -58,21 +58,17 @@ impl Engine {
         // the result and the caller only need what is serialized.
         let summary = before.summary();
         draft.result.git = Some(GitEvidence::partial(Some(summary.clone())));
-        draft.before = Some(self.park(before).await);
+        draft.before = Some(self.park(before));
         Ok(summary)
     }
 
     /// `before` with its per-path states moved out of memory until the "after" (into an
     /// unnamed file in the engine's private directory), or kept in memory when they cannot be.
-    async fn park(&self, before: Fingerprint) -> ParkedFingerprint {
-        let Ok(dir) = self.private_base() else {
-            return ParkedFingerprint::in_memory(before);
-        };
-        let task =
-            tokio::task::spawn_blocking(move || ParkedFingerprint::park(before, dir.as_std_path()));
-        match task.await {
-            Ok(parked) => parked,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
+    fn park(&self, before: Fingerprint) -> ParkedFingerprint {
+        match self.private_base() {
+            // Written while the agent starts and runs.
+            Ok(dir) => ParkedFingerprint::park_behind(before, dir.as_std_path()),
+            Err(_) => ParkedFingerprint::in_memory(before),
         }
     }
 
@@ -92,15 +88,32 @@ impl Engine {
     async fn kept_record(&self, cwd: &Utf8Path) -> Option<Fingerprint> {
         let store = self.options.task_store.clone()?;
         let cwd = cwd.to_owned();
-        tokio::task::spawn_blocking(move || {
+        let park = self.private_base().ok();
+        let kept = tokio::task::spawn_blocking(move || {
             let real = cwd.canonicalize_utf8().ok()?;
             let (root, bytes) = store.open().ok()?.stat_record(&real).ok()??;
             let record = StatRecord::from_bytes(bytes)?;
-            Some(Fingerprint::record_only(root, record))
+            // Out of memory while the "before" is taken next to it.
+            let record = match park {
+                Some(dir) => record.park(dir.as_std_path()),
+                None => record,
+            };
+            let identity = record.identity();
+            Some((
+                Fingerprint::record_only(root.clone(), record),
+                root,
+                identity,
+            ))
         })
         .await
         .ok()
-        .flatten()
+        .flatten()?;
+        let (fingerprint, root, identity) = kept;
+        self.stored_records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(root, identity);
+        Some(fingerprint)
     }
 
     /// Keeps the record of a root run's "after" (of the worktree at `root`) in the task store,
@@ -109,12 +122,36 @@ impl Engine {
         let Some(store) = self.options.task_store.clone() else {
             return;
         };
-        let _ = tokio::task::spawn_blocking(move || {
-            if let Ok(store) = store.open() {
-                let _ = store.save_stat_record(&root, record.as_bytes());
+        // The record the store holds already (an unchanged worktree repeats it page for page):
+        // nothing to write.
+        let identity = record.identity();
+        {
+            let mut stored = self
+                .stored_records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if stored.get(&root) == Some(&identity) {
+                return;
             }
+            stored.remove(&root);
+        }
+        let saved = tokio::task::spawn_blocking(move || {
+            let store = store.open().ok()?;
+            // A parked page that does not read back as written: nothing is kept, and the
+            // next run reads what the index cannot vouch for.
+            let bytes = record.to_bytes()?;
+            store.save_stat_record(&root, &bytes).ok()?;
+            Some(root)
         })
-        .await;
+        .await
+        .ok()
+        .flatten();
+        if let Some(root) = saved {
+            self.stored_records
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(root, identity);
+        }
     }
 
     /// The workspace reader the evidence of `request` is taken with: ignored files covered when

@@ -8,16 +8,14 @@
 //! and read back streaming.
 //!
 //! The file is not trusted: an agent running as the same user may reach it (through
-//! `/proc/<pid>/fd`). Its SHA-256, taken as it is written, stays in memory, and a read that
+//! `/proc/<pid>/fd`). Its BLAKE3 digest, taken as it is written, stays in memory, and a read that
 //! does not end on exactly the bytes written (altered, cut short or grown) fails, so a
 //! comparison read from an altered file is never used.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-
-use sha2::{Digest, Sha256};
 
 use super::{Entries, Fingerprint, GitEvidence, compare_states};
 
@@ -32,6 +30,10 @@ pub struct ParkedFingerprint {
     head: Fingerprint,
     /// The parked states; `None` when they are in `head`.
     file: Option<StateFile>,
+    /// The states being written, on a thread of their own ([`ParkedFingerprint::park_behind`]).
+    writing: Option<std::thread::JoinHandle<Result<StateFile, std::sync::Arc<Entries>>>>,
+    /// The states were lost (the thread writing them panicked): nothing can be named.
+    lost: bool,
 }
 
 /// The unnamed file holding a fingerprint's states.
@@ -42,7 +44,7 @@ struct StateFile {
     len: u64,
     /// How many entries.
     entries: usize,
-    /// SHA-256 of the bytes written.
+    /// BLAKE3 digest of the bytes written.
     digest: [u8; 32],
 }
 
@@ -57,6 +59,8 @@ impl ParkedFingerprint {
         ParkedFingerprint {
             head: fingerprint,
             file: None,
+            writing: None,
+            lost: false,
         }
     }
 
@@ -69,14 +73,53 @@ impl ParkedFingerprint {
                 ParkedFingerprint {
                     head: fingerprint,
                     file: Some(file),
+                    writing: None,
+                    lost: false,
                 }
             }
             Err(_) => ParkedFingerprint::in_memory(fingerprint),
         }
     }
 
-    /// Whether the states are in a file.
-    pub fn is_parked(&self) -> bool {
+    /// [`ParkedFingerprint::park`], the states written on a thread of their own while the
+    /// caller goes on (an agent starts); they are waited for when next needed.
+    pub fn park_behind(mut fingerprint: Fingerprint, dir: &Path) -> ParkedFingerprint {
+        let entries = std::sync::Arc::new(std::mem::take(&mut fingerprint.entries));
+        let theirs = std::sync::Arc::clone(&entries);
+        let dir = dir.to_owned();
+        let writer = std::thread::Builder::new()
+            .name("handoff-park".to_owned())
+            .spawn(move || write_states(&theirs, &dir).map_err(|_| theirs));
+        match writer {
+            Ok(handle) => ParkedFingerprint {
+                head: fingerprint,
+                file: None,
+                writing: Some(handle),
+                lost: false,
+            },
+            Err(_) => {
+                fingerprint.entries = unshare(entries);
+                ParkedFingerprint::in_memory(fingerprint)
+            }
+        }
+    }
+
+    /// Waits for states being written: then in the file, or back in memory when they could
+    /// not be written.
+    fn settle(&mut self) {
+        let Some(handle) = self.writing.take() else {
+            return;
+        };
+        match handle.join() {
+            Ok(Ok(file)) => self.file = Some(file),
+            Ok(Err(entries)) => self.head.entries = unshare(entries),
+            Err(_) => self.lost = true,
+        }
+    }
+
+    /// Whether the states are in a file (waiting for them to be written).
+    pub fn is_parked(&mut self) -> bool {
+        self.settle();
         self.file.is_some()
     }
 
@@ -85,9 +128,14 @@ impl ParkedFingerprint {
         self.head.summary()
     }
 
-    /// What a later fingerprint is taken since ([`Fingerprint::slim`]): the record goes with
-    /// it, and is no longer held here.
+    /// What a later fingerprint is taken since ([`Fingerprint::slim`]), once the states are
+    /// written: the record goes with it, and is no longer held here.
     pub fn take_since(&mut self) -> Fingerprint {
+        // The states are out of memory before the "after" is taken next to them (an agent that
+        // ended at once leaves no time to write them while it ran).
+        self.settle();
+        // What the "before" freed in small blocks is not kept resident next to the "after".
+        crate::allocator::give_back_free_memory();
         let since = self.head.slim();
         self.head.record = None;
         since
@@ -95,7 +143,11 @@ impl ParkedFingerprint {
 
     /// [`Fingerprint::compare_summaries`] with `after`, reading the parked states back when
     /// the digests differ; fails when they do not read back as written.
-    pub fn compare_summaries(&self, after: &Fingerprint) -> Result<GitEvidence, ParkedError> {
+    pub fn compare_summaries(&mut self, after: &Fingerprint) -> Result<GitEvidence, ParkedError> {
+        self.settle();
+        if self.lost {
+            return Err(ParkedError("could not be kept".to_owned()));
+        }
         let Some(file) = &self.file else {
             return Ok(self.head.compare_summaries(after));
         };
@@ -115,7 +167,11 @@ impl ParkedFingerprint {
     }
 
     /// The whole fingerprint back, its states read back when parked.
-    pub fn into_fingerprint(self) -> Result<Fingerprint, ParkedError> {
+    pub fn into_fingerprint(mut self) -> Result<Fingerprint, ParkedError> {
+        self.settle();
+        if self.lost {
+            return Err(ParkedError("could not be kept".to_owned()));
+        }
         let Some(file) = &self.file else {
             return Ok(self.head);
         };
@@ -132,33 +188,43 @@ impl ParkedFingerprint {
 
     /// The unnamed file, for tests that alter it as an agent would.
     #[doc(hidden)]
-    pub fn parked_file(&self) -> Option<&File> {
+    pub fn parked_file(&mut self) -> Option<&File> {
+        self.settle();
         self.file.as_ref().map(|f| &f.file)
     }
+}
+
+/// The entries of `shared`, which no one else holds any more (copied if someone does).
+fn unshare(shared: std::sync::Arc<Entries>) -> Entries {
+    std::sync::Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone())
 }
 
 /// Writes each entry as its key's length (4 bytes, little-endian), the key, its state's length
 /// and the state.
 fn write_states(entries: &Entries, dir: &Path) -> io::Result<StateFile> {
     let file = tempfile::tempfile_in(dir)?;
-    let mut hasher = Sha256::new();
+    let mut hasher = blake3::Hasher::new();
     let mut len = 0u64;
-    {
-        let mut out = BufWriter::with_capacity(READ_CHUNK, &file);
-        let mut piece = Vec::with_capacity(256);
-        for (key, state) in entries.iter() {
-            piece.clear();
-            for text in [key, state] {
-                let n = u32::try_from(text.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
-                piece.extend_from_slice(&n.to_le_bytes());
-                piece.extend_from_slice(text.as_bytes());
-            }
-            hasher.update(&piece);
-            out.write_all(&piece)?;
-            len += piece.len() as u64;
+    // Written and hashed a buffer at a time: BLAKE3 is fastest on long inputs.
+    let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
+    let mut flush = |buf: &mut Vec<u8>, len: &mut u64| -> io::Result<()> {
+        hasher.update(buf);
+        file.write_all_at(buf, *len)?;
+        *len += buf.len() as u64;
+        buf.clear();
+        Ok(())
+    };
+    for (key, state) in entries.iter() {
+        for text in [key, state] {
+            let n = u32::try_from(text.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+            buf.extend_from_slice(&n.to_le_bytes());
+            buf.extend_from_slice(text.as_bytes());
         }
-        out.flush()?;
+        if buf.len() >= READ_CHUNK {
+            flush(&mut buf, &mut len)?;
+        }
     }
+    flush(&mut buf, &mut len)?;
     Ok(StateFile {
         file,
         len,
@@ -177,7 +243,7 @@ struct StateReader<'a> {
     at: usize,
     /// The file offset after `buf`.
     offset: u64,
-    hasher: Sha256,
+    hasher: blake3::Hasher,
     read: usize,
     failed: Option<String>,
 }
@@ -189,7 +255,7 @@ impl<'a> StateReader<'a> {
             buf: Vec::with_capacity(READ_CHUNK),
             at: 0,
             offset: 0,
-            hasher: Sha256::new(),
+            hasher: blake3::Hasher::new(),
             read: 0,
             failed: None,
         }
@@ -310,19 +376,23 @@ mod tests {
             expected.changed_files,
             ["dir/00017.rs", "dir/02500.rs", "zz/new"]
         );
-        let parked = ParkedFingerprint::park(before.clone(), dir.path());
+        let mut parked = ParkedFingerprint::park_behind(before.clone(), dir.path());
         assert!(parked.is_parked());
         assert!(parked.head.entries.is_empty());
         assert_eq!(parked.compare_summaries(&after).unwrap(), expected);
         assert_eq!(parked.summary(), before.summary());
         assert_eq!(parked.into_fingerprint().unwrap().entries, before.entries);
+        // Parked before returning, too.
+        let mut parked = ParkedFingerprint::park(before.clone(), dir.path());
+        assert!(parked.file.is_some() && parked.writing.is_none());
+        assert_eq!(parked.compare_summaries(&after).unwrap(), expected);
     }
 
     #[test]
     fn equal_digests_do_not_read_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let before = with(&states(), "sha256:a");
-        let parked = ParkedFingerprint::park(before.clone(), dir.path());
+        let mut parked = ParkedFingerprint::park_behind(before.clone(), dir.path());
         // Even a file emptied by someone else is not read when nothing changed.
         parked.parked_file().unwrap().set_len(0).unwrap();
         let evidence = parked.compare_summaries(&before).unwrap();
@@ -365,7 +435,8 @@ mod tests {
             }),
         ];
         for (what, alter) in alterations {
-            let parked = ParkedFingerprint::park(with(&states(), "sha256:a"), dir.path());
+            let mut parked =
+                ParkedFingerprint::park_behind(with(&states(), "sha256:a"), dir.path());
             alter(parked.parked_file().unwrap());
             match (what, parked.compare_summaries(&after)) {
                 // Bytes after what was written are never read: the comparison stands.
@@ -373,7 +444,8 @@ mod tests {
                 (_, Ok(evidence)) => panic!("{what}: compared as {:?}", evidence.changed_files),
                 (_, Err(e)) => assert!(e.to_string().contains("before the run"), "{what}: {e}"),
             }
-            let parked = ParkedFingerprint::park(with(&states(), "sha256:a"), dir.path());
+            let mut parked =
+                ParkedFingerprint::park_behind(with(&states(), "sha256:a"), dir.path());
             alter(parked.parked_file().unwrap());
             assert_eq!(what == "grow", parked.into_fingerprint().is_ok(), "{what}");
         }
@@ -382,7 +454,8 @@ mod tests {
     #[test]
     fn a_directory_that_takes_no_file_keeps_the_states_in_memory() {
         let before = with(&states(), "sha256:a");
-        let parked = ParkedFingerprint::park(before.clone(), Path::new("/nonexistent/handoff"));
+        let mut parked =
+            ParkedFingerprint::park_behind(before.clone(), Path::new("/nonexistent/handoff"));
         assert!(!parked.is_parked());
         assert_eq!(parked.into_fingerprint().unwrap(), before);
     }

@@ -51,6 +51,7 @@ pub(super) fn plan(
         since: None,
         record_before: (0, 0),
         root_dev: 0,
+        park: None,
     };
     let candidates = scan::candidates(&input)?;
     let found = untracked::classify(
