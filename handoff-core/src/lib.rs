@@ -150,5 +150,6 @@ pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
     ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, ParkedError,
     ParkedFingerprint, RECORD_PAGE, RecordLookup, RecordedId, Snapshot, Stamp, StatRecord,
-    StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
+    StateFile, StatesReader, StatesWriter, StatusChange, Workspace, WorkspaceError,
+    WorktreeLocation, WorktreeView,
 };

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod parked;
 mod record_pages;
-pub use parked::{ParkedError, ParkedFingerprint};
+pub use parked::{ParkedError, ParkedFingerprint, StateFile, StatesReader, StatesWriter};
 use record_pages::Pages;
 pub use record_pages::{RECORD_PAGE, RecordLookup, RecordedId};
 

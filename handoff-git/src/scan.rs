@@ -111,7 +111,7 @@ pub(crate) struct ScanInput<'a> {
 /// What phase one found.
 pub(crate) struct ScanOutput {
     /// One row per tracked path, in index order: entry key and state.
-    pub(crate) rows: RowSet,
+    pub(crate) rows: RowFile,
     /// The rows that need more than their state string: unstaged ones, gitlinks whose nested
     /// repository is still to be fingerprinted, and paths below a directory that is gone.
     pub(crate) marks: Vec<Mark>,
@@ -152,17 +152,6 @@ impl Rows {
         self.firsts.push(first as u32);
     }
 
-    /// The text, the ends of each row's key and state in it, and each row's first index
-    /// entry.
-    pub(crate) fn into_parts(self) -> (String, Vec<(usize, usize)>, Vec<u32>) {
-        (self.text, self.ends, self.firsts)
-    }
-
-    /// Rows from [`Rows::into_parts`].
-    pub(crate) fn from_parts(text: String, ends: Vec<(usize, usize)>, firsts: Vec<u32>) -> Self {
-        Rows { text, ends, firsts }
-    }
-
     /// How many rows there are.
     pub(crate) fn len(&self) -> usize {
         self.ends.len()
@@ -181,69 +170,29 @@ impl Rows {
     }
 }
 
-/// The rows of all chunks, in order, addressed by a global row number.
-#[derive(Debug, Default)]
-pub(crate) struct RowSet {
-    chunks: Vec<Rows>,
-    /// The global number of each chunk's first row.
-    starts: Vec<usize>,
-    len: usize,
+/// The rows of tracked paths, in index order: their keys and states written out as the scan
+/// made them (to an unnamed file in the directory records are parked in, else to memory), so
+/// that they are not held next to the index; each row's first index entry stays in memory.
+#[derive(Debug)]
+pub(crate) struct RowFile {
+    pub(crate) states: handoff_core::StateFile,
+    firsts: Vec<u32>,
 }
 
-impl RowSet {
-    fn push(&mut self, rows: Rows) {
-        self.starts.push(self.len);
-        self.len += rows.len();
-        self.chunks.push(rows);
-    }
-
+impl RowFile {
     /// How many rows there are.
     pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    fn locate(&self, i: usize) -> (&Rows, usize) {
-        let chunk = self.starts.partition_point(|&start| start <= i) - 1;
-        (&self.chunks[chunk], i - self.starts[chunk])
-    }
-
-    /// Key and state of row `i`.
-    pub(crate) fn get(&self, i: usize) -> (&str, &str) {
-        let (rows, i) = self.locate(i);
-        rows.get(i)
+        self.firsts.len()
     }
 
     /// The index of the first entry of row `i`'s path.
     pub(crate) fn first(&self, i: usize) -> usize {
-        let (rows, i) = self.locate(i);
-        rows.first(i)
+        self.firsts[i] as usize
     }
 
-    /// The chunks of rows, in order.
-    pub(crate) fn into_chunks(self) -> impl Iterator<Item = Rows> {
-        self.chunks.into_iter()
-    }
-
-    /// All rows in order: key and state.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.chunks
-            .iter()
-            .flat_map(|rows| (0..rows.len()).map(|i| rows.get(i)))
-    }
-
-    /// The global numbers of the rows whose first entry is in `lo..hi`.
+    /// The numbers of the rows whose first entry is in `lo..hi`.
     fn rows_of_entries(&self, lo: usize, hi: usize) -> std::ops::Range<usize> {
-        let find = |entry: usize| {
-            let chunk = self
-                .chunks
-                .partition_point(|rows| rows.firsts.last().is_some_and(|&f| (f as usize) < entry));
-            match self.chunks.get(chunk) {
-                Some(rows) => {
-                    self.starts[chunk] + rows.firsts.partition_point(|&f| (f as usize) < entry)
-                }
-                None => self.len,
-            }
-        };
+        let find = |entry: usize| self.firsts.partition_point(|&f| (f as usize) < entry);
         find(lo)..find(hi)
     }
 }
@@ -275,9 +224,13 @@ struct RecordJoin {
     order: Vec<usize>,
     /// How many runs are in `record`.
     next: usize,
-    /// Records of runs done before an earlier run was, by first index entry.
-    pending: std::collections::BTreeMap<usize, StatRecord>,
+    /// Records and rows of runs done before an earlier run was, by first index entry.
+    pending: std::collections::BTreeMap<usize, (StatRecord, Chunk)>,
     record: StatRecord,
+    /// The rows of the runs joined so far, each row's first index entry, and their marks.
+    rows: handoff_core::StatesWriter,
+    firsts: Vec<u32>,
+    marks: Vec<Mark>,
 }
 
 impl RecordJoin {
@@ -292,6 +245,9 @@ impl RecordJoin {
                 .collect(),
             next: 0,
             pending: Default::default(),
+            rows: handoff_core::StatesWriter::new(park),
+            firsts: Vec::new(),
+            marks: Vec::new(),
             record: match park {
                 // Where the worktree did not change, its pages are the earlier record's.
                 Some(dir) => StatRecord::parked_echoing(id_len, dir, since),
@@ -300,15 +256,25 @@ impl RecordJoin {
         }
     }
 
-    /// Adds the record of the run starting at index entry `start`.
-    fn add(&mut self, start: usize, record: StatRecord) {
-        self.pending.insert(start, record);
-        while let Some(record) = self
+    /// Adds the record and rows of the run starting at index entry `start`.
+    fn add(&mut self, start: usize, record: StatRecord, chunk: Chunk) {
+        self.pending.insert(start, (record, chunk));
+        while let Some((record, chunk)) = self
             .order
             .get(self.next)
             .and_then(|first| self.pending.remove(first))
         {
             self.record.append(&record);
+            let offset = self.firsts.len();
+            for i in 0..chunk.rows.len() {
+                let (key, state) = chunk.rows.get(i);
+                self.rows.push(key, state);
+                self.firsts.push(chunk.rows.first(i) as u32);
+            }
+            self.marks.extend(chunk.marks.into_iter().map(|mark| Mark {
+                row: mark.row + offset,
+                ..mark
+            }));
             self.next += 1;
         }
     }
@@ -330,8 +296,6 @@ enum Task {
 
 #[derive(Default)]
 struct Out {
-    /// Rows of the stat tasks, by the index of their first entry.
-    chunks: Vec<(usize, Chunk)>,
     candidates: Vec<(BString, Kind)>,
     /// Tracked directories that are not (or no longer) directories.
     broken: Vec<ListTask>,
@@ -350,36 +314,39 @@ struct Child<'a> {
 pub(crate) struct Parts {
     outs: Vec<Out>,
     record: StatRecord,
+    rows: RowFile,
+    marks: Vec<Mark>,
 }
 
 /// Runs phase one; [`Parts::join`] puts its output together.
 pub(crate) fn scan(input: &ScanInput<'_>) -> Result<Parts, WorkspaceError> {
-    let (outs, record) = run(input, &tasks(input.state))?;
-    Ok(Parts { outs, record })
+    let (outs, join) = run(input, &tasks(input.state))?;
+    let states = join.rows.finish().map_err(|source| WorkspaceError::Io {
+        path: input.display_root.to_owned(),
+        source,
+    })?;
+    Ok(Parts {
+        outs,
+        record: join.record,
+        rows: RowFile {
+            states,
+            firsts: join.firsts,
+        },
+        marks: join.marks,
+    })
 }
 
 impl Parts {
     /// The output of phase one, in index order; `state` is the index it was run on.
     pub(crate) fn join(self, state: &gix::index::State) -> ScanOutput {
-        let mut chunks = Vec::new();
         let mut candidates = Vec::new();
         let mut broken = Vec::new();
         for out in self.outs {
-            chunks.extend(out.chunks);
             candidates.extend(out.candidates);
             broken.extend(out.broken);
         }
-        chunks.sort_unstable_by_key(|(start, _)| *start);
-        let mut rows = RowSet::default();
-        let mut marks = Vec::new();
-        for (_, chunk) in chunks {
-            let offset = rows.len();
-            rows.push(chunk.rows);
-            marks.extend(chunk.marks.into_iter().map(|mark| Mark {
-                row: mark.row + offset,
-                ..mark
-            }));
-        }
+        let rows = self.rows;
+        let mut marks = self.marks;
         // Below a tracked directory that is not a directory, nothing is there, whatever a
         // lookup through a symbolic link in its place may have found.
         if !broken.is_empty() {
@@ -431,7 +398,7 @@ pub(crate) fn candidates(input: &ScanInput<'_>) -> Result<Vec<(BString, Kind)>, 
 }
 
 /// Runs `tasks` on the configured number of threads: what each thread found, and the record.
-fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<(Vec<Out>, StatRecord), WorkspaceError> {
+fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<(Vec<Out>, RecordJoin), WorkspaceError> {
     let root_fd: OwnedFd = File::open(input.root)
         .map_err(|source| WorkspaceError::Io {
             path: input.display_root.to_owned(),
@@ -466,7 +433,7 @@ fn run(input: &ScanInput<'_>, tasks: &[Task]) -> Result<(Vec<Out>, StatRecord), 
         })?
     };
     let join = join.into_inner().unwrap_or_else(PoisonError::into_inner);
-    Ok((outs, join.record))
+    Ok((outs, join))
 }
 
 /// Below a tracked directory that is not a directory, nothing is there, whatever a lookup
@@ -571,7 +538,7 @@ fn worker(
         };
         let result = match task {
             Task::List(task) => list(input, root, *task, &mut out),
-            Task::Stat(range) => stat_run(input, root, range.clone(), &mut out, &mut buf, join),
+            Task::Stat(range) => stat_run(input, root, range.clone(), &mut buf, join),
         };
         if let Err(err) = result {
             failed.store(true, Ordering::Relaxed);
@@ -698,7 +665,6 @@ fn stat_run(
     input: &ScanInput<'_>,
     root: BorrowedFd<'_>,
     range: Range<usize>,
-    out: &mut Out,
     buf: &mut Vec<u8>,
     join: &Mutex<RecordJoin>,
 ) -> Result<(), WorkspaceError> {
@@ -774,8 +740,7 @@ fn stat_run(
     }
     join.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .add(range.start, record);
-    out.chunks.push((range.start, chunk));
+        .add(range.start, record, chunk);
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use handoff_core::{
 use sha2::{Digest, Sha256};
 
 use crate::paths::{entry_key, worktree_path};
-use crate::scan::{RowSet, Rows, ScanInput, Wt};
+use crate::scan::{RowFile, ScanInput, Wt};
 use crate::state::Nested;
 use crate::untracked::{Found, What};
 use crate::{gitdir, hash, par, scan, snapshot, staged, state, untracked};
@@ -449,7 +449,8 @@ pub(crate) fn fingerprint_repository(
             status = state::unstaged(stages, &wt, nested.as_ref());
         }
         if status.unstaged {
-            mark(rows.get(scanned_mark.row).0, &|c| {
+            let first = &state.entries()[rows.first(scanned_mark.row)];
+            mark(&entry_key(first.path(state)), &|c| {
                 c.unstaged = true;
                 c.deleted |= status.deleted;
             });
@@ -500,7 +501,9 @@ pub(crate) fn fingerprint_repository(
         hooks_dir: git.hooks_dir.clone(),
         record: Some(Arc::new(record)),
     };
-    merge(&mut fingerprint, rows, &overrides, extra);
+    // The index is not needed any more: the entries are put together without it beside them.
+    drop(index);
+    merge(&mut fingerprint, rows, &overrides, extra)?;
     if !git.worktree_hooks.is_empty() {
         let missing: Vec<(String, String)> = git
             .worktree_hooks
@@ -641,93 +644,56 @@ fn count(changes: &[StatusChange]) -> ChangeCounts {
 const DIGEST_GROUP: usize = 1024;
 
 /// The entries of a fingerprint: the rows of tracked paths (in index order, which is key order
-/// but for paths that are not UTF-8), with `overrides` of some of their states, and the other
-/// entries.
-/// They go into `fingerprint`'s (empty) entries: a chunk of rows that no other entry falls into
-/// and no override changes is taken over whole, the others are copied and dropped.
+/// but for paths that are not UTF-8), read back as the scan wrote them, with `overrides` of
+/// some of their states, and the other entries; into `fingerprint`'s (empty) entries.
 fn merge(
     fingerprint: &mut Fingerprint,
-    rows: RowSet,
+    rows: RowFile,
     overrides: &BTreeMap<usize, String>,
     mut extra: Vec<(String, String)>,
-) {
+) -> Result<(), WorkspaceError> {
     extra.sort_by(|a, b| a.0.cmp(&b.0));
-    // Whether the rows and the other entries interleave in key order: what `Entries::push`
-    // takes one at a time (an equal key joins the last entry).
-    let in_order = {
-        let mut extra_iter = extra.iter().map(|(k, _)| k.as_str()).peekable();
-        let mut keys = Vec::new();
-        let mut last: Option<&str> = None;
-        let mut all = true;
-        for (key, _) in rows.iter() {
-            keys.clear();
-            while let Some(k) = extra_iter.next_if(|k| *k < key) {
-                keys.push(k);
-            }
-            keys.push(key);
-            for &k in &keys {
-                all &= last.is_none_or(|l| l <= k);
-                last = Some(k);
-            }
-        }
-        for k in extra_iter {
-            all &= last.is_none_or(|l| l <= k);
-            last = Some(k);
-        }
-        all
-    };
-    let entries = &mut fingerprint.entries;
-    if !in_order {
-        *entries = rows
-            .iter()
-            .enumerate()
-            .map(|(i, (key, state))| {
-                let state = overrides.get(&i).map_or(state, String::as_str);
-                (key.to_owned(), state.to_owned())
-            })
-            .chain(extra)
-            .collect();
-        return;
-    }
+    let text = usize::try_from(rows.states.byte_len()).unwrap_or(0)
+        + extra.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    let mut entries = handoff_core::Entries::with_capacity(rows.len() + extra.len(), text);
+    // Whether the rows and the other entries come in key order, as `Entries::push` takes them
+    // one at a time (an equal key joins the last entry).
+    let mut in_order = true;
     let mut extra_iter = extra.iter().peekable();
+    let mut reader = rows.states.reader();
     let mut i = 0;
-    for chunk in rows.into_chunks() {
-        let n = chunk.len();
-        if n == 0 {
-            continue;
+    while let Some((key, state)) = reader.next_pair() {
+        let state = overrides.get(&i).map_or(state, String::as_str);
+        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
+            in_order &= entries.push(k, v);
         }
-        let (first, last) = (chunk.get(0).0, chunk.get(n - 1).0);
-        while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < first) {
-            entries.push(k, v);
-        }
-        // A chunk that nothing falls into and nothing overrides is taken over whole.
-        let whole = overrides.range(i..i + n).next().is_none()
-            && extra_iter.peek().is_none_or(|(k, _)| k.as_str() > last);
-        let chunk = if whole {
-            let (text, ends, firsts) = chunk.into_parts();
-            match entries.append_run(text, ends) {
-                Ok(()) => {
-                    i += n;
-                    continue;
-                }
-                Err((text, ends)) => Rows::from_parts(text, ends, firsts),
-            }
-        } else {
-            chunk
-        };
-        for j in 0..n {
-            let (key, state) = chunk.get(j);
-            let state = overrides.get(&(i + j)).map_or(state, String::as_str);
-            while let Some((k, v)) = extra_iter.next_if(|(k, _)| k.as_str() < key) {
-                entries.push(k, v);
-            }
-            entries.push(key, state);
-        }
-        i += n;
+        in_order &= entries.push(key, state);
+        i += 1;
     }
     for (k, v) in extra_iter {
-        entries.push(k, v);
+        in_order &= entries.push(k, v);
     }
+    let unread = |why: handoff_core::ParkedError| WorkspaceError::Git {
+        message: format!("the scan's rows, kept in a file, {}", why.reason()),
+    };
+    reader.finish().map_err(unread)?;
+    if !in_order {
+        // Paths that are not UTF-8 sort by bytes, not by their keys: all of it, sorted.
+        drop(entries);
+        let mut reader = rows.states.reader();
+        let all: Vec<(String, String)> = reader
+            .by_ref()
+            .enumerate()
+            .map(|(i, (key, state))| match overrides.get(&i) {
+                Some(state) => (key, state.clone()),
+                None => (key, state),
+            })
+            .collect();
+        reader.finish().map_err(unread)?;
+        entries = all.into_iter().chain(extra).collect();
+    }
+    fingerprint.entries = entries;
+    Ok(())
 }
 
 /// `sha256:<hex>`: the SHA-256 of the schema version followed by the SHA-256 of each group of

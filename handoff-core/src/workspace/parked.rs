@@ -36,10 +36,11 @@ pub struct ParkedFingerprint {
     lost: bool,
 }
 
-/// The unnamed file holding a fingerprint's states.
+/// Key and state pairs, in order, as a [`StatesWriter`] wrote them: in an unnamed file, or in
+/// memory.
 #[derive(Debug)]
-struct StateFile {
-    file: File,
+pub struct StateFile {
+    file: Source,
     /// How many bytes were written.
     len: u64,
     /// How many entries.
@@ -48,10 +49,179 @@ struct StateFile {
     digest: [u8; 32],
 }
 
-/// The parked states could not be read back as they were written.
+/// Where a [`StateFile`]'s bytes are.
+#[derive(Debug)]
+enum Source {
+    File(File),
+    Memory(Vec<u8>),
+}
+
+impl Source {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match self {
+            Source::File(file) => file.read_exact_at(buf, offset),
+            Source::Memory(bytes) => {
+                let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+                let piece = bytes
+                    .get(start..start + buf.len())
+                    .ok_or(io::ErrorKind::UnexpectedEof)?;
+                buf.copy_from_slice(piece);
+                Ok(())
+            }
+        }
+    }
+
+    fn write_all_at(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
+        match self {
+            Source::File(file) => file.write_all_at(buf, offset),
+            Source::Memory(bytes) => {
+                debug_assert_eq!(bytes.len() as u64, offset);
+                bytes.extend_from_slice(buf);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Writes key and state pairs as they come, a buffer at a time, to an unnamed file (or
+/// memory), hashing what it writes: each as its key's length (4 bytes, little-endian), the key,
+/// its state's length and the state.
+#[derive(Debug)]
+pub struct StatesWriter {
+    file: Source,
+    buf: Vec<u8>,
+    hasher: blake3::Hasher,
+    len: u64,
+    entries: usize,
+    failed: Option<io::Error>,
+}
+
+impl StatesWriter {
+    /// A writer to an unnamed file in `dir`; to memory without one, or when the file cannot be
+    /// made.
+    pub fn new(dir: Option<&Path>) -> StatesWriter {
+        let file = match dir.map(tempfile::tempfile_in) {
+            Some(Ok(file)) => Source::File(file),
+            _ => Source::Memory(Vec::new()),
+        };
+        StatesWriter {
+            file,
+            buf: Vec::with_capacity(READ_CHUNK + 1024),
+            hasher: blake3::Hasher::new(),
+            len: 0,
+            entries: 0,
+            failed: None,
+        }
+    }
+
+    /// A writer to an unnamed file in `dir`, or the error making it.
+    fn in_file(dir: &Path) -> io::Result<StatesWriter> {
+        let mut writer = StatesWriter::new(None);
+        writer.file = Source::File(tempfile::tempfile_in(dir)?);
+        Ok(writer)
+    }
+
+    /// Adds a pair after the last.
+    pub fn push(&mut self, key: &str, state: &str) {
+        if self.failed.is_some() {
+            return;
+        }
+        for text in [key, state] {
+            let Ok(n) = u32::try_from(text.len()) else {
+                self.failed = Some(io::ErrorKind::InvalidInput.into());
+                return;
+            };
+            self.buf.extend_from_slice(&n.to_le_bytes());
+            self.buf.extend_from_slice(text.as_bytes());
+        }
+        self.entries += 1;
+        if self.buf.len() >= READ_CHUNK {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        self.hasher.update(&self.buf);
+        if let Err(e) = self.file.write_all_at(&self.buf, self.len) {
+            self.failed = Some(e);
+        }
+        self.len += self.buf.len() as u64;
+        self.buf.clear();
+    }
+
+    /// The pairs written, or the error that stopped writing them.
+    pub fn finish(mut self) -> io::Result<StateFile> {
+        self.flush();
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        Ok(StateFile {
+            file: self.file,
+            len: self.len,
+            entries: self.entries,
+            digest: self.hasher.finalize().into(),
+        })
+    }
+}
+
+impl StateFile {
+    /// How many pairs it holds.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    /// How many bytes it holds (each pair as its two texts and their 4-byte lengths).
+    pub fn byte_len(&self) -> u64 {
+        self.len
+    }
+
+    /// The pairs, in order; [`StatesReader::finish`] says whether they read back as written.
+    pub fn reader(&self) -> StatesReader<'_> {
+        StatesReader(StateReader::new(self))
+    }
+}
+
+/// Reads a [`StateFile`]'s pairs back in order; stops at the first thing wrong.
+pub struct StatesReader<'a>(StateReader<'a>);
+
+impl StatesReader<'_> {
+    /// The next pair, borrowed from the reader's buffer (no copy); `None` at the end or at the
+    /// first thing wrong.
+    pub fn next_pair(&mut self) -> Option<(&str, &str)> {
+        self.0.next_pair()
+    }
+
+    /// Whether every pair read back exactly as written, all of them read.
+    pub fn finish(self) -> Result<(), ParkedError> {
+        self.0.finish()
+    }
+}
+
+impl Iterator for StatesReader<'_> {
+    type Item = (String, String);
+
+    fn next(&mut self) -> Option<(String, String)> {
+        self.0.next()
+    }
+}
+
+/// Parked states (or pairs of a [`StateFile`]) could not be read back as they were written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the worktree's state before the run, kept in a file while it ran, {0}")]
 pub struct ParkedError(String);
+
+impl ParkedError {
+    /// What went wrong, without saying whose states they were (e.g. `was altered after it
+    /// was written`).
+    pub fn reason(&self) -> &str {
+        &self.0
+    }
+}
 
 impl ParkedFingerprint {
     /// `fingerprint` with its states kept in memory.
@@ -190,7 +360,10 @@ impl ParkedFingerprint {
     #[doc(hidden)]
     pub fn parked_file(&mut self) -> Option<&File> {
         self.settle();
-        self.file.as_ref().map(|f| &f.file)
+        match self.file.as_ref().map(|f| &f.file) {
+            Some(Source::File(file)) => Some(file),
+            _ => None,
+        }
     }
 }
 
@@ -199,38 +372,13 @@ fn unshare(shared: std::sync::Arc<Entries>) -> Entries {
     std::sync::Arc::try_unwrap(shared).unwrap_or_else(|still| (*still).clone())
 }
 
-/// Writes each entry as its key's length (4 bytes, little-endian), the key, its state's length
-/// and the state.
+/// Writes `entries` to an unnamed file in `dir`.
 fn write_states(entries: &Entries, dir: &Path) -> io::Result<StateFile> {
-    let file = tempfile::tempfile_in(dir)?;
-    let mut hasher = blake3::Hasher::new();
-    let mut len = 0u64;
-    // Written and hashed a buffer at a time: BLAKE3 is fastest on long inputs.
-    let mut buf = Vec::with_capacity(READ_CHUNK + 1024);
-    let mut flush = |buf: &mut Vec<u8>, len: &mut u64| -> io::Result<()> {
-        hasher.update(buf);
-        file.write_all_at(buf, *len)?;
-        *len += buf.len() as u64;
-        buf.clear();
-        Ok(())
-    };
+    let mut writer = StatesWriter::in_file(dir)?;
     for (key, state) in entries.iter() {
-        for text in [key, state] {
-            let n = u32::try_from(text.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
-            buf.extend_from_slice(&n.to_le_bytes());
-            buf.extend_from_slice(text.as_bytes());
-        }
-        if buf.len() >= READ_CHUNK {
-            flush(&mut buf, &mut len)?;
-        }
+        writer.push(key, state);
     }
-    flush(&mut buf, &mut len)?;
-    Ok(StateFile {
-        file,
-        len,
-        entries: entries.len(),
-        digest: hasher.finalize().into(),
-    })
+    writer.finish()
 }
 
 /// Reads the entries of a [`StateFile`] back in order, hashing what it reads; stops at the
@@ -259,6 +407,64 @@ impl<'a> StateReader<'a> {
             read: 0,
             failed: None,
         }
+    }
+
+    /// The next pair without copying it: its texts are checked to be UTF-8 where they lie in
+    /// the buffer.
+    fn next_pair(&mut self) -> Option<(&str, &str)> {
+        if self.failed.is_some() || self.read == self.source.entries {
+            return None;
+        }
+        let len_at = |buf: &[u8], at: usize| -> usize {
+            u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]) as usize
+        };
+        self.fill(4)?;
+        let key_len = len_at(&self.buf, self.at);
+        self.fill(4 + key_len + 4)?;
+        let state_len = len_at(&self.buf, self.at + 4 + key_len);
+        let whole = 4 + key_len + 4 + state_len;
+        self.fill(whole)?;
+        let start = self.at;
+        self.at += whole;
+        self.read += 1;
+        let key = std::str::from_utf8(&self.buf[start + 4..start + 4 + key_len]);
+        let state = std::str::from_utf8(&self.buf[start + 8 + key_len..start + whole]);
+        match (key, state) {
+            (Ok(key), Ok(state)) => Some((key, state)),
+            _ => {
+                self.failed = Some("holds text that is not UTF-8".to_owned());
+                None
+            }
+        }
+    }
+
+    /// Makes at least `n` unread bytes be in the buffer (read from the file as needed);
+    /// `None` at a failure.
+    fn fill(&mut self, n: usize) -> Option<()> {
+        let unread = self.buf.len() - self.at;
+        if unread < n {
+            let left = self.source.len - self.offset;
+            if ((n - unread) as u64) > left {
+                self.failed = Some("is shorter than it was written".to_owned());
+                return None;
+            }
+            self.buf.drain(..self.at);
+            self.at = 0;
+            let want = (n - unread).max(READ_CHUNK).min(left as usize);
+            let start = self.buf.len();
+            self.buf.resize(start + want, 0);
+            if let Err(e) = self
+                .source
+                .file
+                .read_exact_at(&mut self.buf[start..], self.offset)
+            {
+                self.failed = Some(format!("cannot be read: {e}"));
+                return None;
+            }
+            self.hasher.update(&self.buf[start..]);
+            self.offset += want as u64;
+        }
+        Some(())
     }
 
     /// The next `n` bytes (read from the file as needed), or `None` at a failure.
@@ -316,7 +522,7 @@ impl<'a> StateReader<'a> {
         // it are not read, and a change to what was read shows in the digest.
         let digest: [u8; 32] = self.hasher.finalize().into();
         if digest != self.source.digest {
-            return Err(ParkedError("was altered while the agent ran".to_owned()));
+            return Err(ParkedError("was altered after it was written".to_owned()));
         }
         Ok(())
     }
@@ -448,6 +654,42 @@ mod tests {
                 ParkedFingerprint::park_behind(with(&states(), "sha256:a"), dir.path());
             alter(parked.parked_file().unwrap());
             assert_eq!(what == "grow", parked.into_fingerprint().is_ok(), "{what}");
+        }
+    }
+
+    /// Pairs written as they come read back the same, copied or borrowed, from a file or from
+    /// memory, across buffer refills and with a state longer than a refill; an altered file
+    /// does not finish.
+    #[test]
+    fn written_pairs_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pairs = states();
+        pairs.insert(1500, ("dir/01499b".to_owned(), "x".repeat(3 * READ_CHUNK)));
+        for place in [Some(dir.path()), None] {
+            let mut writer = StatesWriter::new(place);
+            for (k, v) in &pairs {
+                writer.push(k, v);
+            }
+            let file = writer.finish().unwrap();
+            assert_eq!(file.len(), pairs.len());
+            assert_eq!(matches!(file.file, Source::File(_)), place.is_some());
+            let mut reader = file.reader();
+            let copied: Vec<(String, String)> = reader.by_ref().collect();
+            reader.finish().unwrap();
+            assert_eq!(copied, pairs);
+            let mut reader = file.reader();
+            let mut borrowed = Vec::new();
+            while let Some((k, v)) = reader.next_pair() {
+                borrowed.push((k.to_owned(), v.to_owned()));
+            }
+            reader.finish().unwrap();
+            assert_eq!(borrowed, pairs);
+            if let Source::File(f) = &file.file {
+                f.write_all_at(b"Z", 100).unwrap();
+                let mut reader = file.reader();
+                while reader.next_pair().is_some() {}
+                assert!(reader.finish().is_err());
+            }
         }
     }
 

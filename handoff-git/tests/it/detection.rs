@@ -385,3 +385,33 @@ fn untracked_files_count_even_when_git_status_is_told_to_hide_them() {
     let after = repo.fingerprint();
     assert_eq!(changed(&before, &after), ["hidden/from/status.txt"]);
 }
+
+/// A path that is not UTF-8 has a key (`\xff` written out) that sorts elsewhere than its bytes
+/// do in the index: here `a\xff` comes after `a]` in the index, and its key `a\\xff` before.
+/// The rows, read back in index order, are then put in key order all the same, the same with
+/// and without the records' pages parked, and a change to either file is seen.
+#[test]
+fn paths_that_are_not_utf8_are_put_in_key_order() {
+    use std::os::unix::ffi::OsStrExt;
+    let repo = TestRepo::with_commit();
+    let odd = std::ffi::OsStr::from_bytes(b"a\xff");
+    std::fs::write(repo.root().as_std_path().join(odd), "odd\n").unwrap();
+    repo.write("a]", "bracket\n");
+    repo.git(&["add", "-A"]);
+    repo.commit("odd names");
+    let fp = repo.fingerprint();
+    let keys: Vec<&str> = fp.entries.keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted);
+    let (odd_at, bracket_at) = (
+        keys.iter().position(|k| *k == "a\\xff").unwrap(),
+        keys.iter().position(|k| *k == "a]").unwrap(),
+    );
+    assert!(odd_at < bracket_at);
+    let in_memory =
+        repo.fingerprint_with(handoff_git::GitWorkspace::new().with_record_pages_in(None));
+    assert_eq!(in_memory.digest, fp.digest);
+    std::fs::write(repo.root().as_std_path().join(odd), "odd!\n").unwrap();
+    assert_eq!(changed(&fp, &repo.fingerprint()), ["a\\xff"]);
+}
