@@ -142,8 +142,17 @@ impl StatesWriter {
 
     fn flush(&mut self) {
         self.hasher.update(&self.buf);
-        if let Err(e) = self.file.write_all_at(&self.buf, self.len) {
-            self.failed = Some(e);
+        if self.file.write_all_at(&self.buf, self.len).is_err() {
+            // A full disk: what was written so far comes back into memory, and the rest goes
+            // there too (what comes back is checked against the digest when read).
+            let mut bytes = vec![0; usize::try_from(self.len).unwrap_or(usize::MAX)];
+            match self.file.read_exact_at(&mut bytes, 0) {
+                Ok(()) => {
+                    bytes.extend_from_slice(&self.buf);
+                    self.file = Source::Memory(bytes);
+                }
+                Err(e) => self.failed = Some(e),
+            }
         }
         self.len += self.buf.len() as u64;
         self.buf.clear();
@@ -691,6 +700,35 @@ mod tests {
                 assert!(reader.finish().is_err());
             }
         }
+    }
+
+    /// A file that stops taking writes (a full disk) hands over to memory: the pairs read back
+    /// all the same.
+    #[test]
+    fn pairs_a_file_stops_taking_go_to_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full");
+        let mut writer = StatesWriter::new(None);
+        writer.file = Source::File(File::create(&path).unwrap());
+        let pairs = states();
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i == 2000 {
+                // From now on every write fails, as on a full disk.
+                let written = std::fs::read(&path).unwrap();
+                assert!(!written.is_empty());
+                let Source::File(file) = &mut writer.file else {
+                    panic!("still a file")
+                };
+                *file = File::open(&path).unwrap();
+            }
+            writer.push(k, v);
+        }
+        let file = writer.finish().unwrap();
+        assert!(matches!(file.file, Source::Memory(_)));
+        let mut reader = file.reader();
+        let back: Vec<(String, String)> = reader.by_ref().collect();
+        reader.finish().unwrap();
+        assert_eq!(back, pairs);
     }
 
     #[test]
