@@ -423,19 +423,28 @@ fn an_agent_that_rewrites_the_parked_before_states_fails_the_run() {
                 .trim()
                 .parse()
                 .unwrap();
+            // The states are written while the agent starts: look until they are there.
+            let agent = pid;
             let mut rewritten = 0;
-            while pid > 1 && rewritten == 0 {
-                for fd in parked_files_of(pid) {
-                    let mut bytes = std::fs::read(&fd).unwrap();
-                    let Some(at) = bytes.windows(old.len()).position(|w| w == old.as_bytes())
-                    else {
-                        continue;
-                    };
-                    bytes[at..at + new.len()].copy_from_slice(new.as_bytes());
-                    std::fs::write(&fd, &bytes).unwrap();
-                    rewritten += 1;
+            for _ in 0..250 {
+                pid = agent;
+                while pid > 1 && rewritten == 0 {
+                    for fd in parked_files_of(pid) {
+                        let mut bytes = std::fs::read(&fd).unwrap();
+                        let Some(at) = bytes.windows(old.len()).position(|w| w == old.as_bytes())
+                        else {
+                            continue;
+                        };
+                        bytes[at..at + new.len()].copy_from_slice(new.as_bytes());
+                        std::fs::write(&fd, &bytes).unwrap();
+                        rewritten += 1;
+                    }
+                    pid = parent_of(pid).unwrap_or(0);
                 }
-                pid = parent_of(pid).unwrap_or(0);
+                if rewritten > 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
             std::fs::write(&go, "").unwrap();
             rewritten
