@@ -394,9 +394,10 @@ fn parked_files_of(pid: u32) -> Vec<PathBuf> {
 /// While the agent runs, the "before"'s per-path states wait in an unnamed file. An agent of
 /// the same user can reach it through `/proc/<handoff>/fd`: this one finds it from its own pid,
 /// changes `a.rs`, and rewrites the file so that the "before" names `a.rs`'s new content. The
-/// comparison notices the file is not what handoff wrote and the run fails closed.
+/// comparison notices the file is not what handoff wrote: the worktree changed (the digests
+/// differ), which paths did cannot be told, and the review is blocked.
 #[test]
-fn an_agent_that_rewrites_the_parked_before_states_fails_the_run() {
+fn an_agent_that_rewrites_the_parked_before_states_is_blocked() {
     let sb = Sandbox::new();
     sb.repo.write("a.rs", "fn a() {}\n");
     sb.repo.commit_all("a.rs");
@@ -453,8 +454,9 @@ fn an_agent_that_rewrites_the_parked_before_states_fails_the_run() {
         (run, attacker.join().unwrap())
     });
     assert_eq!(rewritten, 1, "the agent reached the parked states");
-    assert_ne!(run.status(), "succeeded", "{}", run.stdout);
-    assert_ne!(run.code, 0);
+    // A read-only run changed the worktree: blocked, even though the paths cannot be named.
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(run.code, 10);
     let message = run.json["diagnostics"]["message"]
         .as_str()
         .unwrap_or_default();

@@ -221,7 +221,7 @@ impl Engine {
                             changed_files: Vec::new(),
                             flags: Vec::new(),
                         };
-                        return (After::Unreadable(e.to_string()), Some(evidence));
+                        return (After::Unnamed(e.to_string()), Some(evidence));
                     }
                 };
                 // Nothing needs the per-path states any more: only the record is kept.

@@ -105,6 +105,8 @@ pub(crate) enum After {
     },
     /// The worktree could not be fingerprinted.
     Unreadable(String),
+    /// The worktree changed (the digests differ), but which paths did cannot be told: why.
+    Unnamed(String),
 }
 
 /// Everything the verdict is decided from (not the agent's evidence items: those are
@@ -189,6 +191,28 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                         summarize(files)
                     )
                 });
+            }
+        }
+        Some(After::Unnamed(why)) => {
+            if e.writes {
+                // A writing run's change that cannot be checked.
+                let note =
+                    format!("the worktree changed, but which paths did cannot be told: {why}");
+                message = Some(join(message, note));
+                if verdict == Verdict::SUCCEEDED {
+                    verdict = Verdict::INVALID_OUTPUT;
+                }
+            } else {
+                // A read-only run changed the worktree, as with named paths.
+                let prior = message
+                    .take()
+                    .map(|m| format!("; before that: {m}"))
+                    .unwrap_or_default();
+                verdict = Verdict::POLICY_BLOCKED;
+                message = Some(format!(
+                    "read-only {} changed the worktree (which paths cannot be told: {why}){prior}",
+                    e.task
+                ));
             }
         }
         Some(After::Unreadable(error)) => {
@@ -361,6 +385,10 @@ mod tests {
         Some(After::Unreadable("git exploded".into()))
     }
 
+    fn unnamed() -> Option<After> {
+        Some(After::Unnamed("the states file was altered".into()))
+    }
+
     fn evidence(ended: Ended, after: Option<After>, writes: bool) -> Evidence {
         Evidence {
             ended,
@@ -482,6 +510,24 @@ mod tests {
                 evidence(completed(), unreadable(), BUILD),
                 V::INVALID_OUTPUT,
                 Some("cannot fingerprint the worktree after the run: git exploded"),
+            ),
+            (
+                "10: a review changed the worktree, the changed paths unknown",
+                evidence(completed(), unnamed(), READ_ONLY),
+                V::POLICY_BLOCKED,
+                Some(
+                    "read-only review changed the worktree (which paths cannot be told: the \
+                     states file was altered)",
+                ),
+            ),
+            (
+                "7: a build changed the worktree, the changed paths unknown",
+                evidence(completed(), unnamed(), BUILD),
+                V::INVALID_OUTPUT,
+                Some(
+                    "the worktree changed, but which paths did cannot be told: the states file \
+                     was altered",
+                ),
             ),
             (
                 "8: the time budget expired",
