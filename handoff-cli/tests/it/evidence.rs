@@ -391,6 +391,49 @@ fn parked_files_of(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// An agent whose shell writes its pid to `ready`, then waits until `go` exists.
+fn held_agent(sb: &Sandbox) -> (PathBuf, PathBuf) {
+    let ready = sb.root.join("ready");
+    let go = sb.root.join("go");
+    sb.agents.set(
+        SHELL,
+        format!(
+            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; while [ ! -e '{1}' ]; do sleep 0.05; done",
+            ready.display(),
+            go.display()
+        ),
+    );
+    (ready, go)
+}
+
+/// What the agent does through `/proc`: from its shell (whose pid is in `ready`) up to the
+/// process holding handoff's unnamed files, rewrites the first of them that holds `needle`,
+/// `patch` changing the bytes at the needle's position. handoff may still be writing them
+/// while the agent starts, so it looks for up to 5 s. How many files it rewrote.
+fn rewrite_parked(ready: &Path, needle: &[u8], patch: &dyn Fn(&mut [u8], usize)) -> usize {
+    let agent: u32 = std::fs::read_to_string(ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    for _ in 0..250 {
+        let mut pid = agent;
+        while pid > 1 {
+            for fd in parked_files_of(pid) {
+                let mut bytes = std::fs::read(&fd).unwrap();
+                if let Some(at) = bytes.windows(needle.len()).position(|w| w == needle) {
+                    patch(&mut bytes, at);
+                    std::fs::write(&fd, &bytes).unwrap();
+                    return 1;
+                }
+            }
+            pid = parent_of(pid).unwrap_or(0);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    0
+}
+
 /// While the agent runs, the "before"'s per-path states wait in an unnamed file. An agent of
 /// the same user can reach it through `/proc/<handoff>/fd`: this one finds it from its own pid,
 /// changes `a.rs`, and rewrites the file so that the "before" names `a.rs`'s new content. The
@@ -402,51 +445,16 @@ fn an_agent_that_rewrites_the_parked_before_states_is_blocked() {
     sb.repo.write("a.rs", "fn a() {}\n");
     sb.repo.commit_all("a.rs");
     let old = sb.repo.git(&["rev-parse", "HEAD:a.rs"]).trim().to_owned();
-    let ready = sb.root.join("ready");
-    let go = sb.root.join("go");
-    sb.agents.set(
-        SHELL,
-        format!(
-            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; while [ ! -e '{1}' ]; do sleep 0.05; done",
-            ready.display(),
-            go.display()
-        ),
-    );
+    let (ready, go) = held_agent(&sb);
     let repo: PathBuf = sb.repo.path().to_path_buf();
     let (run, rewritten) = std::thread::scope(|scope| {
         let attacker = scope.spawn(|| {
             wait_for(&ready);
             std::fs::write(repo.join("a.rs"), "fn b() {}\n").unwrap();
             let new = sb.repo.git(&["hash-object", "a.rs"]).trim().to_owned();
-            // Up from the agent's shell to the process holding the parked file: handoff.
-            let mut pid: u32 = std::fs::read_to_string(&ready)
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            // The states are written while the agent starts: look until they are there.
-            let agent = pid;
-            let mut rewritten = 0;
-            for _ in 0..250 {
-                pid = agent;
-                while pid > 1 && rewritten == 0 {
-                    for fd in parked_files_of(pid) {
-                        let mut bytes = std::fs::read(&fd).unwrap();
-                        let Some(at) = bytes.windows(old.len()).position(|w| w == old.as_bytes())
-                        else {
-                            continue;
-                        };
-                        bytes[at..at + new.len()].copy_from_slice(new.as_bytes());
-                        std::fs::write(&fd, &bytes).unwrap();
-                        rewritten += 1;
-                    }
-                    pid = parent_of(pid).unwrap_or(0);
-                }
-                if rewritten > 0 {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let rewritten = rewrite_parked(&ready, old.as_bytes(), &|bytes, at| {
+                bytes[at..at + new.len()].copy_from_slice(new.as_bytes())
+            });
             std::fs::write(&go, "").unwrap();
             rewritten
         });
@@ -495,16 +503,7 @@ fn an_agent_that_rewrites_a_parked_record_page_is_caught() {
     let target = tracked.lines().nth(16).unwrap().to_owned();
     let target = target.as_str();
     assert!(target.starts_with("f/"), "{target}");
-    let ready = sb.root.join("ready");
-    let go = sb.root.join("go");
-    sb.agents.set(
-        SHELL,
-        format!(
-            "echo $$ > '{0}.tmp'; mv '{0}.tmp' '{0}'; while [ ! -e '{1}' ]; do sleep 0.05; done",
-            ready.display(),
-            go.display()
-        ),
-    );
+    let (ready, go) = held_agent(&sb);
     let repo: PathBuf = sb.repo.path().to_path_buf();
     let (run, rewritten) = std::thread::scope(|scope| {
         let attacker = scope.spawn(|| {
@@ -536,25 +535,10 @@ fn an_agent_that_rewrites_a_parked_record_page_is_caught() {
             let mut stored = vec![0, 0];
             stored.extend_from_slice(&(target.len() as u16).to_le_bytes());
             stored.extend_from_slice(target.as_bytes());
-            let mut pid: u32 = std::fs::read_to_string(&ready)
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            let mut rewritten = 0;
-            while pid > 1 && rewritten == 0 {
-                for fd in parked_files_of(pid) {
-                    let mut bytes = std::fs::read(&fd).unwrap();
-                    let Some(at) = bytes.windows(stored.len()).position(|w| w == stored) else {
-                        continue;
-                    };
-                    let at = at + stored.len();
-                    bytes[at..at + stamp.len()].copy_from_slice(&stamp);
-                    std::fs::write(&fd, &bytes).unwrap();
-                    rewritten += 1;
-                }
-                pid = parent_of(pid).unwrap_or(0);
-            }
+            let rewritten = rewrite_parked(&ready, &stored, &|bytes, at| {
+                let at = at + stored.len();
+                bytes[at..at + stamp.len()].copy_from_slice(&stamp);
+            });
             std::fs::write(&go, "").unwrap();
             rewritten
         });
@@ -566,4 +550,55 @@ fn an_agent_that_rewrites_a_parked_record_page_is_caught() {
     assert_eq!(run.json["git"]["changedFiles"], serde_json::json!([target]));
     assert_eq!(run.status(), "blocked", "{}", run.stdout);
     assert_eq!(run.code, 10);
+}
+
+/// handoff does not write back a record the task store already holds (an unchanged worktree
+/// repeats it). An agent that rewrites the store's record while it runs, so that the next
+/// run's "before" trusts stat data it chose, must not have that forgery kept: the store is
+/// checked to still hold what was read from it, and written over when it does not.
+#[test]
+fn a_record_forged_in_the_task_store_during_a_run_is_written_over() {
+    let sb = Sandbox::new();
+    sb.repo.write("a.rs", "fn a() {}\n");
+    sb.repo.commit_all("a.rs");
+    std::thread::sleep(Duration::from_millis(2100));
+    sb.agents.set(SHELL, "true");
+    let first = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(first.status(), "succeeded", "{}", first.stdout);
+    let store_path = sb.root.join("home/.local/state/handoff/tasks.sqlite3");
+    let store_path = camino::Utf8PathBuf::from_path_buf(store_path).unwrap();
+    let root = camino::Utf8PathBuf::from(sb.cwd());
+    let read = || {
+        use handoff_core::TaskStore;
+        handoff_store::SqliteStore::open(&store_path)
+            .unwrap()
+            .stat_record(&root)
+            .unwrap()
+            .unwrap()
+            .1
+    };
+    let truthful = read();
+    let (ready, go) = held_agent(&sb);
+    let forged = std::thread::scope(|scope| {
+        let attacker = scope.spawn(|| {
+            wait_for(&ready);
+            // The last path's group id, one bit off: still a record, vouching for other stat
+            // data than the file has.
+            let mut forged = truthful.clone();
+            let at = forged.len() - 20 - 1;
+            forged[at] ^= 1;
+            use handoff_core::TaskStore;
+            handoff_store::SqliteStore::open(&store_path)
+                .unwrap()
+                .save_stat_record(&root, &forged)
+                .unwrap();
+            std::fs::write(&go, "").unwrap();
+            forged
+        });
+        let second = sb.delegate("claude", "codex", "review", &[]);
+        assert_eq!(second.status(), "succeeded", "{}", second.stdout);
+        attacker.join().unwrap()
+    });
+    assert_ne!(forged, truthful);
+    assert_eq!(read(), truthful, "the forged record was kept");
 }

@@ -173,10 +173,18 @@ pub struct Engine {
     workspace: Arc<dyn Workspace>,
     options: EngineOptions,
     cache: PreflightCache,
-    /// Per worktree, the identity ([`crate::StatRecord::identity`]) of the record the task store
-    /// holds, as this engine last read or wrote it: a record that has not changed is not
-    /// written again.
-    stored_records: Arc<std::sync::Mutex<BTreeMap<Utf8PathBuf, [u8; 32]>>>,
+    /// Per worktree, the record the task store holds, as this engine last read or wrote it: a
+    /// record that has not changed is not written again while the store still holds it.
+    stored_records: Arc<std::sync::Mutex<BTreeMap<Utf8PathBuf, StoredRecord>>>,
+}
+
+/// A record in the task store, as an engine read or wrote it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StoredRecord {
+    /// [`crate::StatRecord::identity`] of the record.
+    pub(super) identity: [u8; 32],
+    /// BLAKE3 of the bytes in the store.
+    pub(super) content: [u8; 32],
 }
 
 /// What a run produced.

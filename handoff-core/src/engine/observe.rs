@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use camino::{Utf8Path, Utf8PathBuf};
 
-use super::Engine;
 use super::draft::Draft;
 use super::launch::Ran;
 use super::verdict::{After, Ended, Signal};
+use super::{Engine, StoredRecord};
 use crate::output::ProviderOutput;
 use crate::process::Ending;
 use crate::provider::{Observation, Provider};
@@ -92,27 +92,27 @@ impl Engine {
         let kept = tokio::task::spawn_blocking(move || {
             let real = cwd.canonicalize_utf8().ok()?;
             let (root, bytes) = store.open().ok()?.stat_record(&real).ok()??;
+            let content: [u8; 32] = blake3::hash(&bytes).into();
             let record = StatRecord::from_bytes(bytes)?;
             // Out of memory while the "before" is taken next to it.
             let record = match park {
                 Some(dir) => record.park(dir.as_std_path()),
                 None => record,
             };
-            let identity = record.identity();
-            Some((
-                Fingerprint::record_only(root.clone(), record),
-                root,
-                identity,
-            ))
+            let stored = StoredRecord {
+                identity: record.identity(),
+                content,
+            };
+            Some((Fingerprint::record_only(root.clone(), record), root, stored))
         })
         .await
         .ok()
         .flatten()?;
-        let (fingerprint, root, identity) = kept;
+        let (fingerprint, root, stored) = kept;
         self.stored_records
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(root, identity);
+            .insert(root, stored);
         Some(fingerprint)
     }
 
@@ -122,35 +122,39 @@ impl Engine {
         let Some(store) = self.options.task_store.clone() else {
             return;
         };
-        // The record the store holds already (an unchanged worktree repeats it page for page):
-        // nothing to write.
+        // The record the store held when it was read, which an unchanged worktree repeats page
+        // for page, need not be written again if the store still holds it: an agent may have
+        // rewritten the store while it ran, and its forgery must not outlive the run.
         let identity = record.identity();
-        {
-            let mut stored = self
-                .stored_records
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if stored.get(&root) == Some(&identity) {
-                return;
-            }
-            stored.remove(&root);
-        }
+        let known = self
+            .stored_records
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&root)
+            .filter(|stored| stored.identity == identity);
         let saved = tokio::task::spawn_blocking(move || {
             let store = store.open().ok()?;
+            if let Some(known) = known {
+                let now = store.stat_record(&root).ok().flatten();
+                if now.is_some_and(|(_, bytes)| *blake3::hash(&bytes).as_bytes() == known.content) {
+                    return Some((root, known));
+                }
+            }
             // A parked page that does not read back as written: nothing is kept, and the
             // next run reads what the index cannot vouch for.
             let bytes = record.to_bytes()?;
             store.save_stat_record(&root, &bytes).ok()?;
-            Some(root)
+            let content = blake3::hash(&bytes).into();
+            Some((root, StoredRecord { identity, content }))
         })
         .await
         .ok()
         .flatten();
-        if let Some(root) = saved {
+        if let Some((root, stored)) = saved {
             self.stored_records
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(root, identity);
+                .insert(root, stored);
         }
     }
 

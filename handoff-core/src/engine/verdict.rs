@@ -142,6 +142,14 @@ pub(crate) struct Decision {
     pub rejected_field: Option<&'static str>,
 }
 
+/// The message so far, taken to follow a block's own as `; before that: …` (empty without one).
+fn before_that(message: &mut Option<String>) -> String {
+    message
+        .take()
+        .map(|m| format!("; before that: {m}"))
+        .unwrap_or_default()
+}
+
 /// The verdict of a run, in the order the module documentation gives.
 pub(crate) fn decide(e: &Evidence) -> Decision {
     let (mut verdict, message) = ended(&e.ended);
@@ -158,10 +166,7 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                 message = Some(format!("{} completed without a git-visible change", e.task));
             }
             if e.writes && !e.allow_git_config && !git_programs.is_empty() {
-                let prior = message
-                    .take()
-                    .map(|m| format!("; before that: {m}"))
-                    .unwrap_or_default();
+                let prior = before_that(&mut message);
                 verdict = Verdict::POLICY_BLOCKED;
                 message = Some(format!(
                     "{} added or changed what git runs ({}): a hook or a setting that runs a \
@@ -171,10 +176,7 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                 ));
             }
             if !e.writes && *changed {
-                let prior = message
-                    .take()
-                    .map(|m| format!("; before that: {m}"))
-                    .unwrap_or_default();
+                let prior = before_that(&mut message);
                 verdict = Verdict::POLICY_BLOCKED;
                 message = Some(if e.shared {
                     format!(
@@ -204,10 +206,7 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                 }
             } else {
                 // A read-only run changed the worktree, as with named paths.
-                let prior = message
-                    .take()
-                    .map(|m| format!("; before that: {m}"))
-                    .unwrap_or_default();
+                let prior = before_that(&mut message);
                 verdict = Verdict::POLICY_BLOCKED;
                 message = Some(format!(
                     "read-only {} changed the worktree (which paths cannot be told: {why}){prior}",

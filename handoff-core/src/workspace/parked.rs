@@ -476,49 +476,6 @@ impl<'a> StateReader<'a> {
         Some(())
     }
 
-    /// The next `n` bytes (read from the file as needed), or `None` at a failure.
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        let unread = self.buf.len() - self.at;
-        if unread < n {
-            let left = self.source.len - self.offset;
-            if ((n - unread) as u64) > left {
-                self.failed = Some("is shorter than it was written".to_owned());
-                return None;
-            }
-            self.buf.drain(..self.at);
-            self.at = 0;
-            let want = (n - unread).max(READ_CHUNK).min(left as usize);
-            let start = self.buf.len();
-            self.buf.resize(start + want, 0);
-            if let Err(e) = self
-                .source
-                .file
-                .read_exact_at(&mut self.buf[start..], self.offset)
-            {
-                self.failed = Some(format!("cannot be read: {e}"));
-                return None;
-            }
-            self.hasher.update(&self.buf[start..]);
-            self.offset += want as u64;
-        }
-        let piece = &self.buf[self.at..self.at + n];
-        self.at += n;
-        Some(piece)
-    }
-
-    /// A length-prefixed text.
-    fn text(&mut self) -> Option<String> {
-        let n = u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize;
-        let bytes = self.take(n)?.to_vec();
-        match String::from_utf8(bytes) {
-            Ok(text) => Some(text),
-            Err(_) => {
-                self.failed = Some("holds text that is not UTF-8".to_owned());
-                None
-            }
-        }
-    }
-
     /// Whether everything read is exactly what was written.
     fn finish(mut self) -> Result<(), ParkedError> {
         if let Some(why) = self.failed.take() {
@@ -541,13 +498,8 @@ impl Iterator for StateReader<'_> {
     type Item = (String, String);
 
     fn next(&mut self) -> Option<(String, String)> {
-        if self.failed.is_some() || self.read == self.source.entries {
-            return None;
-        }
-        let key = self.text()?;
-        let state = self.text()?;
-        self.read += 1;
-        Some((key, state))
+        self.next_pair()
+            .map(|(key, state)| (key.to_owned(), state.to_owned()))
     }
 }
 
