@@ -59,6 +59,7 @@
 mod detailed;
 mod gitdir;
 mod hash;
+mod index_file;
 mod par;
 mod paths;
 mod programs;
@@ -68,6 +69,8 @@ mod scan;
 mod snapshot;
 mod staged;
 mod state;
+#[cfg(test)]
+mod testing;
 mod trust;
 mod untracked;
 mod workspace;

@@ -142,41 +142,10 @@ fn contains(repo: &gix::Repository, tip: ObjectId, commit: ObjectId) -> Option<b
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-    use std::process::Command;
-
     use camino::Utf8PathBuf;
 
     use super::*;
-
-    /// Runs `git` in `dir` with a configuration isolated from the machine's; panics unless it
-    /// succeeds.
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "commit.gpgsign=false",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    }
+    use crate::testing::git;
 
     /// A repository on `main` with one commit, in a temporary directory that also holds room
     /// for a bare remote.

@@ -18,10 +18,11 @@ use handoff_core::WorkspaceError;
 use crate::workspace::git_error;
 
 /// The staged paths of `state` against the tree `head` (`None`: unborn, everything is staged),
-/// sorted.
+/// sorted; `tree` is the index's cache tree.
 pub(crate) fn staged(
     repo: &gix::Repository,
     state: &gix::index::State,
+    tree: Option<&CacheTree>,
     head: Option<ObjectId>,
 ) -> Result<Vec<BString>, WorkspaceError> {
     let mut differ = Differ {
@@ -29,7 +30,7 @@ pub(crate) fn staged(
         state,
         out: Vec::new(),
     };
-    let root = state.tree().filter(|tree| tree.name.is_empty());
+    let root = tree.filter(|tree| tree.name.is_empty());
     differ.dir(
         head,
         &mut BString::default(),

@@ -13,6 +13,7 @@ use handoff_core::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::index_file::{Index, Unread};
 use crate::paths::{entry_key, worktree_path};
 use crate::scan::{RowFile, ScanInput, Wt};
 use crate::state::Nested;
@@ -279,25 +280,36 @@ pub(crate) fn discover(cwd: &Utf8Path) -> Result<gix::Repository, WorkspaceError
 }
 
 /// Reads the index without verifying its checksum (git writes it atomically; the entries are
-/// still parsed and checked); a repository without an index has an empty one.
-pub(crate) fn read_index(repo: &gix::Repository) -> Result<gix::index::File, WorkspaceError> {
+/// still parsed and checked); a repository without an index has an empty one. The index is
+/// read as a stream ([`crate::index_file`]); one with a mandatory extension (a split or sparse
+/// index) is left to gix.
+pub(crate) fn read_index(repo: &gix::Repository) -> Result<Index, WorkspaceError> {
     let path = repo.index_path();
-    match std::fs::symlink_metadata(&path) {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(gix::index::File::from_state(
-                gix::index::State::new(repo.object_hash()),
-                path,
-            ));
+    match crate::index_file::read(&path, repo.object_hash()) {
+        Ok(index) => Ok(index),
+        Err(Unread::Io(err)) if err.kind() == std::io::ErrorKind::NotFound => Ok(Index {
+            state: gix::index::State::new(repo.object_hash()),
+            tree: None,
+        }),
+        Err(Unread::Io(err)) => Err(WorkspaceError::Git {
+            message: format!("cannot read the index: {err}"),
+        }),
+        Err(Unread::Corrupt(what)) => Err(WorkspaceError::Git {
+            message: format!("cannot read the index: {what}"),
+        }),
+        Err(Unread::Mandatory) => {
+            let file = gix::index::File::at(
+                &path,
+                repo.object_hash(),
+                true,
+                gix::index::decode::Options::default(),
+            )
+            .map_err(|err| git_error("cannot read the index", err))?;
+            let (mut state, _) = file.into_parts();
+            let tree = state.remove_tree();
+            Ok(Index { state, tree })
         }
-        _ => {}
     }
-    gix::index::File::at(
-        &path,
-        repo.object_hash(),
-        true,
-        gix::index::decode::Options::default(),
-    )
-    .map_err(|err| git_error("cannot read the index", err))
 }
 
 /// Fingerprints the worktree of `repo`; `depth` is how deeply it is nested inside the repository
@@ -322,7 +334,7 @@ pub(crate) fn fingerprint_repository(
     let threads = options.threads();
 
     let index = read_index(repo)?;
-    let state: &gix::index::State = &index;
+    let state: &gix::index::State = &index.state;
     let head = head_commit(repo)?;
     let head_tree = match head {
         Some(id) => Some(
@@ -368,7 +380,7 @@ pub(crate) fn fingerprint_repository(
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| scan::scan(&input));
             let git = gitdir::scan(repo, &root_path);
-            let staged = staged::staged(repo, state, head_tree);
+            let staged = staged::staged(repo, state, index.tree.as_ref(), head_tree);
             let scanned = worker.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::Git {
                     message: "the worktree scan panicked".to_owned(),
@@ -380,7 +392,7 @@ pub(crate) fn fingerprint_repository(
         (
             scan::scan(&input),
             gitdir::scan(repo, &root_path),
-            staged::staged(repo, state, head_tree),
+            staged::staged(repo, state, index.tree.as_ref(), head_tree),
         )
     };
     let (scanned, git, staged) = (scanned?, git?, staged?);

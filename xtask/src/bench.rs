@@ -54,6 +54,14 @@ struct Measure {
     peak_rss_kib: Option<u64>,
 }
 
+fn usage() -> String {
+    format!(
+        "usage: cargo xtask bench [--sizes 10000,100000] [--runs N] [--dir DIR] \
+         [--handoff PATH] [--only {}]",
+        SECTIONS.join("|")
+    )
+}
+
 /// Entry point: `cargo xtask bench [--sizes A,B] [--runs N] [--dir DIR] [--handoff PATH]`.
 pub fn bench(args: &[String]) -> Result<()> {
     let mut sizes = vec![10_000usize, 100_000];
@@ -90,11 +98,11 @@ pub fn bench(args: &[String]) -> Result<()> {
                 }
                 only = Some(section.clone());
             }
-            other => bail!(
-                "unknown argument {other:?}; usage: cargo xtask bench [--sizes 10000,100000] \
-                 [--runs N] [--dir DIR] [--handoff PATH] [--only {}]",
-                SECTIONS.join("|")
-            ),
+            "--help" | "-h" => {
+                println!("{}", usage());
+                return Ok(());
+            }
+            other => bail!("unknown argument {other:?}; {}", usage()),
         }
     }
     let section = |name: &str| only.as_deref().is_none_or(|o| o == name);

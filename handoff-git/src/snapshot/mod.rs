@@ -158,7 +158,7 @@ fn fill(
     let git_dir = init(repo, target, display)?;
 
     let index = read_index(repo)?;
-    let state: &gix::index::State = &index;
+    let state: &gix::index::State = &index.state;
     let base = head_commit(repo)?;
     let threads = options.threads();
     let plan = plan(source, state, threads)?;
