@@ -8,6 +8,19 @@ use handoff_continue::{ContinueContext, ContinueRequest, Fallback, NoteInput};
 use handoff_core::{ContinueResult, Engine, ReceiverRole};
 
 const AFTER_HELP: &str = "\
+The destination phrase, in place of --to/--model/--effort/--on:
+  phrase = agent { model | effort } [place]   (at most one model and one effort, either order)
+  agent  = codex, claude, opencode, cursor, kiro, grok, … or claude-code, cursor-agent, kiro-cli
+  effort = minimal, low, medium, high, xhigh, max (the receiver's CLI must accept it)
+  model  = any other word: gpt-5, o3, sonnet, …
+  place  = on <machine>[:<path>] | on this machine | here | locally
+  Agents, efforts and place words match in any case. A word within two edits of one of them
+  (one, for three letters or fewer) is refused as a typo: give such a model with --model. A flag
+  that says otherwise than the phrase is refused; --dry-run shows how the phrase was read
+  (`destination` in the JSON). Examples:
+    handoff continue \"codex gpt-5 high on devbox\" --cwd \"$PWD\" --note-file note.md
+    handoff continue \"opencode on this machine\" --cwd \"$PWD\" --note-file note.md --dry-run
+
 Exit codes:
   0   the receiver started and finished its first turn (or --dry-run, --note-only)
   1   the receiver did not start, its first turn failed, or it did not continue the carried
@@ -52,9 +65,13 @@ impl RoleArg {
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct ContinueArgs {
-    /// The agent that takes the task over.
-    #[arg(long, value_name = "PROVIDER")]
-    pub to: String,
+    /// The receiver in one phrase: "<agent> [model] [effort] [on <machine>[:<path>] | on this
+    /// machine]", e.g. "codex gpt-5 high on devbox" (the grammar is below).
+    #[arg(value_name = "DESTINATION")]
+    pub destination: Option<String>,
+    /// The agent that takes the task over (or name it in the destination phrase).
+    #[arg(long, value_name = "PROVIDER", required_unless_present = "destination")]
+    pub to: Option<String>,
     /// The receiver's model (default: the configuration's, else the CLI's).
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
@@ -160,6 +177,7 @@ impl ContinueArgs {
         };
         ContinueRequest {
             to: self.to,
+            destination: self.destination,
             model: self.model,
             effort: self.effort,
             account: self.account,

@@ -647,8 +647,13 @@ fn main() -> ExitCode {
             (_, Command::Doctor(d)) => doctor::main(d, load_config()).await,
             (_, Command::Mcp) => mcp::main().await,
             (_, Command::Continue(c)) => {
-                let live = live::wanted(c.quiet)
-                    .then(|| live::Live::start(format!("{} {} (receiver)", c.to, c.role.as_str())));
+                let receiver =
+                    c.to.as_deref()
+                        .or(c.destination.as_deref())
+                        .unwrap_or_default();
+                let live = live::wanted(c.quiet).then(|| {
+                    live::Live::start(format!("{receiver} {} (receiver)", c.role.as_str()))
+                });
                 let (live, hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
                 let engine = load_config().map(|cfg| engine_with(Some(cfg), hook));
                 continuation::main(c, engine, live).await

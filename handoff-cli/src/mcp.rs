@@ -207,8 +207,12 @@ delegate_input!(
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContinueInput {
+    /// The receiver in one phrase, as the person said it: "<agent> [model] [effort] [on
+    /// <machine>[:<path>] | on this machine]", e.g. "codex gpt-5 high on devbox" (the
+    /// positional argument of `handoff continue`; give this or `to`).
+    pub destination: Option<String>,
     /// The agent that takes the task over (`--to`): claude, codex or opencode.
-    pub to: String,
+    pub to: Option<String>,
     /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit
     /// (`--cwd`).
     pub cwd: String,
@@ -323,7 +327,18 @@ impl AdviceInput {
 impl ContinueInput {
     fn launch(&self) -> Result<Launch, String> {
         let mut launch = Launch::new("continue");
-        launch.value("--to", Some(&self.to));
+        if let Some(phrase) = &self.destination {
+            // A phrase starts with the agent's name; one that starts with '-' would be read as
+            // a flag.
+            if phrase.trim_start().starts_with('-') {
+                return Err("destination starts with the agent's name, not '-'".into());
+            }
+            launch.args.push(phrase.clone());
+        }
+        if self.destination.is_none() && self.to.is_none() {
+            return Err("give destination (\"codex gpt-5 high\") or to".into());
+        }
+        launch.value("--to", self.to.as_ref());
         launch.value("--cwd", Some(&self.cwd));
         launch.text_or_file(
             "--note-file",
@@ -856,7 +871,7 @@ mod tests {
     #[test]
     fn a_continue_message_travels_in_a_private_file_not_on_the_command_line() {
         let input = ContinueInput {
-            to: "codex".into(),
+            to: Some("codex".into()),
             cwd: "/r".into(),
             note_file: Some("/n.md".into()),
             message: Some("db password: S3cr3t!x".into()),
@@ -873,5 +888,23 @@ mod tests {
             launch.inline,
             [("--message-file", "db password: S3cr3t!x".to_owned())]
         );
+    }
+
+    #[test]
+    fn a_continue_destination_is_the_positional_phrase() {
+        let input: ContinueInput = serde_json::from_value(serde_json::json!({
+            "destination": "codex gpt-5 high on devbox", "cwd": "/r", "noteFile": "/n.md",
+        }))
+        .unwrap();
+        let launch = input.launch().unwrap();
+        assert_eq!(launch.args[0], "codex gpt-5 high on devbox");
+        assert!(!launch.args.iter().any(|a| a == "--to"));
+        for bad in [
+            serde_json::json!({"destination": "-x", "cwd": "/r", "noteFile": "/n.md"}),
+            serde_json::json!({"cwd": "/r", "noteFile": "/n.md"}),
+        ] {
+            let input: ContinueInput = serde_json::from_value(bad).unwrap();
+            assert!(input.launch().is_err());
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! * [`continue_task`] — checkpoint the work, write a verified handoff note, carry the
 //!   conversation into the receiver's own session store, start the receiver, check that it
 //!   really continued, and record it all in the task's timeline (what `handoff continue` does);
+//! * [`destination`] — the receiver named in one phrase, `"codex gpt-5 high on devbox"`;
 //! * [`checkpoint()`] — commit exactly the reviewed files and record the checkpoint;
 //! * [`attribute()`] — which provider changed what while it held the task, and the note's
 //!   verification commands run as checks.
@@ -18,6 +19,7 @@ pub mod attribute;
 pub mod carry;
 pub mod checkpoint;
 mod continuation;
+pub mod destination;
 pub mod error;
 mod private;
 pub mod ssh;

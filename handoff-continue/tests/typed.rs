@@ -154,7 +154,15 @@ fn each_refusal_names_its_input_and_changes_nothing() {
     w.repo.write("README.md", "# changed\n");
     let head = w.head();
     let cases: Vec<(&str, Change)> = vec![
-        ("--to", Box::new(|r| r.to = "nobody".into())),
+        ("--to", Box::new(|r| r.to = Some("nobody".into()))),
+        (
+            "destination",
+            Box::new(|r| r.destination = Some("codex hgih".into())),
+        ),
+        (
+            "destination",
+            Box::new(|r| r.destination = Some("claude on this machine".into())),
+        ),
         (
             "--account",
             Box::new(|r| r.account = Some("no such/name".into())),
@@ -182,6 +190,31 @@ fn each_refusal_names_its_input_and_changes_nothing() {
             "{field}: a task was made: {task:?}"
         );
     }
+}
+
+#[test]
+fn a_request_for_a_destination_phrase_plans_the_receiver_it_names() {
+    let w = World::new();
+    w.repo.write("README.md", "# changed\n");
+    let head = w.head();
+    let mut request = ContinueRequest::to_destination(
+        "codex gpt-5 high",
+        w.repo.path().to_string_lossy(),
+        w.note(&SECTIONS),
+    );
+    request.from = Some("claude".into());
+    request.fallback = Some(Fallback::FreshAgent);
+    request.dry_run = true;
+    let (out, _) = w.run(&request);
+    let result = out.expect("a dry run");
+    assert_eq!(result.outcome, ContinueOutcome::DryRun);
+    let target = result.target.expect("a target");
+    assert_eq!(target.provider.as_str(), "codex");
+    assert_eq!(target.model.as_deref(), Some("gpt-5"));
+    assert_eq!(target.effort.as_deref(), Some("high"));
+    let read = result.destination.expect("the reading");
+    assert_eq!(read.phrase, "codex gpt-5 high");
+    assert_eq!(w.head(), head);
 }
 
 #[test]

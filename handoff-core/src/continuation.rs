@@ -284,6 +284,26 @@ pub struct ContinueResult {
     pub continuity: Option<Continuity>,
     /// With `--on`: the other machine and what happened there.
     pub remote: Option<ContinueRemote>,
+    /// With a destination phrase: how it was read.
+    pub destination: Option<ContinueDestination>,
+}
+
+/// How a destination phrase (`"codex gpt-5 high on devbox"`) was read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContinueDestination {
+    /// The phrase as given.
+    pub phrase: String,
+    /// The agent it names.
+    pub agent: AgentId,
+    /// The model it names, if any.
+    pub model: Option<String>,
+    /// The effort it names, if any.
+    pub effort: Option<String>,
+    /// The other machine it names (`on <machine>[:<path>]`), if any.
+    pub on: Option<String>,
+    /// Whether it says this machine (`on this machine`, `here`, `locally`).
+    pub this_machine: bool,
 }
 
 /// The other machine of `--on`.
@@ -493,6 +513,7 @@ impl ContinueResult {
             carry: None,
             continuity: None,
             remote: None,
+            destination: None,
         }
     }
 }

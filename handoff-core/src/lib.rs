@@ -58,11 +58,11 @@ pub use config::{
     config_secrets, known_secrets, valid_account_name,
 };
 pub use continuation::{
-    CONTINUE_SCHEMA, CarryMode, CarrySource, ContinueCarry, ContinueCheckpoint, ContinueMessage,
-    ContinueNote, ContinueOutcome, ContinuePush, ContinueRecap, ContinueReceiver, ContinueRemote,
-    ContinueResult, ContinueTarget, ContinueWorktree, Continuity, ContinuityChecks,
-    ContinuityProbe, ContinuityResult, ReceiverReport, ReceiverRequest, ReceiverRole,
-    ResumeCommand, shell_word,
+    CONTINUE_SCHEMA, CarryMode, CarrySource, ContinueCarry, ContinueCheckpoint,
+    ContinueDestination, ContinueMessage, ContinueNote, ContinueOutcome, ContinuePush,
+    ContinueRecap, ContinueReceiver, ContinueRemote, ContinueResult, ContinueTarget,
+    ContinueWorktree, Continuity, ContinuityChecks, ContinuityProbe, ContinuityResult,
+    ReceiverReport, ReceiverRequest, ReceiverRole, ResumeCommand, shell_word,
 };
 pub use engine::{
     Engine, EngineOptions, PanelOptions, PanelOutcome, PreparedReceiver, ReceiverRun, RunOutcome,

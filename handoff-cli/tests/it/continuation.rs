@@ -381,6 +381,121 @@ fn a_dry_run_plans_everything_and_changes_nothing() {
 }
 
 #[test]
+fn a_destination_phrase_names_the_receiver_and_the_dry_run_shows_how_it_was_read() {
+    let sb = sandbox();
+    sb.record();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    3\n}\n");
+    let before = worktree_state(sb.repo.path());
+    let run = continue_(
+        &sb,
+        &[
+            "Codex gpt-5 HIGH on this machine",
+            "--from",
+            "claude",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    assert_eq!(r["outcome"], "dry-run");
+    let d = &r["destination"];
+    assert_eq!(d["phrase"], "Codex gpt-5 HIGH on this machine");
+    assert_eq!(d["agent"], "codex");
+    assert_eq!(d["model"], "gpt-5");
+    assert_eq!(d["effort"], "high");
+    assert_eq!(d["thisMachine"], true);
+    assert!(d["on"].is_null());
+    assert_eq!(r["target"]["provider"], "codex");
+    assert_eq!(r["target"]["model"], "gpt-5");
+    assert_eq!(r["target"]["effort"], "high");
+    let argv = strings(&r["receiver"]["argv"]);
+    assert!(argv.iter().any(|a| a == "gpt-5"), "{argv:?}");
+    assert!(r["remote"].is_null());
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert!(!receiver_ran(&sb));
+
+    // Flags that say the same are taken; the flag's value is what runs.
+    let run = continue_(
+        &sb,
+        &[
+            "claude-code sonnet",
+            "--to",
+            "claude",
+            "--model",
+            "sonnet",
+            "--from",
+            "codex",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["target"]["provider"], "claude");
+    assert_eq!(run.json["destination"]["agent"], "claude");
+
+    // Without a phrase, the result has no reading.
+    let run = continue_(&sb, &["--from", "claude", "--to", "codex", "--dry-run"]);
+    assert!(run.json["destination"].is_null(), "{run:#?}");
+}
+
+#[test]
+fn a_destination_phrase_starts_the_receiver_it_names() {
+    let sb = sandbox();
+    sb.record();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    4\n}\n");
+    let run = continue_(&sb, &["opencode", "--from", "claude"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["target"]["provider"], "opencode");
+    assert_eq!(run.json["destination"]["agent"], "opencode");
+    assert!(receiver_ran(&sb));
+    assert_eq!(log_json(&sb)["task"]["agent"]["provider"], "opencode");
+}
+
+#[test]
+fn a_destination_phrase_that_does_not_read_or_contradicts_a_flag_changes_nothing() {
+    let sb = sandbox();
+    sb.record();
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    5\n}\n");
+    let before = worktree_state(sb.repo.path());
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["codex hgih"], "'hgih' is close to the effort 'high'"),
+        (
+            vec!["codx"],
+            "'codx' is not an agent (did you mean 'codex'?)",
+        ),
+        (vec!["codex gpt-5 on"], "'on' needs a machine"),
+        (
+            vec!["codex", "--to", "claude"],
+            "the destination phrase says 'codex' but --to says 'claude'",
+        ),
+        (vec!["codex high", "--effort", "low"], "--effort says 'low'"),
+        (vec!["codex here", "--on", "devbox"], "--on says 'devbox'"),
+        (vec!["gemini 2.5"], "'gemini' is not an agent"),
+    ];
+    for (args, named) in cases {
+        let mut all = args.clone();
+        all.extend(["--from", "claude"]);
+        let run = continue_(&sb, &all);
+        assert_eq!(run.code, 5, "{args:?}: {run:#?}");
+        assert_eq!(run.json["outcome"], "rejected", "{args:?}");
+        let reason = run.json["reason"].as_str().unwrap();
+        assert!(reason.contains(named), "{args:?}: {reason}");
+        assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {run:#?}");
+    }
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+    assert!(!receiver_ran(&sb));
+
+    // Neither a phrase nor --to: a usage error that says how to name the receiver.
+    let run = sb.run(&["continue", "--cwd", &sb.cwd(), "--note-file", "/dev/null"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("--to"), "{run:#?}");
+}
+
+#[test]
 fn rejected_inputs_change_nothing() {
     let sb = sandbox();
     sb.repo

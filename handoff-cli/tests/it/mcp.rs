@@ -313,6 +313,51 @@ async fn advice_on_the_fake_codex_returns_the_result_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_continue_names_its_receiver_in_one_phrase() {
+    let sb = crate::continuation::sandbox();
+    let note = crate::continuation::note_file(&sb, "note.md", &crate::note::SECTIONS);
+    let mcp = Mcp::start(&sb).await;
+    let dry = mcp
+        .call(
+            "handoff_continue",
+            json!({
+                "destination": "codex gpt-5 high",
+                "from": "claude",
+                "cwd": sb.cwd(),
+                "noteFile": note,
+                "fallback": "fresh-agent",
+                "dryRun": true,
+            }),
+        )
+        .await;
+    assert!(!is_error(&dry), "{dry:#?}");
+    let s = structured(&dry);
+    assert_eq!(s["exitCode"], 0, "{s:#}");
+    assert_eq!(s["result"]["outcome"], "dry-run", "{s:#}");
+    assert_eq!(s["result"]["destination"]["effort"], "high");
+    assert_eq!(s["result"]["target"]["model"], "gpt-5");
+    let typo = mcp
+        .call(
+            "handoff_continue",
+            json!({
+                "destination": "codex hgih",
+                "from": "claude",
+                "cwd": sb.cwd(),
+                "noteFile": note,
+                "dryRun": true,
+            }),
+        )
+        .await;
+    let s = structured(&typo);
+    assert_eq!(s["exitCode"], 5, "{s:#}");
+    assert!(
+        s["result"]["reason"].as_str().unwrap().contains("'hgih'"),
+        "{s:#}"
+    );
+    assert!(mcp.close().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_harness_list_asks_a_panel() {
     let sb = Sandbox::new();
     let mcp = Mcp::start(&sb).await;

@@ -97,8 +97,13 @@ pub enum Fallback {
 /// A continuation: the library form of `handoff continue`'s flags.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContinueRequest {
-    /// The agent that takes the task over.
-    pub to: String,
+    /// The agent that takes the task over (`--to`); with a destination phrase it may be left
+    /// out.
+    pub to: Option<String>,
+    /// The receiver as a person names it, `"codex gpt-5 high on devbox"`
+    /// ([`crate::destination`]): read before anything changes; a flag that says otherwise is
+    /// refused.
+    pub destination: Option<String>,
     /// The receiver's model (default: the configuration's, else the CLI's).
     pub model: Option<String>,
     /// The receiver's reasoning effort.
@@ -149,10 +154,24 @@ pub struct ContinueRequest {
 }
 
 impl ContinueRequest {
+    /// A request for the receiver a destination phrase names (`"codex gpt-5 high on devbox"`),
+    /// with the defaults of `handoff continue`.
+    pub fn to_destination(
+        phrase: impl Into<String>,
+        cwd: impl Into<String>,
+        note: NoteInput,
+    ) -> Self {
+        let mut request = ContinueRequest::new("", cwd, note);
+        request.to = None;
+        request.destination = Some(phrase.into());
+        request
+    }
+
     /// A request with the defaults of `handoff continue`: implement, the default timeouts.
     pub fn new(to: impl Into<String>, cwd: impl Into<String>, note: NoteInput) -> Self {
         ContinueRequest {
-            to: to.into(),
+            to: Some(to.into()),
+            destination: None,
             model: None,
             effort: None,
             account: None,
@@ -318,6 +337,10 @@ async fn run(
     result: &mut ContinueResult,
     cancel: watch::Receiver<bool>,
 ) -> Result<u8, ContinueError> {
+    let (resolved, destination) =
+        crate::destination::resolve(req, ctx.engine.registry()).rejected("destination")?;
+    result.destination = destination;
+    let req = &resolved;
     let plan = validate::validate(req, ctx, result)?;
     if !req.dry_run {
         ctx.store.check_writable().rejected("task store")?;

@@ -61,7 +61,7 @@ pub(super) fn validate(
 ) -> Result<Plan, Rejection> {
     let registry = ctx.engine.registry();
     let cwd = check_cwd(&req.cwd).rejected("--cwd")?;
-    let to = known_provider(registry, "--to", &req.to)?;
+    let to = known_provider(registry, "--to", req.to.as_deref().unwrap_or_default())?;
     if let Some(m) = &req.model {
         check_model(m).rejected("--model")?;
     }

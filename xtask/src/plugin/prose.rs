@@ -517,17 +517,23 @@ Then check it until it passes (exit 0); the JSON names each missing or empty sec
 ## 3. Dry run
 
 ```sh
-'<handoff>' continue --cwd "$(pwd -P)" --from <claude|codex> --to <receiver> \
+'<handoff>' continue '<destination>' --cwd "$(pwd -P)" --from <claude|codex> \
   --note-file '<dir>/note.md' --message '<what the receiver should do first>' --dry-run; echo "exit=$?"
 ```
 
-- `--from` is you (`claude` when you are Claude Code, `codex` when you are Codex); `--to` is
-  the agent the person named. Add `--model`, `--effort` or `--account` only if they named one,
+- `<destination>` is the receiver as the person named it, in one phrase: the agent, then the
+  model and the effort if they named them, then `on <ssh host>[:<path>]` or `on this machine`:
+  `'codex gpt-5 high'`, `'opencode'`, `'claude opus on devbox'`. Copy their words; do not
+  correct or complete them. If the dry run refuses a word (exit 5, `reason` names it), ask the
+  person what they meant rather than guessing. The JSON's `destination` shows how the phrase
+  was read: check it says what they asked for. (`--to <receiver>` with `--model`/`--effort`
+  does the same without a phrase.)
+- `--from` is you (`claude` when you are Claude Code, `codex` when you are Codex). Add
+  `--account` only if the person named one,
   `--role review` if the receiver should only review, `--new-thread` if the work should go on in
   a new linked worktree and branch, and `--push` only if the person asked you to push.
-  `--on <ssh host>[:<path>]` continues on another machine the person named (it needs `--push`
-  unless the branch is already on its remote at HEAD; the other machine needs `handoff` and the
-  receiver's CLI).
+  Another machine (`on <host>` in the phrase, or `--on`) needs `--push` unless the branch is
+  already on its remote at HEAD; the other machine needs `handoff` and the receiver's CLI.
 - Your own session is found by itself (your session variable, else the newest session that ran
   in this worktree). If the dry run says it can't be carried (`reason`), pass `--session <id>` if
   you know your session id; add `--fallback fresh-agent` only if the person accepts that the
