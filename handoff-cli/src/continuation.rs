@@ -227,6 +227,7 @@ pub async fn main(
         Ok(r) => r,
         Err(message) => handoff_continue::rejected_result(message),
     };
+    let terminal = live.is_some();
     if let Some(live) = live {
         live.finish().await;
     }
@@ -237,7 +238,14 @@ pub async fn main(
         serde_json::to_string(&result).unwrap_or_default()
     );
     let _ = out.flush();
-    if let Some(reason) = &result.reason {
+    // On a terminal, a human summary; otherwise only why it stopped.
+    if terminal {
+        let _ = writeln!(
+            std::io::stderr(),
+            "handoff: {}",
+            handoff_core::summary::continue_summary(&result)
+        );
+    } else if let Some(reason) = &result.reason {
         let _ = writeln!(
             std::io::stderr(),
             "handoff: {}",

@@ -41,6 +41,7 @@ mod request;
 mod result;
 pub mod sandbox;
 pub mod seatbelt;
+pub mod summary;
 mod supervisor;
 mod task;
 mod timestamp;

@@ -82,6 +82,41 @@ fn a_terminal_gets_a_status_line_and_a_summary() {
 }
 
 #[test]
+fn a_continuation_on_a_terminal_ends_with_a_summary_and_the_resume_command() {
+    let sb = crate::continuation::sandbox();
+    let note = crate::continuation::note_file(&sb, "note.md", &crate::note::SECTIONS);
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    7\n}\n");
+    let pty = pty(200);
+    let reader = std::thread::spawn(move || drain(pty.master));
+    let cwd = sb.cwd();
+    let out = sb
+        .command()
+        .args([
+            "continue",
+            "codex",
+            "--from",
+            "claude",
+            "--fallback",
+            "fresh-agent",
+        ])
+        .args(["--cwd", &cwd, "--note-file", &note])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(pty.slave))
+        .output()
+        .unwrap();
+    let drawn = reader.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{drawn}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    assert!(
+        drawn.contains("handoff: started · codex (implement) · checkpoint "),
+        "{drawn:?}"
+    );
+    assert!(drawn.contains("continuity fresh-agent"), "{drawn:?}");
+    assert!(drawn.contains("  resume it: cd "), "{drawn:?}");
+}
+
+#[test]
 fn quiet_or_off_a_terminal_stderr_has_only_diagnostics() {
     let sb = Sandbox::new();
     let pty = pty(200);
