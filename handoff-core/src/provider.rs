@@ -408,6 +408,27 @@ pub trait Receiver: Send + Sync {
     fn native_fork(&self) -> bool {
         false
     }
+
+    /// For a CLI that keys its conversations by directory and reports no session id: the
+    /// program and arguments that resume the newest conversation of the worktree, run there.
+    /// `None` (the default) when resuming needs the session id.
+    fn resume_latest(&self, config: &AgentConfig) -> Option<Vec<String>> {
+        let _ = config;
+        None
+    }
+
+    /// What it receives: [`crate::ReceiverLevel::Full`] when its [`Sessions`] can write a
+    /// carried conversation into its store, [`crate::ReceiverLevel::FreshAgent`] when a
+    /// continuation can only start it from the note and a recap.
+    fn level(&self) -> crate::ReceiverLevel {
+        crate::ReceiverLevel::Full
+    }
+
+    /// How this receiver was verified (an embedder's: [`crate::Verified::Recorded`] unless it
+    /// says otherwise).
+    fn verified(&self) -> crate::Verified {
+        crate::Verified::Recorded
+    }
 }
 
 /// An agent CLI's session store, as handoff reads it and carries conversations into it.

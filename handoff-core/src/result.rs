@@ -538,6 +538,37 @@ pub struct ContinuationCapabilities {
     pub receive: bool,
     /// Its sessions can be read, so its conversation can be carried to a receiver.
     pub sessions: bool,
+    /// What it receives: `full` (a carried conversation, resumed in its own store, checked
+    /// there), `fresh-agent` (a new conversation its CLI keeps, started from the note and a
+    /// recap: `--fallback fresh-agent`), `none`.
+    pub receiver: ReceiverLevel,
+    /// How the receiver was verified: `real` (against the real CLI, `cargo xtask e2e-real`) or
+    /// `recorded` (against its documented flags and recorded outputs, with the fake agent);
+    /// null for `none`.
+    pub verified: Option<Verified>,
+}
+
+/// What an agent receives in a continuation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReceiverLevel {
+    /// A carried conversation, resumed in the receiver's own session store.
+    Full,
+    /// A new conversation its CLI keeps, started from the note and a recap alone.
+    FreshAgent,
+    /// It cannot take a task over.
+    None,
+}
+
+/// How an adapter's behaviour was verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verified {
+    /// Against the real CLI, in `cargo xtask e2e-real`.
+    Real,
+    /// Against the CLI's documented flags and recorded outputs, with the fake agent (the CLI
+    /// cannot be installed where handoff is tested).
+    Recorded,
 }
 
 /// How an agent is isolated.

@@ -234,6 +234,11 @@ impl Receiver for Claude {
         crate::store::at_least("Claude Code", version, MIN_RESUME_VERSION)
     }
 
+    /// Run against the real CLI in `cargo xtask e2e-real`.
+    fn verified(&self) -> handoff_core::Verified {
+        handoff_core::Verified::Real
+    }
+
     fn native_fork(&self) -> bool {
         true
     }

@@ -216,4 +216,9 @@ impl Receiver for Codex {
     fn resume_support(&self, version: Option<&str>) -> Result<(), String> {
         crate::store::at_least("Codex", version, MIN_RESUME_VERSION)
     }
+
+    /// Run against the real CLI in `cargo xtask e2e-real`.
+    fn verified(&self) -> handoff_core::Verified {
+        handoff_core::Verified::Real
+    }
 }

@@ -11,6 +11,7 @@
 
 mod invocation;
 mod parse;
+mod receiver;
 mod sessions;
 mod transcript;
 
@@ -209,6 +210,10 @@ impl Provider for Cursor {
             version: Some(version),
             failure: None,
         }
+    }
+
+    fn receiver(&self) -> Option<&dyn handoff_core::Receiver> {
+        Some(self)
     }
 
     fn sessions(&self) -> Option<&dyn Sessions> {

@@ -1,5 +1,5 @@
 //! Cursor's agent transcripts, found by id or as the newest chat that ran in a directory, and
-//! read (`transcript.rs`). Nothing is ever written there: Cursor is never a receiver.
+//! read (`transcript.rs`). Nothing is ever written there: a Cursor receiver starts from the note and a recap.
 //!
 //! Newer Cursor agents write a plain transcript of each chat beside their SQLite chat store:
 //! `~/.cursor/projects/<encoded cwd>/agent-transcripts/<id>/<id>.jsonl` (some builds put
@@ -155,7 +155,7 @@ impl Sessions for Cursor {
             })?
     }
 
-    // Cursor is never a receiver, so nothing is carried into its store.
+    // Cursor's chat store is a database no one else writes: nothing is carried into it.
     async fn write_session(
         &self,
         _store: &handoff_core::StoreEnv,

@@ -79,7 +79,7 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
 /// read-only, so that no run plants configuration for the next; its data directory
 /// (`$XDG_DATA_HOME/kiro-cli`, its logins and conversations) writable in place, so that its
 /// conversations stay where `kiro-cli chat --resume` finds them.
-fn sandbox_spec(
+pub(super) fn sandbox_spec(
     env: &std::collections::BTreeMap<String, String>,
 ) -> handoff_core::sandbox::SandboxSpec {
     let home = crate::common::home_dir(env);

@@ -14,6 +14,7 @@
 
 mod invocation;
 mod parse;
+mod receiver;
 
 use async_trait::async_trait;
 use camino::Utf8Path;
@@ -78,6 +79,10 @@ impl Provider for Kiro {
 
     fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {
         parse(raw)
+    }
+
+    fn receiver(&self) -> Option<&dyn handoff_core::Receiver> {
+        Some(self)
     }
 
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {

@@ -272,6 +272,11 @@ impl Receiver for OpenCode {
         resume_support(version)
     }
 
+    /// Run against the real CLI in `cargo xtask e2e-real`.
+    fn verified(&self) -> handoff_core::Verified {
+        handoff_core::Verified::Real
+    }
+
     /// OpenCode's `run --session <id> --fork` copies a session and leaves it as it was, but the
     /// fork's id is OpenCode's own, so the continuity check could not know which session to
     /// read before the turn ends: handoff copies OpenCode sessions itself instead

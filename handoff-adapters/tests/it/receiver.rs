@@ -288,7 +288,7 @@ fn resume_commands_keep_the_configured_gateway_and_leave_credentials_out() {
 
 #[test]
 fn agents_without_resumable_sessions_refuse() {
-    for harness in ["grok", "kiro", "cursor"] {
+    for harness in ["grok", "grok-community"] {
         let p = provider(harness);
         assert!(p.receiver().is_none(), "{harness}");
         assert!(!p.why_no_receiver().is_empty(), "{harness}");
@@ -296,6 +296,318 @@ fn agents_without_resumable_sessions_refuse() {
     // grok says why.
     let why = provider("grok").why_no_receiver().to_owned();
     assert!(why.contains("keeps no sessions"), "{why}");
+}
+
+/// What each agent receives, and how that was verified.
+#[test]
+fn receiver_levels() {
+    use handoff_core::{ReceiverLevel, Verified};
+    for harness in RECEIVERS {
+        assert_eq!(receiver(harness).level(), ReceiverLevel::Full, "{harness}");
+        assert_eq!(receiver(harness).verified(), Verified::Real, "{harness}");
+    }
+    for harness in FRESH_RECEIVERS {
+        assert_eq!(
+            receiver(harness).level(),
+            ReceiverLevel::FreshAgent,
+            "{harness}"
+        );
+        assert_eq!(
+            receiver(harness).verified(),
+            Verified::Recorded,
+            "{harness}"
+        );
+    }
+}
+
+/// Cursor and Kiro receive from the note and a recap: a new conversation their CLI keeps.
+const FRESH_RECEIVERS: [&str; 2] = ["cursor", "kiro"];
+
+fn fresh_run_dir(fx: &Fixture, harness: &str) -> RunDir {
+    RunDir {
+        handoff_sandbox: true,
+        ..run_dir(fx, harness)
+    }
+}
+
+fn fresh_request(
+    fx: &Fixture,
+    harness: &str,
+    role: ReceiverRole,
+    selected: bool,
+) -> ReceiverRequest {
+    let (model, effort) = match (harness, selected) {
+        (_, false) => (None, None),
+        ("cursor", true) => (Some("gpt-5"), None),
+        (_, true) => (Some("claude-sonnet-4.5"), Some("high")),
+    };
+    ReceiverRequest {
+        model: model.map(str::to_owned),
+        effort: effort.map(str::to_owned),
+        ..request(fx, harness, role, false)
+    }
+}
+
+#[test]
+fn fresh_receiver_invocation_snapshots() {
+    let fx = Fixture::new();
+    for harness in FRESH_RECEIVERS {
+        for role in [ReceiverRole::Implement, ReceiverRole::Review] {
+            for (profile, selected) in [("defaults", false), ("selected", true)] {
+                let inv = receiver(harness)
+                    .receiver_invocation(
+                        &fresh_request(&fx, harness, role, selected),
+                        &fresh_run_dir(&fx, harness),
+                    )
+                    .unwrap_or_else(|e| panic!("{harness} refused a receiver: {e}"));
+                let mut settings = fx.insta_settings();
+                settings.set_snapshot_suffix(format!("{}-{profile}", role.as_str()));
+                settings.set_description(format!(
+                    "{harness} receiver, role {}, {profile}",
+                    role.as_str()
+                ));
+                let name = format!("{harness}_receiver");
+                let mut described = describe(&inv);
+                described["sandbox"] = json!(inv.sandbox.as_ref().map(|s| {
+                    s.binds
+                        .iter()
+                        .map(|b| json!({"path": b.dest, "writable": b.writable}))
+                        .collect::<Vec<_>>()
+                }));
+                settings.bind(|| insta::assert_json_snapshot!(name, described));
+            }
+        }
+    }
+}
+
+#[test]
+fn fresh_receivers_keep_the_delegated_roles_containment() {
+    let fx = Fixture::new();
+    let plan = |harness: &str, role| {
+        receiver(harness)
+            .receiver_invocation(
+                &fresh_request(&fx, harness, role, false),
+                &fresh_run_dir(&fx, harness),
+            )
+            .unwrap()
+    };
+    // Cursor: its own sandbox; the worktree writable and --force for implement only, read-only
+    // for review; its chats (only) writable, so the chat outlives the turn; the user's HOME.
+    let build = plan("cursor", ReceiverRole::Implement);
+    let review = plan("cursor", ReceiverRole::Review);
+    assert_eq!(
+        &build.args[..4],
+        ["sandbox", "run", "--sandbox", "--network"]
+    );
+    assert!(build.args.iter().any(|a| a == "--force"));
+    assert!(!review.args.iter().any(|a| a == "--force"));
+    let allowed = |inv: &Invocation| {
+        let at = inv.args.iter().position(|a| a == "--allow-paths").unwrap();
+        inv.args[at + 1]
+            .split(',')
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let home = parent_env()["HOME"].clone();
+    assert_eq!(
+        allowed(&build),
+        [
+            fx.cwd.to_string(),
+            format!("{home}/.cursor/chats"),
+            format!("{home}/.cursor/projects")
+        ]
+    );
+    assert!(!allowed(&review).contains(&fx.cwd.to_string()));
+    let ro = review
+        .args
+        .iter()
+        .position(|a| a == "--readonly-paths")
+        .unwrap();
+    assert_eq!(review.args[ro + 1], fx.cwd.as_str());
+    for inv in [&build, &review] {
+        assert_eq!(inv.env.get("HOME"), Some(&home));
+        assert!(inv.sandbox.is_none());
+        assert_eq!(
+            inv.policy["sessionPersistence"]
+                .as_str()
+                .map(|s| s.contains("--resume")),
+            Some(true)
+        );
+        assert!(!inv.args.iter().any(|a| a.starts_with("--resume")));
+    }
+    // Kiro: handoff's sandbox, always; fs_write trusted for implement only, never all tools.
+    let build = plan("kiro", ReceiverRole::Implement);
+    let review = plan("kiro", ReceiverRole::Review);
+    assert!(
+        build
+            .args
+            .contains(&"--trust-tools=fs_read,fs_write,execute_bash".to_owned())
+    );
+    assert!(
+        review
+            .args
+            .contains(&"--trust-tools=fs_read,execute_bash".to_owned())
+    );
+    for inv in [&build, &review] {
+        assert!(
+            !inv.args
+                .iter()
+                .any(|a| a == "--trust-all-tools" || a == "-a")
+        );
+        let binds = &inv.sandbox.as_ref().expect("handoff's sandbox").binds;
+        let writable: Vec<String> = binds
+            .iter()
+            .filter(|b| b.writable)
+            .map(|b| b.dest.to_string())
+            .collect();
+        assert!(
+            writable.iter().any(|d| d.ends_with("/.kiro/sessions")),
+            "{writable:?}"
+        );
+        assert!(
+            !writable.iter().any(|d| d.ends_with("/.kiro")),
+            "{writable:?}"
+        );
+    }
+}
+
+#[test]
+fn fresh_receivers_refuse_what_they_cannot_do() {
+    let fx = Fixture::new();
+    let refused = |harness: &str, req: ReceiverRequest, run: RunDir| {
+        receiver(harness)
+            .receiver_invocation(&req, &run)
+            .expect_err(harness)
+            .to_string()
+    };
+    // Kiro without handoff's sandbox.
+    let err = refused(
+        "kiro",
+        fresh_request(&fx, "kiro", ReceiverRole::Implement, false),
+        run_dir(&fx, "kiro"),
+    );
+    assert!(err.contains("only under handoff's own sandbox"), "{err}");
+    // Kiro resuming a chosen conversation.
+    let mut req = fresh_request(&fx, "kiro", ReceiverRole::Review, false);
+    req.resume = Some(ResumeFrom {
+        session_id: SESSION.into(),
+        fork: false,
+    });
+    let err = refused("kiro", req, fresh_run_dir(&fx, "kiro"));
+    assert!(err.contains("newest conversation"), "{err}");
+    // Cursor with an effort, or forking.
+    let mut req = fresh_request(&fx, "cursor", ReceiverRole::Implement, false);
+    req.effort = Some("high".into());
+    assert!(refused("cursor", req, fresh_run_dir(&fx, "cursor")).contains("--effort"));
+    let mut req = fresh_request(&fx, "cursor", ReceiverRole::Implement, false);
+    req.resume = Some(ResumeFrom {
+        session_id: SESSION.into(),
+        fork: true,
+    });
+    assert!(refused("cursor", req, fresh_run_dir(&fx, "cursor")).contains("fork"));
+    // Cursor resuming its own chat (the probe) names it.
+    let mut req = fresh_request(&fx, "cursor", ReceiverRole::Review, false);
+    req.resume = Some(ResumeFrom {
+        session_id: SESSION.into(),
+        fork: false,
+    });
+    let inv = receiver("cursor")
+        .receiver_invocation(&req, &fresh_run_dir(&fx, "cursor"))
+        .unwrap();
+    assert_eq!(inv.args.last().unwrap(), &format!("--resume={SESSION}"));
+}
+
+#[test]
+fn fresh_receivers_resume_commands() {
+    let config = handoff_core::AgentConfig::default();
+    assert_eq!(
+        receiver("cursor").resume_command(SESSION, &config),
+        ["cursor-agent".to_owned(), format!("--resume={SESSION}")]
+    );
+    assert_eq!(receiver("cursor").resume_latest(&config), None);
+    let latest = ["kiro-cli", "chat", "--resume"].map(str::to_owned).to_vec();
+    assert_eq!(
+        receiver("kiro").resume_latest(&config),
+        Some(latest.clone())
+    );
+    assert_eq!(receiver("kiro").resume_command(SESSION, &config), latest);
+    for harness in RECEIVERS {
+        assert_eq!(receiver(harness).resume_latest(&config), None, "{harness}");
+    }
+}
+
+#[test]
+fn cursor_reports() {
+    let raw = |stdout: &str| RawOutput {
+        stdout: stdout.as_bytes().to_vec(),
+        ..RawOutput::default()
+    };
+    let chat = "1f72ad35-144b-46f6-8b3a-442e5c5f2349";
+    let init = json!({"type": "system", "subtype": "init", "cwd": "/w", "session_id": chat, "model": "auto"});
+    let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Working on it."}]}, "session_id": chat});
+    let done = json!({"type": "result", "subtype": "success", "is_error": false, "result": "Finished the parser.", "session_id": chat});
+    let r = report("cursor", &raw(&format!("{init}\n{said}\n{done}\n")));
+    assert_eq!(r.session_id.as_deref(), Some(chat));
+    assert_eq!(r.last_message.as_deref(), Some("Finished the parser."));
+    assert_eq!(r.failure, None);
+    // An error result.
+    let failed = json!({"type": "result", "subtype": "error", "is_error": true, "result": "API error (500)", "session_id": chat});
+    let r = report("cursor", &raw(&format!("{init}\n{failed}\n")));
+    assert_eq!(r.session_id.as_deref(), Some(chat));
+    assert_eq!(r.failure.as_deref(), Some("API error (500)"));
+    // No result: the first line that is not an event names it (a workspace-trust notice).
+    let r = report(
+        "cursor",
+        &raw("Workspace Trust Required\nPass --trust, --yolo, or -f\n"),
+    );
+    assert_eq!(r.failure.as_deref(), Some("Workspace Trust Required"));
+    assert_eq!(r.session_id, None);
+    let r = report("cursor", &raw(&format!("{init}\n{said}\n")));
+    assert_eq!(r.failure.as_deref(), Some("Cursor ended without a result"));
+    assert_eq!(r.last_message.as_deref(), Some("Working on it."));
+}
+
+#[test]
+fn kiro_reports() {
+    let raw = |stdout: &str, stderr: &str| RawOutput {
+        stdout: stdout.as_bytes().to_vec(),
+        stderr: stderr.as_bytes().to_vec(),
+        ..RawOutput::default()
+    };
+    let r = report(
+        "kiro",
+        &raw(
+            "\u{1b}[38;5;141m🛠️  Using tool: fs_write\u{1b}[0m\n\n\u{1b}[32m> \u{1b}[0mFinished the parser.\n",
+            "",
+        ),
+    );
+    assert_eq!(r.last_message.as_deref(), Some("Finished the parser."));
+    assert_eq!(r.session_id, None);
+    assert_eq!(r.failure, None);
+    let r = report(
+        "kiro",
+        &raw(
+            "thinking…\n",
+            "\u{1b}[31mError:\u{1b}[0m Service error: 500\n",
+        ),
+    );
+    assert_eq!(r.failure.as_deref(), Some("Error: Service error: 500"));
+    let r = report("kiro", &raw("", ""));
+    assert!(
+        r.failure
+            .as_deref()
+            .is_some_and(|f| f.contains("no `> ` answer"))
+    );
+}
+
+proptest! {
+    /// Whatever a fresh receiver prints, reading it never panics, and a report without a
+    /// failure has a last message.
+    #[test]
+    fn fresh_receiver_reports_never_panic(stdout in prop::collection::vec(any::<u8>(), 0..400), harness in prop::sample::select(FRESH_RECEIVERS.to_vec())) {
+        let r = report(harness, &RawOutput { stdout, ..RawOutput::default() });
+        prop_assert!(r.failure.is_some() || r.last_message.is_some());
+    }
 }
 
 /// The carried session a resuming receiver picks up.

@@ -203,5 +203,9 @@ fn cursor_sessions_are_read_only() {
         .read_transcript(&session_fixture("cursor-transcript.jsonl"))
         .unwrap();
     assert!(block_on(Cursor.write_session(&env, &t, &target)).is_err());
-    assert!(Cursor.receiver().is_none());
+    // So a Cursor receiver starts from the note and a recap.
+    assert_eq!(
+        Cursor.receiver().map(|r| r.level()),
+        Some(handoff_core::ReceiverLevel::FreshAgent)
+    );
 }

@@ -636,6 +636,183 @@ fn rejected_inputs_change_nothing() {
     assert_eq!(log.code, 5, "{log:#?}");
 }
 
+/// A sandbox for a `agent` receiver, recording the fake agents' runs. Kiro needs handoff's
+/// own sandbox (the real bwrap) and a data directory, as a machine it is logged in on has.
+fn receiving(agent: &str) -> Sandbox {
+    let sb = sandbox();
+    sb.record();
+    if agent == "kiro" {
+        sb.agents.uninstall("bwrap");
+        std::fs::create_dir_all(sb.root.join("home/.local/share/kiro-cli")).unwrap();
+    }
+    sb
+}
+
+#[test]
+fn kiro_receives_only_under_handoffs_own_sandbox() {
+    // The sandbox's `bwrap` here is a stand-in that cannot sandbox anything.
+    let sb = sandbox();
+    sb.record();
+    let before = worktree_state(sb.repo.path());
+    let run = continue_(&sb, &["kiro", "--from", "claude"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("kiro receives a continuation only under handoff's own sandbox"),
+        "{run:#?}"
+    );
+    assert_eq!(worktree_state(sb.repo.path()), before);
+    assert!(!receiver_ran(&sb));
+}
+
+/// Cursor and Kiro take a task over from the note and a recap (their stores can't be
+/// written), keep the conversation their CLI resumes, and print the command that resumes it.
+#[test]
+fn cursor_and_kiro_receive_a_task_from_the_note_and_a_recap() {
+    for (agent, exe) in [("cursor", "cursor-agent"), ("kiro", "kiro-cli")] {
+        let sb = receiving(agent);
+        sb.repo
+            .write("src/lib.rs", "pub fn one() -> u32 {\n    8\n}\n");
+        let note = note_file(&sb, "note.md", &SECTIONS);
+        let cwd = sb.cwd();
+        // Without --fallback fresh-agent: refused, nothing changed, the flag named.
+        let head_before = head(&sb);
+        let before = worktree_state(sb.repo.path());
+        let run = sb.run(&[
+            "continue",
+            agent,
+            "--from",
+            "claude",
+            "--cwd",
+            &cwd,
+            "--note-file",
+            &note,
+        ]);
+        assert_eq!(run.code, 5, "{agent}: {run:#?}");
+        let reason = run.json["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("--fallback fresh-agent"),
+            "{agent}: {reason}"
+        );
+        assert!(reason.contains(agent), "{agent}: {reason}");
+        assert_eq!(worktree_state(sb.repo.path()), before, "{agent}");
+        assert_eq!(head(&sb), head_before, "{agent}");
+        assert!(!receiver_ran(&sb), "{agent}");
+
+        // With it: started, continuity fresh-agent, the receiver's work in the worktree.
+        let run = continue_(
+            &sb,
+            &[agent, "--from", "claude", "--message", "finish one()"],
+        );
+        assert_eq!(run.code, 0, "{agent}: {run:#?}");
+        let r = &run.json;
+        assert_eq!(r["outcome"], "started", "{agent}: {r:#}");
+        assert_eq!(r["target"]["provider"], agent);
+        assert_eq!(r["continuity"]["result"], "fresh-agent", "{agent}: {r:#}");
+        assert_eq!(r["carry"]["carried"], false, "{agent}: {r:#}");
+        // (Kiro's run is not recorded: its sandbox leaves the record directory read-only. The
+        // file it wrote in the worktree shows it ran.)
+        if agent == "cursor" {
+            assert!(receiver_ran(&sb));
+        }
+        let written =
+            std::fs::read_to_string(sb.repo.path().join(format!("fake-receiver-{exe}.txt")))
+                .unwrap();
+        assert!(written.contains(exe), "{written}");
+        assert_eq!(log_json(&sb)["task"]["agent"]["provider"], agent);
+
+        // The printed command resumes the receiver's own conversation, through `sh`.
+        let shell = r["receiver"]["resume"]["shell"].as_str().unwrap();
+        match agent {
+            "cursor" => {
+                let chat = r["receiver"]["sessionId"].as_str().unwrap();
+                assert_eq!(
+                    strings(&r["receiver"]["resume"]["argv"]),
+                    ["cursor-agent".to_owned(), format!("--resume={chat}")]
+                );
+                assert!(shell.contains(chat), "{shell}");
+            }
+            _ => {
+                assert!(r["receiver"]["sessionId"].is_null(), "{r:#}");
+                assert!(shell.ends_with("kiro-cli chat --resume"), "{shell}");
+            }
+        }
+        let out = resume(&sb, r);
+        assert!(out.status.success(), "{agent}: {out:?}");
+        let printed = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            printed.contains(&format!("Continued the task as {exe}")),
+            "{agent}: {printed}"
+        );
+    }
+}
+
+#[test]
+fn a_cursor_receiver_is_probed_in_its_own_chat_and_a_kiro_one_cannot_be() {
+    for agent in ["cursor", "kiro"] {
+        let sb = receiving(agent);
+        sb.repo
+            .write("src/lib.rs", "pub fn one() -> u32 {\n    9\n}\n");
+        sb.agents.set(
+            "FAKE_AGENT_PROBE_ANSWER",
+            "Finishing src/lib.rs, as the note says.",
+        );
+        let run = continue_(&sb, &[agent, "--from", "claude", "--probe"]);
+        assert_eq!(run.code, 0, "{agent}: {run:#?}");
+        let c = &run.json["continuity"];
+        // No carried conversation: fresh-agent whatever the probe says.
+        assert_eq!(c["result"], "fresh-agent", "{agent}: {c:#}");
+        if agent == "cursor" {
+            assert!(
+                c["probe"]["answer"]
+                    .as_str()
+                    .is_some_and(|a| a.contains("Finishing src/lib.rs")),
+                "{c:#}"
+            );
+        } else {
+            assert!(c["probe"].is_null(), "{c:#}");
+        }
+    }
+}
+
+#[test]
+fn cursor_and_kiro_review_receivers_leave_the_worktree_as_it_was() {
+    for agent in ["cursor", "kiro"] {
+        let sb = receiving(agent);
+        let run = continue_(&sb, &[agent, "--from", "claude", "--role", "review"]);
+        assert_eq!(run.code, 0, "{agent}: {run:#?}");
+        assert_eq!(run.json["receiver"]["worktreeUnchanged"], true, "{agent}");
+        let argv = strings(&run.json["receiver"]["argv"]);
+        match agent {
+            "cursor" => {
+                assert!(!argv.iter().any(|a| a == "--force"), "{argv:?}");
+                assert!(argv.iter().any(|a| a == "--readonly-paths"), "{argv:?}");
+            }
+            _ => assert!(
+                argv.iter()
+                    .any(|a| a == "--trust-tools=fs_read,execute_bash"),
+                "{argv:?}"
+            ),
+        }
+        // A review receiver that writes anyway: Cursor's is reported (exit 10), Kiro's is
+        // stopped by handoff's sandbox, which keeps the worktree read-only.
+        let sb = receiving(agent);
+        sb.agents.set("HANDOFF_FAKE_MODE", "mutate");
+        let before = worktree_state(sb.repo.path());
+        let run = continue_(&sb, &[agent, "--from", "claude", "--role", "review"]);
+        match agent {
+            "cursor" => {
+                assert_eq!(run.code, 10, "{run:#?}");
+                assert_eq!(run.json["outcome"], "review-changed");
+            }
+            _ => {
+                assert_ne!(run.code, 0, "{run:#?}");
+                assert_eq!(worktree_state(sb.repo.path()), before);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_new_thread_leaves_the_original_worktree_untouched() {
     let sb = sandbox();

@@ -2220,11 +2220,23 @@ fn capabilities_json() {
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
-        // Receivers: Claude Code, Codex and OpenCode; Cursor's sessions are read as a source.
-        let receives = matches!(id, "claude" | "codex" | "opencode");
+        // Full receivers, run against the real CLIs: Claude Code, Codex and OpenCode. Cursor
+        // and Kiro receive from the note and a recap, verified against recorded outputs;
+        // Cursor's sessions are read as a source. Grok keeps no sessions.
+        let (receiver, verified) = match id {
+            "claude" | "codex" | "opencode" => ("full", serde_json::json!("real")),
+            "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
+            _ => ("none", serde_json::Value::Null),
+        };
+        let full = receiver == "full";
         assert_eq!(
             p["continuation"],
-            serde_json::json!({"receive": receives, "sessions": receives || id == "cursor"}),
+            serde_json::json!({
+                "receive": receiver != "none",
+                "sessions": full || id == "cursor",
+                "receiver": receiver,
+                "verified": verified,
+            }),
             "{id}"
         );
         let pf = &p["preflight"];

@@ -80,13 +80,25 @@ pub(super) async fn conversation(
     .await
     .rejected("--session")?;
     let fallback = req.fallback == Some(Fallback::FreshAgent);
+    // A receiver whose store handoff cannot write (Cursor, Kiro) only ever starts from the
+    // note and a recap: no session to name would change that.
+    let fresh_only = engine
+        .provider(&plan.target.provider)
+        .and_then(|p| p.receiver().map(|r| r.level()))
+        == Some(handoff_core::ReceiverLevel::FreshAgent);
     let refuse = |why: &str| {
+        let target = &plan.target.provider;
         Rejection::new(
             "session",
-            format!(
-                "cannot carry the conversation to {}: {why}; pass --session to name the session, or --fallback fresh-agent to start {} from the note and a recap alone",
-                plan.target.provider, plan.target.provider
-            ),
+            if fresh_only {
+                format!(
+                    "{target} takes a task over only from the note and a recap ({why}); pass --fallback fresh-agent to start it so"
+                )
+            } else {
+                format!(
+                    "cannot carry the conversation to {target}: {why}; pass --session to name the session, or --fallback fresh-agent to start {target} from the note and a recap alone"
+                )
+            },
         )
     };
     let mut planned_carry: Option<carry::Planned> = None;
@@ -115,6 +127,10 @@ pub(super) async fn conversation(
             .await
             .rejected("--to")?;
         let why = match &source {
+            _ if fresh_only => Some(format!(
+                "handoff cannot write a conversation into {}'s store",
+                plan.target.provider
+            )),
             Err(why) => Some(why.clone()),
             Ok(src) => match carry::plan(src, &p, &receiver_cwd, known).await {
                 Ok(c) => {

@@ -138,7 +138,10 @@ fn report(result: &mut ContinueResult, receiver: &PreparedReceiver, run: &Receiv
         argv: receiver.argv(),
         version: receiver.version.clone(),
         policy: receiver.policy.clone(),
-        resume: session.as_deref().and_then(|s| receiver.resume_command(s)),
+        resume: match session.as_deref() {
+            Some(s) => receiver.resume_command(s),
+            None => receiver.resume_latest(),
+        },
         session_id: session,
         last_message: run.report.last_message.clone(),
         exit_code: run.exit_code,

@@ -362,6 +362,10 @@ impl Engine {
                 continuation: ContinuationCapabilities {
                     receive: p.receiver().is_some(),
                     sessions: p.sessions().is_some(),
+                    receiver: p
+                        .receiver()
+                        .map_or(crate::ReceiverLevel::None, |r| r.level()),
+                    verified: p.receiver().map(|r| r.verified()),
                 },
             });
         }

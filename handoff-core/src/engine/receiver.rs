@@ -95,6 +95,17 @@ impl PreparedReceiver {
             ResumeCommand::new(self.request.cwd.clone(), env, argv)
         })
     }
+
+    /// For a receiver that reported no session id: the command that resumes the worktree's
+    /// newest conversation, when its CLI keys conversations by directory
+    /// ([`crate::Receiver::resume_latest`]).
+    pub fn resume_latest(&self) -> Option<ResumeCommand> {
+        let r = self.provider.receiver()?;
+        let argv = r.resume_latest(&self.agent_config)?;
+        let mut env = self.resume_env.clone();
+        env.extend(r.resume_env(&self.agent_config));
+        Some(ResumeCommand::new(self.request.cwd.clone(), env, argv))
+    }
 }
 
 /// How a receiver's first turn ended.

@@ -6,6 +6,7 @@ use std::process::{Command, ExitCode};
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
 use super::json::{J, arr, obj};
+use super::receiver;
 use super::task::{self, Answer, Task};
 use super::util;
 
@@ -74,6 +75,15 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         return ctx.print_help(HELP, "--force");
     }
     if !parsed.has("print") {
+        // `cursor-agent --resume=<chatId>`, the command a continuation prints: the chat as it
+        // was left (the fake imitates no terminal interface beyond that).
+        if let Some(chat) = parsed.value("resume").filter(|c| !c.is_empty()) {
+            return receiver::store_resume(
+                "cursor",
+                chat,
+                &format!("Error: chat {chat} not found in this workspace"),
+            );
+        }
         return fail("fake-agent: interactive cursor-agent sessions are not imitated; pass -p");
     }
     let format = parsed.value("output-format").unwrap_or("text").to_owned();
@@ -101,9 +111,29 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: parsed.has("force"),
         target: cwd.clone(),
     };
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
-        Ok(o) => o,
-        Err(code) => return code,
+    // A continuation's turn keeps its chat (`--resume <chatId>` goes on with one, unless
+    // `FAKE_AGENT_RECEIVER_FRESH=1`); a delegated run's chat is thrown away with its HOME.
+    let receiving = receiver::is_turn(&prompt);
+    let resumed = parsed
+        .value("resume")
+        .filter(|c| receiving && !c.is_empty() && !receiver::fresh(&ctx.settings));
+    let session = resumed.map_or_else(util::uuid, str::to_owned);
+    let outcome = if receiving {
+        let previous = resumed.and_then(|c| receiver::store_last("cursor", c));
+        receiver::pause(&ctx.settings);
+        let reply = receiver::reply(&ctx.settings, task.exe, &session, &prompt, previous);
+        let outcome = match task::perform_receiver(ctx, behaviour, &task, &prompt, &session, &reply)
+        {
+            Ok(o) => o,
+            Err(code) => return code,
+        };
+        receiver::store_save("cursor", &session, None, &cwd, &prompt, outcome.text());
+        outcome
+    } else {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => o,
+            Err(code) => return code,
+        }
     };
     let text = match &outcome.answer {
         Answer::Json { text, .. } => text.clone(),
@@ -112,7 +142,6 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
             return fail("Error: API error (500): internal error");
         }
     };
-    let session = util::uuid();
     let result = obj! {
         "type" => "result",
         "subtype" => "success",

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
+use super::receiver;
 use super::task::{self, Answer, Task};
 use super::util;
 
@@ -81,7 +82,17 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     if parsed.has("help") {
         return ctx.print_help(CHAT_HELP, "--trust-tools");
     }
+    let conversation = conversation_id(&std::env::current_dir().unwrap_or_default());
     if !parsed.has("no-interactive") {
+        // `kiro-cli chat --resume`, the command a continuation prints: the directory's
+        // conversation as it was left (no terminal interface beyond that).
+        if parsed.has("resume") {
+            return receiver::store_resume(
+                "kiro",
+                &conversation,
+                "error: no saved conversation in this directory",
+            );
+        }
         return fail("error: kiro-cli chat needs a terminal; pass --no-interactive");
     }
     let prompt = if parsed.positional.is_empty() {
@@ -106,9 +117,36 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         writable: parsed.has("trust-all-tools") || trusted.contains(&"fs_write"),
         target: std::env::current_dir().unwrap_or_default(),
     };
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
-        Ok(o) => o,
-        Err(code) => return code,
+    // A continuation's turn is saved as the directory's conversation, as Kiro saves every
+    // chat; `--resume` goes on with it.
+    let receiving = receiver::is_turn(&prompt);
+    let outcome = if receiving {
+        let previous = parsed
+            .has("resume")
+            .then(|| receiver::store_last("kiro", &conversation))
+            .flatten();
+        receiver::pause(&ctx.settings);
+        let reply = receiver::reply(&ctx.settings, task.exe, &conversation, &prompt, previous);
+        let outcome =
+            match task::perform_receiver(ctx, behaviour, &task, &prompt, &conversation, &reply) {
+                Ok(o) => o,
+                Err(code) => return code,
+            };
+        let target = task.target.clone();
+        receiver::store_save(
+            "kiro",
+            &conversation,
+            None,
+            &target,
+            &prompt,
+            outcome.text(),
+        );
+        outcome
+    } else {
+        match task::perform(ctx, behaviour, &task, &prompt) {
+            Ok(o) => o,
+            Err(code) => return code,
+        }
     };
     let text = match &outcome.answer {
         Answer::Json { text, .. } => text.clone(),
@@ -124,9 +162,22 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
             w.abs.display()
         ));
     }
-    stdout.push_str(&format!(
-        "\u{1b}[32m> \u{1b}[0mI have finished the requested work. Here is the result.\n\n{text}\n\u{1b}[0m"
-    ));
+    if receiving {
+        stdout.push_str(&format!("\u{1b}[32m> \u{1b}[0m{text}\n\u{1b}[0m"));
+    } else {
+        stdout.push_str(&format!(
+            "\u{1b}[32m> \u{1b}[0mI have finished the requested work. Here is the result.\n\n{text}\n\u{1b}[0m"
+        ));
+    }
     util::out(&task::raw_bytes(&stdout));
     ExitCode::SUCCESS
+}
+
+/// The id the fake files a directory's conversation under (Kiro keys conversations by the
+/// directory they started in): a hash of its canonical path.
+fn conversation_id(dir: &std::path::Path) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    receiver::canonical(dir).hash(&mut hasher);
+    format!("dir-{:016x}", hasher.finish())
 }

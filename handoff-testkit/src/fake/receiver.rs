@@ -1,10 +1,11 @@
 //! Continuation receivers: what every receiving CLI shares (ids, the reply, the test switches)
-//! and OpenCode's session store.
+//! and the session store of the CLIs whose real one is a database (OpenCode, Cursor, Kiro).
 //!
 //! Claude Code and Codex keep their sessions in their real stores and formats
-//! ([`super::claude_store`], [`super::codex_store`]). OpenCode's real store is a SQLite database,
-//! so the fake keeps its sessions as `$HOME/.fake-agent/sessions/opencode/<session-id>.json` =
-//! `{"cwd", "prompts": [...], "lastMessage"}`, written atomically after each turn.
+//! ([`super::claude_store`], [`super::codex_store`]). OpenCode's, Cursor's and Kiro's real
+//! stores are SQLite databases, so the fake keeps their sessions as
+//! `$HOME/.fake-agent/sessions/<cli>/<session-id>.json` = `{"cwd", "prompts": [...],
+//! "lastMessage"}`, written atomically after each turn.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -135,56 +136,67 @@ pub(crate) fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
 }
 
-fn opencode_store() -> Option<PathBuf> {
+/// The fake store of `cli`'s sessions, for the CLIs whose real store is a database:
+/// `$HOME/.fake-agent/sessions/<cli>` for OpenCode and Cursor; for Kiro, in the data directory
+/// where Kiro keeps its conversations (`${XDG_DATA_HOME:-~/.local/share}/kiro-cli`), the one
+/// place handoff's sandbox lets it write them.
+fn store(cli: &str) -> Option<PathBuf> {
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    if cli == "kiro" {
+        let data = std::env::var_os("XDG_DATA_HOME")
+            .filter(|d| Path::new(d).is_absolute())
+            .map_or_else(|| PathBuf::from(&home).join(".local/share"), PathBuf::from);
+        return Some(data.join("kiro-cli").join("fake-agent-sessions"));
+    }
     Some(
         PathBuf::from(home)
             .join(".fake-agent")
             .join("sessions")
-            .join("opencode"),
+            .join(cli),
     )
 }
 
-fn opencode_file(session: &str) -> Option<PathBuf> {
+fn store_file(cli: &str, session: &str) -> Option<PathBuf> {
     safe_id(session).then_some(())?;
-    Some(opencode_store()?.join(format!("{session}.json")))
+    Some(store(cli)?.join(format!("{session}.json")))
 }
 
-fn opencode_record(session: &str) -> Option<Value> {
-    let bytes = std::fs::read(opencode_file(session)?).ok()?;
+fn store_record(cli: &str, session: &str) -> Option<Value> {
+    let bytes = std::fs::read(store_file(cli, session)?).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 
-/// The last message of OpenCode session `session`.
-pub(crate) fn opencode_last(session: &str) -> Option<String> {
-    opencode_record(session)?
+/// The last message of `cli`'s session `session`.
+pub(crate) fn store_last(cli: &str, session: &str) -> Option<String> {
+    store_record(cli, session)?
         .get("lastMessage")
         .and_then(Value::as_str)
         .map(str::to_owned)
 }
 
-/// Records a turn of OpenCode session `session` run in `cwd`: the prompt is appended, the last
+/// Records a turn of `cli`'s session `session` run in `cwd`: the prompt is appended, the last
 /// message replaced (`None` after a failed turn keeps no message). A session forked from
 /// `parent` starts with the parent's prompts.
-pub(crate) fn opencode_save(
+pub(crate) fn store_save(
+    cli: &str,
     session: &str,
     parent: Option<&str>,
     cwd: &Path,
     prompt: &str,
     last: Option<&str>,
 ) {
-    let Some(path) = opencode_file(session) else {
+    let Some(path) = store_file(cli, session) else {
         util::err_line(&format!(
-            "fake-agent: no session store for opencode (HOME unset or bad session id {session:?})"
+            "fake-agent: no session store for {cli} (HOME unset or bad session id {session:?})"
         ));
         return;
     };
     let prompts_of = |id: &str| {
-        opencode_record(id)
+        store_record(cli, id)
             .and_then(|v| v.get("prompts").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
-    let mut prompts = match opencode_record(session) {
+    let mut prompts = match store_record(cli, session) {
         Some(_) => prompts_of(session),
         None => parent.map(prompts_of).unwrap_or_default(),
     };
@@ -206,11 +218,12 @@ pub(crate) fn opencode_save(
     }
 }
 
-/// `opencode --session <id>`: prints `resumed <id>: <lastMessage>` when the session exists and
-/// was started in the current directory, else OpenCode's error on stderr (exit 1).
-pub(crate) fn opencode_resume(session: &str) -> ExitCode {
+/// Resuming `cli`'s session `session` interactively: prints `resumed <id>: <lastMessage>` when
+/// the session exists and was started in the current directory, else `error` on stderr (exit
+/// 1).
+pub(crate) fn store_resume(cli: &str, session: &str, error: &str) -> ExitCode {
     let cwd = canonical(&std::env::current_dir().unwrap_or_default());
-    let record = opencode_record(session).filter(|r| {
+    let record = store_record(cli, session).filter(|r| {
         r.get("cwd")
             .and_then(Value::as_str)
             .is_some_and(|c| canonical(Path::new(c)) == cwd)
@@ -222,10 +235,42 @@ pub(crate) fn opencode_resume(session: &str) -> ExitCode {
             ExitCode::SUCCESS
         }
         None => {
-            util::err_line(&format!("Error: Session not found: {session}"));
+            util::err_line(error);
             ExitCode::from(1)
         }
     }
+}
+
+/// The last message of OpenCode session `session`.
+pub(crate) fn opencode_last(session: &str) -> Option<String> {
+    store_last("opencode", session)
+}
+
+/// Records a turn of OpenCode session `session` ([`store_save`]).
+pub(crate) fn opencode_save(
+    session: &str,
+    parent: Option<&str>,
+    cwd: &Path,
+    prompt: &str,
+    last: Option<&str>,
+) {
+    store_save("opencode", session, parent, cwd, prompt, last);
+}
+
+/// `opencode --session <id>` ([`store_resume`]).
+pub(crate) fn opencode_resume(session: &str) -> ExitCode {
+    store_resume(
+        "opencode",
+        session,
+        &format!("Error: Session not found: {session}"),
+    )
+}
+
+/// Whether `prompt` is a continuation's: the first turn of a receiver (handoff's continuation
+/// prompt) or the probe question. The CLIs whose receiver invocation looks like a delegated
+/// run (Cursor, Kiro) are told apart by it.
+pub(crate) fn is_turn(prompt: &str) -> bool {
+    prompt.contains("handed this task over to you") || prompt.contains(PROBE_QUESTION)
 }
 
 #[cfg(test)]
@@ -246,7 +291,7 @@ mod tests {
     fn session_ids_stay_in_the_store() {
         for bad in ["../x", "", ".hidden", "a/b", "a\\b"] {
             assert!(!safe_id(bad), "{bad}");
-            assert!(opencode_file(bad).is_none(), "{bad}");
+            assert!(store_file("opencode", bad).is_none(), "{bad}");
         }
         assert!(safe_id("6f1c2f7e-3b8a-4c1d-9e2f-0a1b2c3d4e5f"));
     }
