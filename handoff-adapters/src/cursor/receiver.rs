@@ -111,7 +111,7 @@ impl Cursor {
             "bash": "always available inside the sandbox (Cursor cannot withhold it)",
             "sessionPersistence": "Cursor keeps the chat under ~/.cursor/chats; resume it with `cursor-agent --resume=<chatId>`",
             "carriedConversation": "none: Cursor's chat store cannot be written, so the receiver starts from the note and a recap (fresh-agent)",
-            "providerState": "the user's HOME: Cursor's login and chats; only ~/.cursor/chats and ~/.cursor/projects are writable in its sandbox",
+            "providerState": "the user's HOME: Cursor's login and chats; only ~/.cursor/chats and ~/.cursor/projects are writable in its sandbox (all of them: the receiver can write any of your Cursor chats, not only its own)",
             "environment": "allowlist",
         });
         Ok(Invocation {
