@@ -64,13 +64,14 @@ impl RoleArg {
 /// Arguments of `handoff continue`.
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
+#[command(group(clap::ArgGroup::new("receiver").required(true).multiple(true).args(["destination", "to"])))]
 pub struct ContinueArgs {
     /// The receiver in one phrase: "<agent> [model] [effort] [on <machine>[:<path>] | on this
     /// machine]", e.g. "codex gpt-5 high on devbox" (the grammar is below).
     #[arg(value_name = "DESTINATION")]
     pub destination: Option<String>,
     /// The agent that takes the task over (or name it in the destination phrase).
-    #[arg(long, value_name = "PROVIDER", required_unless_present = "destination")]
+    #[arg(long, value_name = "PROVIDER")]
     pub to: Option<String>,
     /// The receiver's model (default: the configuration's, else the CLI's).
     #[arg(long, value_name = "MODEL")]
