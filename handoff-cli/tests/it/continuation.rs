@@ -747,6 +747,59 @@ fn cursor_and_kiro_receive_a_task_from_the_note_and_a_recap() {
     }
 }
 
+/// A Kiro receiver whose model runs a hostile shell: it may write the worktree (`implement`)
+/// and keep its conversation, nothing else: not Kiro's configuration (which the next Kiro run
+/// would load), not the user's files, not a git hook (which the next checkpoint would run).
+#[test]
+fn a_hostile_kiro_receiver_writes_only_the_worktree_and_its_conversations() {
+    use crate::support::q;
+    let sb = receiving("kiro");
+    let home = sb.root.join("home");
+    std::fs::create_dir_all(home.join(".kiro/settings")).unwrap();
+    std::fs::create_dir_all(home.join(".kiro/sessions")).unwrap();
+    let bashrc = home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let wt = sb.repo.path().to_path_buf();
+    let script = format!(
+        "echo pwned >> {bashrc}; echo '{{}}' > {settings}; \
+         printf '#!/bin/sh\\necho hook\\n' > {hook}; echo x > {outside}; \
+         echo inside > {inside}; echo kept > {session}",
+        bashrc = q(&bashrc),
+        settings = q(&home.join(".kiro/settings/mcp.json")),
+        hook = q(&wt.join(".git/hooks/pre-commit")),
+        outside = q(&sb.root.join("outside.txt")),
+        inside = q(&wt.join("inside.txt")),
+        session = q(&home.join(".kiro/sessions/planted.json")),
+    );
+    sb.agents.set(handoff_testkit::keys::SHELL, &script);
+    let run = continue_(&sb, &["kiro", "--from", "claude"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.json["receiver"]["policy"]["sandbox"]["enforcement"], "handoff",
+        "{:#}",
+        run.json
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(
+        !home.join(".kiro/settings/mcp.json").exists(),
+        "Kiro's configuration was planted"
+    );
+    assert!(
+        !wt.join(".git/hooks/pre-commit").exists(),
+        "a hook was planted"
+    );
+    assert!(
+        !sb.root.join("outside.txt").exists(),
+        "a file outside was written"
+    );
+    // Its conversations are writable: that is where Kiro keeps them.
+    assert!(home.join(".kiro/sessions/planted.json").exists());
+}
+
 #[test]
 fn a_cursor_receiver_is_probed_in_its_own_chat_and_a_kiro_one_cannot_be() {
     for agent in ["cursor", "kiro"] {
