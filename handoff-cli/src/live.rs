@@ -222,8 +222,6 @@ fn line_width(columns: Option<u16>) -> usize {
         .unwrap_or(FALLBACK_WIDTH)
 }
 
-pub use handoff_core::summary::{panel_summary, run_summary as summary};
-
 #[cfg(test)]
 mod tests {
     use super::*;

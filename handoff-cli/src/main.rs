@@ -457,7 +457,7 @@ async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     let r = &outcome.result;
     // On a terminal, a human summary; otherwise only what went wrong.
     let message = if live::wanted(quiet) {
-        Some(live::summary(r))
+        Some(handoff_core::summary::run_summary(r))
     } else {
         r.diagnostics.message.clone()
     };

@@ -63,7 +63,11 @@ pub(crate) async fn main(
     if let Some(live) = live {
         live.finish().await;
         let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{}", crate::live::panel_summary(&outcome.result));
+        let _ = writeln!(
+            err,
+            "{}",
+            handoff_core::summary::panel_summary(&outcome.result)
+        );
     }
     print(&outcome)
 }

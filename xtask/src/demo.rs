@@ -13,11 +13,20 @@ use handoff_testkit::ScratchRepo;
 
 use crate::Sandbox;
 
-/// What the demo writes to, and how much.
+/// What the demo writes to, and how much; the sandbox and the `handoff` it runs.
 struct Show<'a> {
     out: &'a mut dyn Write,
     json: bool,
     step: usize,
+    sb: &'a Sandbox,
+    handoff: &'a Path,
+}
+
+/// What one `handoff` command of the demo printed.
+struct Ran {
+    code: i32,
+    stdout: Vec<u8>,
+    value: serde_json::Value,
 }
 
 impl Show<'_> {
@@ -27,15 +36,38 @@ impl Show<'_> {
     }
 
     /// A step's heading and its command.
-    fn step(&mut self, title: &str, command: &[String]) -> Result<()> {
+    fn step(&mut self, title: &str, argv: &[String]) -> Result<()> {
         self.step += 1;
         let step = self.step;
         self.line(format!("\n{step}. {title}"))?;
-        let words: Vec<String> = command
-            .iter()
-            .map(|w| shlex::try_quote(w).map_or_else(|_| w.clone(), |q| q.into_owned()))
+        let words: Vec<String> = std::iter::once("handoff")
+            .chain(argv.iter().map(String::as_str))
+            .map(|w| shlex::try_quote(w).map_or_else(|_| w.to_owned(), |q| q.into_owned()))
             .collect();
         self.line(format!("   $ {}", words.join(" ")))
+    }
+
+    /// A step that runs `handoff ARGV` and reads the JSON line it prints.
+    fn run(&mut self, title: &str, argv: &[String]) -> Result<Ran> {
+        self.step(title, argv)?;
+        let out = self
+            .sb
+            .command(self.handoff)
+            .args(argv)
+            .output()
+            .with_context(|| format!("cannot run handoff {}", argv[0]))?;
+        let value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "handoff {} printed no result: {}",
+                argv[0],
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        Ok(Ran {
+            code: out.status.code().unwrap_or(-1),
+            stdout: out.stdout,
+            value,
+        })
     }
 
     /// A summary, indented under the step.
@@ -84,7 +116,13 @@ pub fn run(handoff: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     let sb = Sandbox::new()?;
     let repo = ScratchRepo::new();
     let cwd = repo.path().to_string_lossy().into_owned();
-    let mut show = Show { out, json, step: 0 };
+    let mut show = Show {
+        out,
+        json,
+        step: 0,
+        sb: &sb,
+        handoff,
+    };
     show.line("handoff demo: the bundled fake agents stand in for Claude Code and Codex")?;
     show.line(format!("   scratch repository: {cwd}"))?;
     show.line(format!(
@@ -152,24 +190,11 @@ pub fn run(handoff: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             result_path.to_string_lossy().into_owned(),
         ])
         .collect();
-        show.step(
-            title,
-            &std::iter::once("handoff".to_owned())
-                .chain(argv.iter().cloned())
-                .collect::<Vec<_>>(),
-        )?;
-        let out = sb
-            .command(handoff)
-            .args(&argv)
-            .output()
-            .context("cannot run handoff")?;
-        let code = out.status.code().unwrap_or(-1);
-        let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-            format!(
-                "handoff printed no result: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })?;
+        let Ran {
+            code,
+            stdout,
+            value,
+        } = show.run(title, &argv)?;
         let result: HandoffResult = serde_json::from_value(value.clone())
             .context("handoff's result does not read as handoff.result")?;
         show.summary(&run_summary(&result))?;
@@ -195,23 +220,18 @@ pub fn run(handoff: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         if code != 0 {
             bail!("the {mode} handoff did not succeed (exit {code})");
         }
-        if std::fs::read(&result_path)? != out.stdout {
+        if std::fs::read(&result_path)? != stdout {
             bail!("the result file differs from stdout");
         }
     }
-    continuation(handoff, &sb, &repo, &cwd, &mut show)?;
+    continuation(&repo, &cwd, &mut show)?;
     show.line("\nEvery step succeeded.")
 }
 
 /// The task itself moves from Claude Code to Codex and back: checkpoint, note, receiver,
 /// carried conversation, timeline.
-fn continuation(
-    handoff: &Path,
-    sb: &Sandbox,
-    repo: &ScratchRepo,
-    cwd: &str,
-    show: &mut Show<'_>,
-) -> Result<()> {
+fn continuation(repo: &ScratchRepo, cwd: &str, show: &mut Show<'_>) -> Result<()> {
+    let sb = show.sb;
     for (k, v) in [
         ("user.name", "handoff demo"),
         ("user.email", "demo@example.invalid"),
@@ -247,11 +267,9 @@ fn continuation(
     // The delegated runs above keep no sessions: the first handoff starts Codex from the note
     // and a recap alone.
     let first = continue_step(
-        handoff,
-        sb,
+        show,
         cwd,
         &note_path,
-        show,
         "Claude Code hands the whole task to Codex, from a handoff note",
         &[
             "codex",
@@ -268,22 +286,20 @@ fn continuation(
     }
     // Back to Claude Code: Codex's session is carried into Claude Code's store and resumed.
     let second = continue_step(
-        handoff,
-        sb,
+        show,
         cwd,
         &note_path,
-        show,
         "Codex hands it back to Claude Code, its conversation carried along",
         &["claude", "--message", "Check the README link"],
     )?;
     if second.continuity.as_ref().map(|c| c.result.as_str()) != Some("continued") {
         bail!("the carried conversation was not continued");
     }
-    let argv = ["handoff", "log", "--cwd", cwd].map(str::to_owned);
+    let argv = ["log", "--cwd", cwd].map(str::to_owned);
     show.step("The task's timeline: who had it, what each did", &argv)?;
     let log = sb
-        .command(handoff)
-        .args(&argv[1..])
+        .command(show.handoff)
+        .args(&argv)
         .output()
         .context("cannot run handoff log")?;
     if !log.status.success() {
@@ -299,13 +315,10 @@ fn continuation(
 }
 
 /// One `handoff continue` of the demo: shows the command and its summary, keeps the JSON.
-#[allow(clippy::too_many_arguments)]
 fn continue_step(
-    handoff: &Path,
-    sb: &Sandbox,
+    show: &mut Show<'_>,
     cwd: &str,
     note: &Path,
-    show: &mut Show<'_>,
     title: &str,
     args: &[&str],
 ) -> Result<ContinueResult> {
@@ -316,29 +329,19 @@ fn continue_step(
         note.to_string_lossy().into_owned(),
     ]);
     argv.extend(args[1..].iter().map(|a| (*a).to_owned()));
-    show.step(
-        title,
-        &std::iter::once("handoff".to_owned())
-            .chain(argv.iter().cloned())
-            .collect::<Vec<_>>(),
-    )?;
-    let out = sb
-        .command(handoff)
-        .args(&argv)
-        .output()
-        .context("cannot run handoff continue")?;
-    let code = out.status.code().unwrap_or(-1);
-    let value: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
-        format!(
-            "handoff continue printed no result: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })?;
+    let Ran {
+        code,
+        stdout,
+        value,
+    } = show.run(title, &argv)?;
     let result: ContinueResult = serde_json::from_value(value.clone())
         .context("handoff's result does not read as handoff.continue")?;
     show.summary(&continue_summary(&result))?;
-    let path = sb.root.join(format!("private/continue-{}.json", show.step));
-    std::fs::write(&path, &out.stdout)?;
+    let path = show
+        .sb
+        .root
+        .join(format!("private/continue-{}.json", show.step));
+    std::fs::write(&path, &stdout)?;
     show.full(&path, &value)?;
     if code != 0 {
         bail!(

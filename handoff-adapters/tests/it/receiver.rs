@@ -538,10 +538,7 @@ fn fresh_receivers_resume_commands() {
 
 #[test]
 fn cursor_reports() {
-    let raw = |stdout: &str| RawOutput {
-        stdout: stdout.as_bytes().to_vec(),
-        ..RawOutput::default()
-    };
+    let raw = |text: &str| stdout(text);
     let chat = "1f72ad35-144b-46f6-8b3a-442e5c5f2349";
     let init = json!({"type": "system", "subtype": "init", "cwd": "/w", "session_id": chat, "model": "auto"});
     let said = json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Working on it."}]}, "session_id": chat});
@@ -569,10 +566,9 @@ fn cursor_reports() {
 
 #[test]
 fn kiro_reports() {
-    let raw = |stdout: &str, stderr: &str| RawOutput {
-        stdout: stdout.as_bytes().to_vec(),
-        stderr: stderr.as_bytes().to_vec(),
-        ..RawOutput::default()
+    let raw = |out: &str, err: &str| RawOutput {
+        stderr: err.into(),
+        ..stdout(out)
     };
     let r = report(
         "kiro",
@@ -605,7 +601,7 @@ proptest! {
     /// failure has a last message.
     #[test]
     fn fresh_receiver_reports_never_panic(stdout in prop::collection::vec(any::<u8>(), 0..400), harness in prop::sample::select(FRESH_RECEIVERS.to_vec())) {
-        let r = report(harness, &RawOutput { stdout, ..RawOutput::default() });
+        let r = report(harness, &crate::support::stdout(stdout));
         prop_assert!(r.failure.is_some() || r.last_message.is_some());
     }
 }

@@ -138,10 +138,7 @@ fn report(result: &mut ContinueResult, receiver: &PreparedReceiver, run: &Receiv
         argv: receiver.argv(),
         version: receiver.version.clone(),
         policy: receiver.policy.clone(),
-        resume: match session.as_deref() {
-            Some(s) => receiver.resume_command(s),
-            None => receiver.resume_latest(),
-        },
+        resume: receiver.resume_command(session.as_deref()),
         session_id: session,
         last_message: run.report.last_message.clone(),
         exit_code: run.exit_code,

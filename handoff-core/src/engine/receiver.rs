@@ -86,22 +86,15 @@ impl PreparedReceiver {
             .collect()
     }
 
-    /// How to resume `session_id` interactively in the receiver's worktree.
-    pub fn resume_command(&self, session_id: &str) -> Option<ResumeCommand> {
-        self.provider.receiver().map(|r| {
-            let mut env = self.resume_env.clone();
-            env.extend(r.resume_env(&self.agent_config));
-            let argv = r.resume_command(session_id, &self.agent_config);
-            ResumeCommand::new(self.request.cwd.clone(), env, argv)
-        })
-    }
-
-    /// For a receiver that reported no session id: the command that resumes the worktree's
-    /// newest conversation, when its CLI keys conversations by directory
-    /// ([`crate::Receiver::resume_latest`]).
-    pub fn resume_latest(&self) -> Option<ResumeCommand> {
+    /// How to resume `session_id` interactively in the receiver's worktree; without one (a
+    /// receiver that reports none), the worktree's newest conversation, when its CLI keys
+    /// conversations by directory ([`crate::Receiver::resume_latest`]).
+    pub fn resume_command(&self, session_id: Option<&str>) -> Option<ResumeCommand> {
         let r = self.provider.receiver()?;
-        let argv = r.resume_latest(&self.agent_config)?;
+        let argv = match session_id {
+            Some(id) => r.resume_command(id, &self.agent_config),
+            None => r.resume_latest(&self.agent_config)?,
+        };
         let mut env = self.resume_env.clone();
         env.extend(r.resume_env(&self.agent_config));
         Some(ResumeCommand::new(self.request.cwd.clone(), env, argv))
