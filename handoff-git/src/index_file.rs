@@ -13,7 +13,6 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::ops::Range;
 use std::path::Path;
 
 use gix::ObjectId;
@@ -106,10 +105,10 @@ pub(crate) fn read(path: &Path, object_hash: gix::hash::Kind) -> Result<Index, U
     let mut state = State::new(object_hash);
     state.set_timestamp(filetime::FileTime::from_last_modification_time(&meta));
     let mut path = Vec::new();
-    let mut previous: Option<Range<usize>> = None;
     for number in 0..count {
+        let previous: Option<&[u8]> = state.entries().last().map(|e| e.path(&state).as_ref());
         let entry = reader
-            .entry(&mut path, fixed, delta_paths, previous.as_ref(), &state)
+            .entry(&mut path, fixed, delta_paths, previous)
             .map_err(|err| match err {
                 Unread::Corrupt(what) => corrupt(format!("entry {number}: {what}")),
                 other => other,
@@ -121,14 +120,12 @@ pub(crate) fn read(path: &Path, object_hash: gix::hash::Kind) -> Result<Index, U
             entry.mode,
             BStr::new(&path),
         );
-        let end = state.path_backing().len();
-        previous = Some(end - path.len()..end);
     }
 
     // Extensions, up to the checksum.
     let mut tree = None;
     let mut left = reader
-        .left()
+        .left
         .checked_sub(hash_len)
         .ok_or_else(|| corrupt("its entries run into the checksum"))?;
     while left > 0 {
@@ -188,10 +185,6 @@ impl Reader {
             end: 0,
             left: size,
         }
-    }
-
-    fn left(&self) -> usize {
-        self.left
     }
 
     /// Makes at least `n` unread bytes available, or as many as the file has left; returns how
@@ -264,15 +257,14 @@ impl Reader {
         }
     }
 
-    /// Decodes one entry; its path goes to `path`. `previous` is the path of the entry before
-    /// (in `state`'s path storage), which a version 4 path is a change of.
+    /// Decodes one entry; its path goes to `path`. `previous` is the path of the entry before,
+    /// which a version 4 path is a change of.
     fn entry(
         &mut self,
         path: &mut Vec<u8>,
         fixed: usize,
         delta_paths: bool,
-        previous: Option<&Range<usize>>,
-        state: &State,
+        previous: Option<&[u8]>,
     ) -> Result<Decoded, Unread> {
         let head = self.take(fixed)?;
         let word = |at: usize| be32(head, at);
@@ -314,8 +306,7 @@ impl Reader {
                     .ok()
                     .and_then(|strip| previous.len().checked_sub(strip))
                     .ok_or_else(|| corrupt("its path removes more than the path before it has"))?;
-                let backing: &[u8] = state.path_backing();
-                path.extend_from_slice(&backing[previous.start..previous.start + keep]);
+                path.extend_from_slice(&previous[..keep]);
             }
             if !self.until_nul(path)? {
                 return Err(corrupt("its path has no end"));
