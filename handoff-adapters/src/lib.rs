@@ -10,6 +10,7 @@
 mod claude;
 mod codex;
 mod common;
+mod compat;
 mod cursor;
 mod grok;
 mod grok_community;

@@ -112,6 +112,9 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
                 "ok": p.preflight.ok,
                 "path": p.preflight.path,
                 "version": p.preflight.version,
+                "tested": p.version.tested,
+                "versionStatus": p.version.status,
+                "versionWarning": p.version.warning,
                 "reason": p.preflight.reason,
                 "continuation": p.continuation,
             })
@@ -214,7 +217,14 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
         } else {
             format!("not installed ({} not on PATH)", s(&a["executable"]))
         };
-        writeln!(out, "  {:<9} {state}", s(&a["id"]))?;
+        let tested = match (a["tested"]["min"].as_str(), a["tested"]["max"].as_str()) {
+            (Some(min), Some(max)) => format!(" (tested {min} – {max})"),
+            _ => String::new(),
+        };
+        writeln!(out, "  {:<9} {state}{tested}", s(&a["id"]))?;
+        if let Some(w) = a["versionWarning"].as_str() {
+            writeln!(out, "    warning: {w}")?;
+        }
     }
     writeln!(out, "plugin")?;
     for p in r["plugin"].as_array().into_iter().flatten() {

@@ -555,13 +555,8 @@ async fn capabilities(json: bool) -> u8 {
         let _ = writeln!(out, "{}", serde_json::to_string(&caps).unwrap_or_default());
     } else {
         let _ = writeln!(out, "handoff {}", caps.driver_version);
-        for p in &caps.providers {
-            let state = match (&p.preflight.ok, &p.preflight.reason) {
-                (true, _) => format!("ok ({})", p.preflight.version.clone().unwrap_or_default()),
-                (false, Some(r)) => format!("not available: {r}"),
-                (false, None) => "not available".into(),
-            };
-            let _ = writeln!(out, "  {:<9} {state}", p.id.as_str());
+        for line in handoff_core::summary::agent_lines(&caps) {
+            let _ = writeln!(out, "{line}");
         }
     }
     0

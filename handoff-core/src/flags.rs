@@ -28,12 +28,19 @@ pub enum FlagKind {
     /// An agent's configuration (`.claude/`, `.codex/`, `AGENTS.md`, `opencode.json`,
     /// `.mcp.json`, `.vscode/tasks.json`, …): the next agent in this worktree loads it.
     AgentConfig,
+    /// A path the agent CLI's own sandbox only ever leaves empty (a mount point on its deny
+    /// list, such as `.git/config.worktree` or `.git/glab-cli/`) that has content after the
+    /// run: something wrote where the sandbox denies writing.
+    SandboxMountPoint,
 }
 
 impl FlagKind {
     /// Whether a writing run that makes this change is blocked unless allowed.
     pub fn blocks(self) -> bool {
-        matches!(self, FlagKind::GitHook | FlagKind::GitProgramConfig)
+        matches!(
+            self,
+            FlagKind::GitHook | FlagKind::GitProgramConfig | FlagKind::SandboxMountPoint
+        )
     }
 
     fn note(self) -> &'static str {
@@ -48,6 +55,19 @@ impl FlagKind {
             }
             FlagKind::HookManager => "a hook manager's configuration: it decides which hooks run",
             FlagKind::AgentConfig => "an agent's configuration: the next agent here loads it",
+            FlagKind::SandboxMountPoint => {
+                "the agent's own sandbox leaves this path empty, but it has content: something \
+                 wrote where the sandbox denies writing"
+            }
+        }
+    }
+
+    /// The flag of `path` as this kind.
+    pub fn on(self, path: &str) -> Flag {
+        Flag {
+            path: path.to_owned(),
+            kind: self,
+            note: self.note().to_owned(),
         }
     }
 }
@@ -112,11 +132,7 @@ pub fn flag(
     } else {
         kind_of(path, before, after)?
     };
-    Some(Flag {
-        path: path.to_owned(),
-        kind,
-        note: kind.note().to_owned(),
-    })
+    Some(kind.on(path))
 }
 
 fn kind_of(path: &str, before: Option<&str>, after: Option<&str>) -> Option<FlagKind> {

@@ -12,7 +12,9 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod allocator;
+mod artifacts;
 mod carry;
+mod compat;
 mod config;
 mod continuation;
 mod engine;
@@ -49,11 +51,16 @@ mod transcript;
 mod trust;
 mod workspace;
 
+pub use artifacts::{
+    ArtifactKind, ArtifactPath, ArtifactRule, ArtifactWatch, ArtifactsChecked, GitDir,
+    KeptArtifact, SandboxArtifacts, Sweep, SweptArtifact,
+};
 pub use carry::{
     CarriedSession, CarryTarget, PROBE_MATCH_SCORE, PROBE_QUESTION, ProbeComparison, ResumeFrom,
     Resumption, SessionQuery, SessionRef, SourceSnapshot, StoreEnv, compare_probe, resumed_after,
     same_message,
 };
+pub use compat::{TestedRange, Version, VersionRange, VersionReport, VersionStatus, tested_ranges};
 pub use config::{
     AccountConfig, AgentConfig, Config, ConfigError, LoadedConfig, check_codex_override,
     config_secrets, known_secrets, valid_account_name,

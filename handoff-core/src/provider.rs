@@ -302,6 +302,19 @@ pub trait Provider: Send + Sync {
         Ok(None)
     }
 
+    /// What this CLI's own sandbox leaves in repositories (empty mount points), per version:
+    /// swept after its runs when still bare ([`crate::ArtifactWatch`]). `None` for a CLI
+    /// without a sandbox of its own.
+    fn sandbox_artifacts(&self) -> Option<&'static crate::SandboxArtifacts> {
+        None
+    }
+
+    /// The versions of this CLI the real-CLI suite last passed on; `None` when it is not run
+    /// there.
+    fn tested_versions(&self) -> Option<crate::TestedRange> {
+        None
+    }
+
     /// Checks the finished process for signs that isolation was not enforced.
     /// Returns the reason to block, if any.
     fn runtime_check(&self, _raw: &RawOutput) -> Option<String> {

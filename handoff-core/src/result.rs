@@ -472,6 +472,11 @@ pub struct ProviderCapabilities {
     pub executable: String,
     /// Preflight outcome.
     pub preflight: PreflightReport,
+    /// The installed CLI's version against the versions handoff was tested on.
+    pub version: crate::VersionReport,
+    /// What the CLI's own sandbox leaves in repositories, swept after its runs; null for a
+    /// CLI without a sandbox of its own.
+    pub sandbox_artifacts: Option<ArtifactsCapability>,
     /// Selection controls.
     pub selection: SelectionCapabilities,
     /// Grant controls.
@@ -480,6 +485,49 @@ pub struct ProviderCapabilities {
     pub isolation: IsolationCapabilities,
     /// What it can do in a continuation (`handoff continue`).
     pub continuation: ContinuationCapabilities,
+}
+
+/// What an agent CLI's own sandbox leaves in repositories (its mount points), by version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArtifactsCapability {
+    /// `real` (read off the real binary) or `unproven`.
+    pub verified: String,
+    /// The versions it was read off, or why it is unproven.
+    pub detail: String,
+    /// Per version range, the paths left (relative to a git directory).
+    pub rules: Vec<ArtifactRuleReport>,
+}
+
+/// One version range of an [`ArtifactsCapability`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ArtifactRuleReport {
+    /// The CLI versions (`>= 2.1.198`).
+    pub versions: String,
+    /// The paths, relative to the worktree's git directory and the common one.
+    pub paths: Vec<String>,
+}
+
+impl From<&crate::SandboxArtifacts> for ArtifactsCapability {
+    fn from(table: &crate::SandboxArtifacts) -> Self {
+        let (verified, detail) = match table.checked {
+            crate::ArtifactsChecked::Real(on) => ("real", on),
+            crate::ArtifactsChecked::Unproven(why) => ("unproven", why),
+        };
+        ArtifactsCapability {
+            verified: verified.into(),
+            detail: detail.into(),
+            rules: table
+                .rules
+                .iter()
+                .map(|r| ArtifactRuleReport {
+                    versions: r.versions.to_string(),
+                    paths: r.paths.iter().map(|p| p.path.to_owned()).collect(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Outcome of a preflight.

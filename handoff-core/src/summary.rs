@@ -1,9 +1,10 @@
 //! One-paragraph human summaries of finished runs, panels and continuations: what `handoff`
-//! prints on a terminal under the result, and what the demo shows for each step.
+//! prints on a terminal under the result, and what the demo shows for each step; and the
+//! agents' lines of `handoff capabilities` and `handoff doctor`.
 
 use crate::{
-    ContinueOutcome, ContinueResult, GENERAL_CATEGORY, HandoffResult, PanelResult, Severity,
-    Status, VerdictSource, printable,
+    Capabilities, ContinueOutcome, ContinueResult, GENERAL_CATEGORY, HandoffResult, PanelResult,
+    Severity, Status, VerdictSource, printable,
 };
 
 /// A finished run: status, what ran, changed files, findings by severity, usage and cost,
@@ -205,6 +206,33 @@ fn name<T: serde::Serialize>(value: &T) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// One line per agent of `caps`: whether it can run and its version against the tested
+/// range, then a `warning:` line for a CLI newer or older than tested.
+pub fn agent_lines(caps: &Capabilities) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in &caps.providers {
+        let f = &p.preflight;
+        let state = if f.ok {
+            format!("ok   {}", f.version.as_deref().unwrap_or_default())
+        } else if let Some(reason) = &f.reason {
+            format!("not available: {reason}")
+        } else {
+            "not available".to_owned()
+        };
+        let tested = p
+            .version
+            .tested
+            .as_ref()
+            .map(|t| format!(" (tested {} – {})", t.min, t.max))
+            .unwrap_or_default();
+        out.push(format!("  {:<14} {state}{tested}", p.id.as_str()));
+        if let Some(w) = &p.version.warning {
+            out.push(format!("    warning: {w}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

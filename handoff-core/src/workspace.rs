@@ -79,6 +79,16 @@ pub trait Workspace: Send + Sync {
         })
     }
 
+    /// The git directories of the worktree that contains `cwd`: its own and the repository's
+    /// common one (one entry when they are the same), each with the key fingerprints give its
+    /// paths. Where an agent CLI's sandbox leaves its mount points ([`crate::ArtifactWatch`]).
+    fn git_dirs(&self, cwd: &Utf8Path) -> Result<Vec<crate::GitDir>, WorkspaceError> {
+        let _ = cwd;
+        Err(WorkspaceError::Unsupported {
+            what: "git directories",
+        })
+    }
+
     /// Where the worktree that contains `cwd` belongs: its project (the main worktree) and the
     /// branch HEAD is on. Used to find or create the task a run is recorded in.
     fn location(&self, cwd: &Utf8Path) -> Result<WorktreeLocation, WorkspaceError> {

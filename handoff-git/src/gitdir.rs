@@ -301,6 +301,38 @@ pub(crate) fn protected_paths(
     Ok(out)
 }
 
+/// The worktree's own git directory and the common one of `repo` (once when they are the
+/// same), absolute with links resolved, keyed as fingerprints key their paths.
+pub(crate) fn git_dirs(
+    repo: &gix::Repository,
+) -> Result<Vec<handoff_core::GitDir>, WorkspaceError> {
+    let utf8 = |p: PathBuf| {
+        camino::Utf8PathBuf::from_path_buf(p).map_err(|p| WorkspaceError::Git {
+            message: format!("the git path '{}' is not UTF-8", p.display()),
+        })
+    };
+    let common = canonical(repo.common_dir());
+    let own = canonical(repo.git_dir());
+    let mut out = vec![handoff_core::GitDir {
+        path: utf8(common.clone())?,
+        key: ".git".into(),
+    }];
+    if own != common {
+        let id = own
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        out.insert(
+            0,
+            handoff_core::GitDir {
+                path: utf8(own)?,
+                key: format!(".git/worktrees/{id}"),
+            },
+        );
+    }
+    Ok(out)
+}
+
 /// The hooks of `core.hooksPath`, when it names a directory other than `<common>/hooks`.
 fn hooks_path(
     repo: &gix::Repository,

@@ -153,6 +153,11 @@ impl Workspace for GitWorkspace {
         crate::gitdir::protected_paths(&repo)
     }
 
+    fn git_dirs(&self, cwd: &Utf8Path) -> Result<Vec<handoff_core::GitDir>, WorkspaceError> {
+        let repo = discover(cwd)?;
+        crate::gitdir::git_dirs(&repo)
+    }
+
     fn config_state(&self, cwd: &Utf8Path) -> Result<handoff_core::ConfigState, WorkspaceError> {
         crate::programs::config_state(cwd)
     }

@@ -46,6 +46,33 @@
 //! new session whose parent exits at once (`(setsid sleep 1000 &)`) and writes its pid there;
 //! `HANDOFF_FAKE_KILL_PARENT=1` sends SIGKILL to the fake's parent process (`STOP`: SIGSTOP).
 //!
+//! Leftovers, first of all (before the nested-advice steps below), in runs and continuation
+//! receiver turns alike: `HANDOFF_FAKE_LEFTOVERS` acts on the git directories of the repository
+//! holding the fake's working directory (the nearest directory at or above it that contains
+//! `.git`; a `.git` file's `gitdir:` line names the worktree's own git directory, whose
+//! `commondir` file names the common one).
+//!
+//! - `claude-sandbox` leaves what Claude Code 2.1.332 leaves after its Bash tool ran in
+//!   bubblewrap: for each deny-listed path that is absent, the empty file or directory it mounts
+//!   over, missing parents included; an existing path is never touched. In the common git
+//!   directory: the files `config.worktree` and `objects/info/alternates`, the directories
+//!   `NOTES_MERGE_WORKTREE/`, `glab-cli/`, `worktrees/`, `remotes/`,
+//!   `info/.claude-sandbox-noreplace/`, `objects/info/.claude-sandbox-noreplace/`,
+//!   `objects/info/commit-graphs/` and `objects/info/commit-graphs/.claude-sandbox-noreplace/`.
+//!   In a linked worktree's own git directory, in addition: the file `config.worktree` and the
+//!   directories `NOTES_MERGE_WORKTREE/` and `glab-cli/`.
+//! - `hostile` writes content under those names instead, overwriting existing files: in the
+//!   common git directory `config.worktree` (`[core]` with `fsmonitor =
+//!   /tmp/fake-agent-fsmonitor`), `objects/info/alternates` (`/tmp/fake-agent-alternates`),
+//!   `glab-cli/config.yml` (`editor: /tmp/fake-agent-editor`),
+//!   `objects/info/commit-graphs/commit-graph-chain` (forty zeros) and
+//!   `NOTES_MERGE_WORKTREE/planted` (`planted`); in a linked worktree's own git directory, the
+//!   same `config.worktree`.
+//!
+//! An unknown value prints `fake-agent: unknown HANDOFF_FAKE_LEFTOVERS=<value>` and exits 2; a
+//! path that cannot be created or written, or a working directory outside any repository, prints
+//! one stderr line and the run goes on.
+//!
 //! A key of the settings file may be suffixed `@<exe>` (`HANDOFF_FAKE_MODE@codex=failed`): that
 //! CLI reads it in place of the plain key, so agents sharing the file can behave differently.
 //! `HANDOFF_FAKE_FINDINGS` is a JSON array of provider-output findings the answer carries;
@@ -187,7 +214,7 @@ pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
         CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT, FINDINGS, GRANDCHILD_PID_FILE, GROK,
-        HELP, KILL_PARENT, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
-        RECORD_DIR, SHELL, VERDICT, VERSION, WAIT_FILE,
+        HELP, KILL_PARENT, LEFTOVERS, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS,
+        RECEIVER_FRESH, RECORD_DIR, SHELL, VERDICT, VERSION, WAIT_FILE,
     };
 }

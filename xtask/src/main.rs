@@ -5,11 +5,13 @@
 //!   agents, in a scratch repo, shown step by step (`--json`: each step's full JSON too).
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
 //! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
-//! - `e2e-real`: the real Claude Code, Codex and OpenCode CLIs against the scripted model server,
-//!   and `continue --on` over a real OpenSSH server.
+//! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against
+//!   the scripted model server, and `continue --on` over a real OpenSSH server; pinned, or
+//!   (`--latest`) each CLI's npm `latest` release when it differs from the pin.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
+mod compat;
 mod demo;
 mod plugin;
 mod real;
@@ -233,11 +235,12 @@ fn main() -> Result<()> {
         ["schema", "--check"] => schema(true),
         ["plugin"] => plugin::plugin(&workspace_root(), false),
         ["plugin", "--check"] => plugin::plugin(&workspace_root(), true),
-        ["e2e-real"] => real::e2e_real(&workspace_root(), cargo),
+        ["e2e-real"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Pinned),
+        ["e2e-real", "--latest"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Latest),
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo [--json] | examples | e2e-real | bench | schema [--check] | plugin [--check]>"
+                "usage: cargo xtask <ci | demo [--json] | examples | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

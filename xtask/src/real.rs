@@ -1,22 +1,104 @@
-//! `cargo xtask e2e-real`: the real agent CLIs (Claude Code, Codex, OpenCode, the community Grok
-//! CLI) from the npm registry, pinned, driven through the `handoff` binary against the testkit's
-//! scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server on
-//! 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
+//! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, the
+//! community Grok CLI) from the npm registry, driven through the `handoff` binary against the
+//! testkit's scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server
+//! on 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
 //! install fails the suite; nothing is skipped silently.
+//!
+//! Two lanes run the same suite: the pinned one ([`PINNED`], in `target/e2e-real/npm`) and,
+//! with `--latest`, each CLI's npm `latest` release (in `target/e2e-real/npm-latest`), which
+//! runs only when a latest release differs from its pin. In each lane the known breaks of
+//! `compat/known-breaks.toml` that apply to the installed versions are left out of the suite
+//! and run alone, expected to fail; a green lane widens `handoff-adapters/tested-versions.toml`
+//! by the installed versions.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+use handoff_core::Version;
 
-/// The pinned CLIs: npm package, version, executable.
-pub const PINNED: &[(&str, &str, &str)] = &[
-    ("@anthropic-ai/claude-code", "2.1.197", "claude"),
-    ("@openai/codex", "0.171.0", "codex"),
-    ("opencode-ai", "1.18.33", "opencode"),
-    // The community Grok CLI (its `--version` prints 1.0.1), driven as `grok-community`.
-    ("@vibe-kit/grok-cli", "0.0.34", "grok"),
+use crate::compat::{self, KnownBreak};
+
+/// A pinned CLI: its npm package and version, its executable, and the handoff agent id it is
+/// driven as.
+pub struct Pin {
+    /// The npm package.
+    pub package: &'static str,
+    /// The pinned version of the package.
+    pub version: &'static str,
+    /// The executable the package installs.
+    pub exe: &'static str,
+    /// The handoff agent id.
+    pub agent: &'static str,
+}
+
+/// The pinned CLIs.
+pub const PINNED: &[Pin] = &[
+    Pin {
+        package: "@anthropic-ai/claude-code",
+        version: "2.1.332",
+        exe: "claude",
+        agent: "claude",
+    },
+    Pin {
+        package: "@openai/codex",
+        version: "0.171.0",
+        exe: "codex",
+        agent: "codex",
+    },
+    Pin {
+        package: "opencode-ai",
+        version: "1.18.33",
+        exe: "opencode",
+        agent: "opencode",
+    },
+    // The community Grok CLI (its `--version` prints 1.0.1).
+    Pin {
+        package: "@vibe-kit/grok-cli",
+        version: "0.0.34",
+        exe: "grok",
+        agent: "grok-community",
+    },
 ];
+
+/// Which releases of the CLIs a run installs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// The versions of [`PINNED`].
+    Pinned,
+    /// Each package's npm `latest` dist-tag.
+    Latest,
+}
+
+impl Lane {
+    fn name(self) -> &'static str {
+        match self {
+            Lane::Pinned => "pinned",
+            Lane::Latest => "latest",
+        }
+    }
+
+    /// The npm prefix of the lane, under `target/e2e-real`.
+    fn dir(self) -> &'static str {
+        match self {
+            Lane::Pinned => "npm",
+            Lane::Latest => "npm-latest",
+        }
+    }
+}
+
+/// A CLI to install: a pinned package at `version` (its pin, or another release).
+struct Cli {
+    pin: &'static Pin,
+    version: String,
+}
+
+impl Cli {
+    fn spec(&self) -> String {
+        format!("{}@{}", self.pin.package, self.version)
+    }
+}
 
 fn installed_version(prefix: &Path, package: &str) -> Option<String> {
     let manifest = prefix
@@ -28,13 +110,13 @@ fn installed_version(prefix: &Path, package: &str) -> Option<String> {
     v["version"].as_str().map(str::to_owned)
 }
 
-/// Installs the pinned CLIs under `prefix` (kept between runs) and returns their bin directory.
-pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
+/// Installs `clis` under `prefix` (kept between runs) and returns their bin directory.
+fn install_clis(prefix: &Path, clis: &[Cli]) -> Result<PathBuf> {
     std::fs::create_dir_all(prefix)?;
-    let missing: Vec<String> = PINNED
+    let missing: Vec<String> = clis
         .iter()
-        .filter(|(pkg, version, _)| installed_version(prefix, pkg).as_deref() != Some(*version))
-        .map(|(pkg, version, _)| format!("{pkg}@{version}"))
+        .filter(|c| installed_version(prefix, c.pin.package).as_deref() != Some(&c.version))
+        .map(Cli::spec)
         .collect();
     if !missing.is_empty() {
         eprintln!("==> npm install {}", missing.join(" "));
@@ -53,13 +135,9 @@ pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
                 "--prefix",
             ])
             .arg(prefix)
-            // Every pinned package, not only the missing ones: with `--no-save`, npm removes
-            // what it installed before as extraneous.
-            .args(
-                PINNED
-                    .iter()
-                    .map(|(pkg, version, _)| format!("{pkg}@{version}")),
-            )
+            // Every package, not only the missing ones: with `--no-save`, npm removes what it
+            // installed before as extraneous.
+            .args(clis.iter().map(Cli::spec))
             .output()
             .context("cannot run npm (Node.js and npm are needed for the real-CLI suite)")?;
         if !out.status.success() {
@@ -72,21 +150,49 @@ pub fn install_clis(prefix: &Path) -> Result<PathBuf> {
         }
     }
     let bin = prefix.join("node_modules/.bin");
-    for (pkg, version, exe) in PINNED {
-        if installed_version(prefix, pkg).as_deref() != Some(*version) {
-            bail!(
-                "{pkg}@{version} is not installed under {}",
-                prefix.display()
-            );
+    for c in clis {
+        if installed_version(prefix, c.pin.package).as_deref() != Some(&c.version) {
+            bail!("{} is not installed under {}", c.spec(), prefix.display());
         }
-        if !bin.join(exe).exists() {
+        if !bin.join(c.pin.exe).exists() {
             bail!(
-                "{} is missing after installing {pkg}",
-                bin.join(exe).display()
+                "{} is missing after installing {}",
+                bin.join(c.pin.exe).display(),
+                c.pin.package
             );
         }
     }
     Ok(bin)
+}
+
+/// Each pinned package at its npm `latest` dist-tag.
+fn latest_clis() -> Result<Vec<Cli>> {
+    PINNED
+        .iter()
+        .map(|pin| {
+            let query = format!("npm view {} dist-tags.latest", pin.package);
+            let out = Command::new("npm")
+                .args(["view", pin.package, "dist-tags.latest"])
+                .output()
+                .with_context(|| format!("cannot run `{query}` (Node.js and npm are needed)"))?;
+            let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !out.status.success() {
+                bail!(
+                    "cannot resolve the latest version of {}: `{query}` failed ({}):\n{}",
+                    pin.package,
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            if version.is_empty() || version.contains(char::is_whitespace) {
+                bail!(
+                    "cannot resolve the latest version of {}: `{query}` printed {version:?}",
+                    pin.package
+                );
+            }
+            Ok(Cli { pin, version })
+        })
+        .collect()
 }
 
 fn on_path(tool: &str) -> bool {
@@ -147,30 +253,130 @@ pub fn install_openssh() -> Result<()> {
     ])
 }
 
-/// Installs everything, then runs the real-CLI test binary of handoff-cli.
-pub fn e2e_real(root: &Path, cargo: impl Fn() -> Command) -> Result<()> {
+/// Installs the CLIs of `lane` and everything else the suite needs, then runs the real-CLI
+/// suite with the applicable known breaks left out and run alone; a green run widens the tested
+/// versions. The latest lane returns at once when every latest release equals its pin.
+pub fn e2e_real(root: &Path, cargo: impl Fn() -> Command, lane: Lane) -> Result<()> {
     let started = std::time::Instant::now();
-    let bin = install_clis(&root.join("target/e2e-real/npm"))?;
+    let agents: Vec<&str> = PINNED.iter().map(|p| p.agent).collect();
+    let breaks = compat::read_known_breaks(root, &agents)?;
+    let clis = match lane {
+        Lane::Pinned => PINNED
+            .iter()
+            .map(|pin| Cli {
+                pin,
+                version: pin.version.to_owned(),
+            })
+            .collect(),
+        Lane::Latest => {
+            let latest = latest_clis()?;
+            let differ: Vec<String> = latest
+                .iter()
+                .filter(|c| c.version != c.pin.version)
+                .map(|c| format!("{} {} (pinned {})", c.pin.exe, c.version, c.pin.version))
+                .collect();
+            if differ.is_empty() {
+                let pins: Vec<String> = PINNED
+                    .iter()
+                    .map(|p| format!("{} {}", p.exe, p.version))
+                    .collect();
+                eprintln!(
+                    "==> latest equals the pinned versions ({}): the latest lane does not run twice",
+                    pins.join(", ")
+                );
+                return Ok(());
+            }
+            eprintln!(
+                "==> latest differs from the pinned versions: {}",
+                differ.join(", ")
+            );
+            latest
+        }
+    };
+    let bin = install_clis(&root.join("target/e2e-real").join(lane.dir()), &clis)?;
     install_sandbox_tools()?;
     install_openssh()?;
-    for (_, _, exe) in PINNED {
-        let out = Command::new(bin.join(exe)).arg("--version").output()?;
-        eprintln!("    {exe}: {}", String::from_utf8_lossy(&out.stdout).trim());
+    let versions = cli_versions(&bin, &clis)?;
+    let installed: BTreeMap<String, Version> = versions
+        .iter()
+        .map(|(agent, v)| ((*agent).to_owned(), v.clone()))
+        .collect();
+    let breaks = compat::applicable(&breaks, &installed);
+    if !breaks.is_empty() {
+        compat::check_tests_exist(&breaks, &list_real_tests(&cargo)?)?;
     }
-    let status = cargo()
-        .args([
-            "test",
-            "-p",
-            "handoff-cli",
-            "--test",
-            "real",
-            "--",
-            "--include-ignored",
-            "--test-threads=2",
-        ])
-        .env("HANDOFF_REAL_BIN", &bin)
-        .status()
+    let skips: Vec<&str> = breaks.iter().map(|b| b.test.as_str()).collect();
+    run_suite(&cargo, &bin, &skips)?;
+    run_known_breaks(&cargo, &bin, &breaks, &installed)?;
+    compat::record_tested(root, &versions)?;
+    eprintln!(
+        "==> real-CLI suite passed ({} lane) in {:.1}s",
+        lane.name(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Prints each CLI's `--version` and returns its agent id and the version number in it.
+fn cli_versions(bin: &Path, clis: &[Cli]) -> Result<Vec<(&'static str, Version)>> {
+    clis.iter()
+        .map(|c| {
+            let out = Command::new(bin.join(c.pin.exe))
+                .arg("--version")
+                .output()
+                .with_context(|| format!("cannot run {} --version", c.pin.exe))?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let line = match stdout.trim() {
+                "" => String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                line => line.to_owned(),
+            };
+            eprintln!("    {}: {line}", c.pin.exe);
+            let version = Version::find(&line).with_context(|| {
+                format!(
+                    "`{} --version` printed no version ({})",
+                    c.pin.exe, out.status
+                )
+            })?;
+            Ok((c.pin.agent, version))
+        })
+        .collect()
+}
+
+/// `cargo test` of the `real` test binary of handoff-cli, ready for libtest's arguments.
+fn real_tests(cargo: &impl Fn() -> Command) -> Command {
+    let mut c = cargo();
+    c.args(["test", "-p", "handoff-cli", "--test", "real", "--"]);
+    c
+}
+
+/// The names of the tests of the `real` test binary, ignored ones included.
+fn list_real_tests(cargo: &impl Fn() -> Command) -> Result<BTreeSet<String>> {
+    let out = real_tests(cargo)
+        .args(["--list", "--include-ignored"])
+        .stderr(Stdio::inherit())
+        .output()
         .context("cannot run cargo test")?;
+    if !out.status.success() {
+        bail!("listing the real-CLI tests failed ({})", out.status);
+    }
+    Ok(compat::listed_tests(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Runs the real-CLI suite but the tests of `skips` (exact names), then the real OpenSSH tests
+/// of handoff-testkit.
+fn run_suite(cargo: &impl Fn() -> Command, bin: &Path, skips: &[&str]) -> Result<()> {
+    let mut cmd = real_tests(cargo);
+    cmd.env("HANDOFF_REAL_BIN", bin)
+        .args(["--include-ignored", "--test-threads=2"]);
+    // `--exact` applies to filters and skips alike; there is no filter, so it only makes each
+    // skip match one test.
+    if !skips.is_empty() {
+        cmd.arg("--exact");
+        for test in skips {
+            cmd.args(["--skip", test]);
+        }
+    }
+    let status = cmd.status().context("cannot run cargo test")?;
     if !status.success() {
         bail!("the real-CLI suite failed ({status})");
     }
@@ -192,9 +398,43 @@ pub fn e2e_real(root: &Path, cargo: impl Fn() -> Command) -> Result<()> {
     if !status.success() {
         bail!("the real OpenSSH tests of handoff-testkit failed ({status})");
     }
-    eprintln!(
-        "==> real-CLI suite passed in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
+    Ok(())
+}
+
+/// Runs the test of each break alone; each must fail. A test that passes fails the run, asking
+/// for its entry to be removed.
+fn run_known_breaks(
+    cargo: &impl Fn() -> Command,
+    bin: &Path,
+    breaks: &[&KnownBreak],
+    installed: &BTreeMap<String, Version>,
+) -> Result<()> {
+    let mut done = BTreeSet::new();
+    for b in breaks {
+        let version = installed
+            .get(&b.agent)
+            .map(Version::to_string)
+            .unwrap_or_default();
+        if done.insert(b.test.as_str()) {
+            let status = real_tests(cargo)
+                .env("HANDOFF_REAL_BIN", bin)
+                .args(["--include-ignored", "--exact", &b.test])
+                .status()
+                .context("cannot run cargo test")?;
+            if status.success() {
+                bail!(
+                    "known break {} ({} {}) now passes on {version}: remove its entry from {}",
+                    b.test,
+                    b.agent,
+                    b.range(),
+                    compat::KNOWN_BREAKS
+                );
+            }
+        }
+        eprintln!(
+            "==> known break still failing as expected: {} on {} {version} ({})",
+            b.test, b.agent, b.what
+        );
+    }
     Ok(())
 }

@@ -115,6 +115,14 @@ impl Provider for Claude {
         &SPEC
     }
 
+    fn sandbox_artifacts(&self) -> Option<&'static handoff_core::SandboxArtifacts> {
+        Some(&crate::compat::CLAUDE)
+    }
+
+    fn tested_versions(&self) -> Option<handoff_core::TestedRange> {
+        crate::compat::tested("claude")
+    }
+
     fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         self.plan(request, run)
     }

@@ -97,6 +97,14 @@ impl Provider for Codex {
         &SPEC
     }
 
+    fn sandbox_artifacts(&self) -> Option<&'static handoff_core::SandboxArtifacts> {
+        Some(&crate::compat::CODEX)
+    }
+
+    fn tested_versions(&self) -> Option<handoff_core::TestedRange> {
+        crate::compat::tested("codex")
+    }
+
     fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         self.plan(request, run)
     }

@@ -158,6 +158,10 @@ impl Provider for Cursor {
         &SPEC
     }
 
+    fn sandbox_artifacts(&self) -> Option<&'static handoff_core::SandboxArtifacts> {
+        Some(&crate::compat::CURSOR)
+    }
+
     fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         self.plan(request, run)
     }

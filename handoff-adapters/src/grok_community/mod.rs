@@ -84,6 +84,10 @@ impl Provider for GrokCommunity {
         &SPEC
     }
 
+    fn tested_versions(&self) -> Option<handoff_core::TestedRange> {
+        crate::compat::tested("grok-community")
+    }
+
     fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         self.plan(request, run)
     }

@@ -97,6 +97,10 @@ impl Provider for OpenCode {
         &SPEC
     }
 
+    fn tested_versions(&self) -> Option<handoff_core::TestedRange> {
+        crate::compat::tested("opencode")
+    }
+
     fn invocation(&self, request: &Request, run: &RunDir) -> Result<Invocation, InvocationError> {
         self.plan(request, run)
     }

@@ -18,6 +18,7 @@ mod doctor;
 mod evidence;
 mod grok_community;
 mod leaks;
+mod leftovers;
 mod library;
 mod lifecycle;
 mod live;

@@ -13,6 +13,7 @@ mod attacks;
 mod carry;
 mod continuation;
 mod grok_community;
+mod leftovers;
 mod opencode_sessions;
 mod own_sandbox;
 mod panel;
@@ -83,6 +84,8 @@ struct Rig {
     server: ModelServer,
     cli: &'static str,
     path: String,
+    /// The `--cwd` of runs, when not the repository's main worktree.
+    cwd: Option<PathBuf>,
 }
 
 impl Rig {
@@ -106,6 +109,7 @@ impl Rig {
             server,
             cli,
             path,
+            cwd: None,
         };
         rig.write_config();
         rig
@@ -205,7 +209,7 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
             cmd.args(["--mode", mode]);
         }
         cmd.arg("--cwd")
-            .arg(self.repo.path())
+            .arg(self.cwd.as_deref().unwrap_or(self.repo.path()))
             .arg("--instructions")
             .arg(&ins)
             .args(extra);

@@ -134,10 +134,14 @@ pub(super) async fn first_turn(
 /// What the result says of the receiver after its turn.
 fn report(result: &mut ContinueResult, receiver: &PreparedReceiver, run: &ReceiverRun) {
     let session = run.report.session_id.clone();
+    let mut policy = receiver.policy.clone();
+    if let Some(sweep) = &run.sweep {
+        sweep.record(&mut policy);
+    }
     result.receiver = Some(ContinueReceiver {
         argv: receiver.argv(),
         version: receiver.version.clone(),
-        policy: receiver.policy.clone(),
+        policy,
         resume: receiver.resume_command(session.as_deref()),
         session_id: session,
         last_message: run.report.last_message.clone(),

@@ -222,10 +222,18 @@ pub(super) fn finish(
         // rewrite.
         let after = handoff_git::GitWorkspace::new().fingerprint_since(&moved.work_root, before);
         let evidence = after.as_ref().map(|a| before.compare(a));
-        let (unchanged, changed) = match &evidence {
+        let (mut unchanged, mut changed) = match &evidence {
             Ok(e) => (!e.changed, e.changed_files.clone()),
             Err(_) => (false, Vec::new()),
         };
+        // A mount point of the receiver's own sandbox with content: written behind it.
+        let kept = received.watched.run.sweep.iter().flat_map(|s| &s.kept);
+        for k in kept {
+            unchanged = false;
+            if !changed.contains(&k.path) {
+                changed.push(k.path.clone());
+            }
+        }
         if let Some(r) = result.receiver.as_mut() {
             r.worktree_unchanged = Some(unchanged);
             r.changed = changed.clone();

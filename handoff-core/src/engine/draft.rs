@@ -42,6 +42,8 @@ pub(super) struct Draft {
     pub(super) lease: Option<Arc<RootLease>>,
     /// A panel member's place: the "before" and "after" it shares with the other members.
     pub(super) seat: Option<super::shared::Seat>,
+    /// Which of the paths the target's own sandbox may leave were absent before the run.
+    pub(super) artifacts: Option<crate::ArtifactWatch>,
 }
 
 impl Draft {
@@ -112,6 +114,7 @@ impl Draft {
             finished: None,
             lease: None,
             seat: None,
+            artifacts: None,
         }
     }
 

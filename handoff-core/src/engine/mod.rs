@@ -352,10 +352,17 @@ impl Engine {
                     cached: false,
                 },
             };
+            let version = crate::VersionReport::new(
+                spec.id.as_str(),
+                preflight.version.clone(),
+                p.tested_versions(),
+            );
             providers.push(ProviderCapabilities {
                 id: spec.id.clone(),
                 executable: spec.executable.into(),
                 preflight,
+                version,
+                sandbox_artifacts: p.sandbox_artifacts().map(Into::into),
                 selection: spec.selection_capabilities(),
                 grants: spec.grants,
                 isolation: p.isolation_capabilities_where(bwrap.is_some()),
@@ -544,7 +551,13 @@ impl Engine {
                 draft.result.timing.finished_at = now_iso();
                 draft.result.timing.duration_ms = draft.started.elapsed().as_millis() as u64;
                 seat.free_slot();
-                let (after, evidence) = seat.shared.arrive(self, seat.index).await;
+                let left = self.artifacts_left_by(&draft);
+                let (after, evidence, sweep) = seat.shared.arrive(self, seat.index, left).await;
+                if let Some(sweep) = sweep
+                    && self.leaves_artifacts(&draft)
+                {
+                    sweep.record(&mut draft.result.policy);
+                }
                 // A member refused before it took the shared "before" has no evidence.
                 draft.result.git.is_some().then(|| {
                     if let Some(evidence) = evidence {

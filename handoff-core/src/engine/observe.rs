@@ -11,6 +11,7 @@ use super::draft::Draft;
 use super::launch::Ran;
 use super::verdict::{After, Ended, Signal};
 use super::{Engine, StoredRecord};
+use crate::flags::FlagKind;
 use crate::output::ProviderOutput;
 use crate::process::Ending;
 use crate::provider::{Observation, Provider};
@@ -19,6 +20,7 @@ use crate::result::{OutputInfo, Usage, UsageSource};
 use crate::workspace::{
     Fingerprint, GitEvidence, ParkedFingerprint, StatRecord, Workspace, WorkspaceError,
 };
+use crate::{AgentId, ArtifactPath, ArtifactWatch, Sweep};
 
 impl Engine {
     /// The git fingerprint before the run (a `--cwd` outside any worktree is refused here).
@@ -54,6 +56,7 @@ impl Engine {
         if self.options.task_store.is_some() && request.lineage.parent_run_id.is_none() {
             draft.config_state = self.config_state(&cwd).await;
         }
+        draft.artifacts = self.watch_artifacts([&request.target.harness], &cwd);
         // The per-path states are kept once, in the draft, for the comparison after the run;
         // the result and the caller only need what is serialized.
         let summary = before.summary();
@@ -158,6 +161,63 @@ impl Engine {
         }
     }
 
+    /// Which of the paths that the sandboxes of `agents` may leave are absent from the git
+    /// directories of the worktree containing `cwd` now; `None` when none of them has a
+    /// sandbox that leaves any, or the git directories cannot be found.
+    pub(super) fn watch_artifacts<'a>(
+        &self,
+        agents: impl IntoIterator<Item = &'a AgentId>,
+        cwd: &Utf8Path,
+    ) -> Option<ArtifactWatch> {
+        let mut paths: Vec<ArtifactPath> = Vec::new();
+        for agent in agents {
+            let table = self.registry.get(agent).and_then(|p| p.sandbox_artifacts());
+            for path in table.map(|t| t.all_paths()).unwrap_or_default() {
+                if !paths.contains(&path) {
+                    paths.push(path);
+                }
+            }
+        }
+        if paths.is_empty() {
+            return None;
+        }
+        let dirs = self.workspace.git_dirs(cwd).ok()?;
+        Some(ArtifactWatch::take(&dirs, &paths))
+    }
+
+    /// The paths the sandbox of the run of `draft` leaves, for its CLI's version, once its
+    /// whole process tree is known to be gone (a process still alive could fill a mount point
+    /// between its check and its removal); `None` otherwise, or when its CLI leaves none.
+    pub(super) fn artifacts_left_by(&self, draft: &Draft) -> Option<Vec<ArtifactPath>> {
+        // A run that never started an agent left nothing and has nothing left running.
+        let gone = draft
+            .result
+            .processes
+            .as_ref()
+            .is_none_or(|p| p.tree_gone == Some(true));
+        let table = draft
+            .request
+            .as_ref()
+            .and_then(|r| self.registry.get(&r.target.harness))
+            .and_then(|p| p.sandbox_artifacts());
+        gone.then(|| {
+            table.map_or_else(Vec::new, |t| {
+                t.paths_for(draft.result.target.version.as_deref())
+            })
+        })
+    }
+
+    /// Whether the target of `draft` has a sandbox that leaves artifacts in some version (its
+    /// receipt lists what was swept).
+    pub(super) fn leaves_artifacts(&self, draft: &Draft) -> bool {
+        draft
+            .request
+            .as_ref()
+            .and_then(|r| self.registry.get(&r.target.harness))
+            .and_then(|p| p.sandbox_artifacts())
+            .is_some_and(|t| !t.all_paths().is_empty())
+    }
+
     /// The workspace reader the evidence of `request` is taken with: ignored files covered when
     /// it asks (`--ignored`).
     pub(super) fn evidence_workspace(
@@ -187,11 +247,19 @@ impl Engine {
             },
             None => Arc::clone(&self.workspace),
         };
+        let sweep = match (draft.artifacts.take(), self.artifacts_left_by(draft)) {
+            (Some(watch), Some(paths)) => Some(watch.sweep(&paths)),
+            _ => None,
+        };
+        if let Some(sweep) = &sweep {
+            sweep.record(&mut draft.result.policy);
+        }
         let keep = draft
             .request
             .as_ref()
             .is_some_and(|r| r.lineage.parent_run_id.is_none());
         let (after, evidence) = self.compare(before, &cwd, workspace, keep).await;
+        let (after, evidence) = with_kept(after, evidence, sweep.as_ref());
         if let Some(evidence) = evidence {
             draft.result.git = Some(evidence);
         }
@@ -329,6 +397,51 @@ pub(super) fn observe(
             }
         }
     }
+}
+
+/// `after` and `evidence` with the paths a sweep kept (of a sandbox's mount points, absent
+/// before the run, with content now) counted as changes that block a writing run
+/// ([`FlagKind::SandboxMountPoint`]): the fingerprint need not cover them for a write behind
+/// a mount point to be seen.
+pub(super) fn with_kept(
+    mut after: After,
+    mut evidence: Option<GitEvidence>,
+    sweep: Option<&Sweep>,
+) -> (After, Option<GitEvidence>) {
+    let kept: Vec<&str> = sweep
+        .map(|s| s.kept.iter().map(|k| k.path.as_str()).collect())
+        .unwrap_or_default();
+    if kept.is_empty() {
+        return (after, evidence);
+    }
+    let add = |list: &mut Vec<String>| {
+        for path in &kept {
+            if !list.iter().any(|p| p == path) {
+                list.push((*path).to_owned());
+            }
+        }
+        list.sort();
+    };
+    if let After::Compared {
+        changed,
+        files,
+        git_programs,
+    } = &mut after
+    {
+        *changed = true;
+        add(files);
+        add(git_programs);
+    }
+    if let Some(e) = evidence.as_mut() {
+        e.changed = true;
+        add(&mut e.changed_files);
+        for path in &kept {
+            if !e.flags.iter().any(|f| f.path == *path) {
+                e.flags.push(FlagKind::SandboxMountPoint.on(path));
+            }
+        }
+    }
+    (after, evidence)
 }
 
 /// A fingerprint of the worktree containing `cwd`, after `since` when given (whose record it

@@ -150,6 +150,8 @@ impl Engine {
                     Ok(w) => w,
                     Err(ended) => return refused(refusal(ended)),
                 };
+                let artifacts =
+                    self.watch_artifacts(requests.iter().map(|r| &r.target.harness), &cwd);
                 Arc::new(SharedEvidence::new(
                     before,
                     scratch.config_state.take(),
@@ -157,6 +159,7 @@ impl Engine {
                     cwd,
                     workspace,
                     members.len(),
+                    artifacts,
                 ))
             }
             Err(Ended::Cancelled(_)) => {

@@ -118,6 +118,9 @@ pub struct ReceiverRun {
     pub containment: crate::process::Containment,
     /// What the proxy of its own network namespace let through and refused, when it had one.
     pub traffic: Option<crate::sandbox::proxy::Traffic>,
+    /// What was swept of the mount points its CLI's own sandbox leaves (when it leaves any
+    /// and its whole process tree is known gone).
+    pub sweep: Option<crate::Sweep>,
 }
 
 impl ReceiverRun {
@@ -131,6 +134,7 @@ impl ReceiverRun {
             pid: None,
             containment: crate::process::Containment::ProcessGroup,
             traffic: None,
+            sweep: None,
         }
     }
 
@@ -455,6 +459,8 @@ impl Engine {
             }
             None => None,
         };
+        let request = &prepared.request;
+        let artifacts = self.watch_artifacts([&request.target], &request.cwd);
         let report = supervise_with_tap(
             &prepared.invocation,
             prepared.prompt.as_bytes(),
@@ -466,6 +472,15 @@ impl Engine {
         .await;
         let traffic = proxy.map(crate::sandbox::proxy::Proxy::stop);
         crate::sandbox::remove_made(&prepared.made);
+        // Only once no process of the receiver can still write behind a mount point.
+        let gone = matches!(
+            report.containment,
+            crate::process::Containment::Reaper { .. }
+        );
+        let sweep = artifacts.filter(|_| gone).and_then(|watch| {
+            let table = prepared.provider.sandbox_artifacts()?;
+            Some(watch.sweep(&table.paths_for(prepared.version.as_deref())))
+        });
         let raw = RawOutput {
             stdout: report.stdout,
             stderr: report.stderr,
@@ -495,6 +510,7 @@ impl Engine {
             pid: report.pid,
             containment: report.containment,
             traffic,
+            sweep,
         }
     }
 }

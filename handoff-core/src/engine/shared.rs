@@ -18,6 +18,7 @@ use super::Engine;
 use super::verdict::After;
 use crate::lease::RootLease;
 use crate::workspace::{Fingerprint, GitEvidence, ParkedFingerprint, Workspace};
+use crate::{ArtifactPath, ArtifactWatch, Sweep};
 
 /// What every member compares against and how the comparison reaches them.
 pub(super) struct SharedEvidence {
@@ -30,11 +31,14 @@ pub(super) struct SharedEvidence {
     cwd: Utf8PathBuf,
     workspace: Arc<dyn Workspace>,
     pending: Mutex<Pending<ParkedFingerprint>>,
+    /// What the members' own sandboxes may have left: the paths absent before the panel, and
+    /// those the members' CLIs leave (`None` once a member's processes are not known gone).
+    artifacts: Option<(crate::ArtifactWatch, Mutex<Option<Vec<ArtifactPath>>>)>,
     done: watch::Sender<Option<Compared>>,
 }
 
-/// The comparison every member gets.
-type Compared = (After, Option<GitEvidence>);
+/// The comparison every member gets, and what was swept before it.
+type Compared = (After, Option<GitEvidence>, Option<Sweep>);
 
 struct Pending<T> {
     /// The full "before" (per-path states and record), until the last member takes it.
@@ -85,6 +89,7 @@ impl SharedEvidence {
         cwd: Utf8PathBuf,
         workspace: Arc<dyn Workspace>,
         members: usize,
+        artifacts: Option<ArtifactWatch>,
     ) -> SharedEvidence {
         SharedEvidence {
             summary: before.summary(),
@@ -96,8 +101,35 @@ impl SharedEvidence {
                 before: Some(before),
                 arrived: vec![false; members],
             }),
+            artifacts: artifacts.map(|w| (w, Mutex::new(Some(Vec::new())))),
             done: watch::channel(None).0,
         }
+    }
+
+    /// Adds what a member's CLI leaves (`None`: its processes are not known gone, and
+    /// nothing is swept).
+    fn note_left(&self, left: Option<Vec<ArtifactPath>>) {
+        let Some((_, all)) = &self.artifacts else {
+            return;
+        };
+        let mut all = all.lock().unwrap_or_else(|e| e.into_inner());
+        match (all.as_mut(), left) {
+            (Some(all), Some(left)) => {
+                for path in left {
+                    if !all.contains(&path) {
+                        all.push(path);
+                    }
+                }
+            }
+            _ => *all = None,
+        }
+    }
+
+    /// Sweeps what the members left, when every member's processes are gone.
+    fn sweep(&self) -> Option<Sweep> {
+        let (watch, all) = self.artifacts.as_ref()?;
+        let all = all.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        Some(watch.sweep(&all))
     }
 
     /// Marks member `index` as arrived; the full "before" when it was the last to, once.
@@ -111,8 +143,14 @@ impl SharedEvidence {
     /// Member `index`'s agent is gone: waits until every member's is, and returns the one
     /// comparison of the worktree with the panel's "before". The last member to arrive takes
     /// the "after" (and keeps its record for the next run) for all.
-    pub(super) async fn arrive(&self, engine: &Engine, index: usize) -> Compared {
+    pub(super) async fn arrive(
+        &self,
+        engine: &Engine,
+        index: usize,
+        left: Option<Vec<ArtifactPath>>,
+    ) -> Compared {
         let mut done = self.done.subscribe();
+        self.note_left(left);
         if let Some(before) = self.arrive_at(index) {
             self.compare(engine, before).await;
         }
@@ -125,22 +163,26 @@ impl SharedEvidence {
     /// Member `index` stopped without arriving (its task failed): it is counted as arrived, so
     /// the others do not wait for it; when it was the last, the comparison is taken now.
     pub(super) async fn give_up(&self, engine: &Engine, index: usize) {
+        self.note_left(None);
         if let Some(before) = self.arrive_at(index) {
             self.compare(engine, before).await;
         }
     }
 
     async fn compare(&self, engine: &Engine, before: ParkedFingerprint) {
-        let compared = engine
+        let sweep = self.sweep();
+        let (after, evidence) = engine
             .compare(before, &self.cwd, Arc::clone(&self.workspace), true)
             .await;
-        self.done.send_replace(Some(compared));
+        let (after, evidence) = super::observe::with_kept(after, evidence, sweep.as_ref());
+        self.done.send_replace(Some((after, evidence, sweep)));
     }
 }
 
 fn unreadable() -> Compared {
     (
         After::Unreadable("the panel's worktree was not compared".into()),
+        None,
         None,
     )
 }

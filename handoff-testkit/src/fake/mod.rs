@@ -22,6 +22,7 @@ mod cursor;
 mod grok;
 mod grok_community;
 mod kiro;
+mod leftovers;
 mod opencode;
 mod task;
 

@@ -28,6 +28,12 @@ pub const SHELL: &str = "HANDOFF_FAKE_SHELL";
 /// (a `CONNECT` through `$HTTPS_PROXY`). Each outcome goes to stderr as
 /// `fake-agent: net <attempt> -> <outcome>`.
 pub const NET: &str = "HANDOFF_FAKE_NET";
+/// Paths a run leaves in the git directories of the repository holding its working directory,
+/// before it answers: `claude-sandbox` creates, each only when absent (with any missing
+/// parents), the empty files and directories Claude Code 2.1.332 creates as bubblewrap mount
+/// points for its Bash tool and does not remove; `hostile` writes content under the same names
+/// instead, overwriting existing files. Unset: nothing. See the crate docs for the paths.
+pub const LEFTOVERS: &str = "HANDOFF_FAKE_LEFTOVERS";
 /// `1`: a run sends SIGKILL to its parent process first (an agent killing what watches it);
 /// `STOP`: SIGSTOP (an agent freezing it).
 pub const KILL_PARENT: &str = "HANDOFF_FAKE_KILL_PARENT";

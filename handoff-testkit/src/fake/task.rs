@@ -7,6 +7,7 @@ use std::process::{ExitCode, Stdio};
 use super::Ctx;
 use super::advice::{self, Call};
 use super::json::{J, arr, obj};
+use super::leftovers;
 use super::receiver::Reply;
 use super::settings::{self, Settings};
 use super::util;
@@ -207,15 +208,16 @@ pub(crate) fn behaviour(settings: &Settings) -> Result<Behaviour, ExitCode> {
     })
 }
 
-/// Does the run: the context file, nested advice and the wait file first (see
-/// [`advice::before_answer`]), then side effects (`hang`, `grandchild`, `exit`, stderr noise, file
-/// writes), then builds the answer. `Err` carries the exit code of a run that ends here.
+/// Does the run: the `HANDOFF_FAKE_LEFTOVERS` paths (see [`leftovers::leave`]), then the context
+/// file, nested advice and the wait file (see [`advice::before_answer`]), then side effects
+/// (`hang`, `grandchild`, `exit`, stderr noise, file writes), then builds the answer. `Err` carries the exit code of a run that ends here.
 pub(crate) fn perform(
     ctx: &mut Ctx,
     behaviour: Behaviour,
     task: &Task,
     prompt: &str,
 ) -> Result<Outcome, ExitCode> {
+    leftovers::leave(&ctx.settings)?;
     let nested = advice::before_answer(ctx, task.exe, prompt);
     if task.is_advice() {
         advice::delay(&ctx.settings);
@@ -264,6 +266,7 @@ pub(crate) fn perform_receiver(
     session: &str,
     reply: &Reply,
 ) -> Result<Outcome, ExitCode> {
+    leftovers::leave(&ctx.settings)?;
     let _nested = advice::before_answer(ctx, task.exe, prompt);
     side_effects(&ctx.settings, behaviour, task.exe, ctx.plain_sh)?;
     let works = behaviour.does_the_work() && task.writable;
