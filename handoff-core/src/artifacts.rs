@@ -169,6 +169,8 @@ impl Sweep {
 /// One path of the table that did not exist before the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Watched {
+    /// The git directory it is in.
+    root: Utf8PathBuf,
     path: Utf8PathBuf,
     key: String,
     artifact: ArtifactPath,
@@ -193,6 +195,7 @@ impl ArtifactWatch {
                     .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
                 {
                     absent.push(Watched {
+                        root: dir.path.clone(),
                         path,
                         key: format!("{}/{}", dir.key, artifact.path),
                         artifact: *artifact,
@@ -222,7 +225,11 @@ impl ArtifactWatch {
         watched.sort_by_key(|w| std::cmp::Reverse(w.path.components().count()));
         let mut sweep = Sweep::default();
         for w in watched {
-            match remove_if_bare(&w.path, w.artifact.kind) {
+            let removed = match followed_link(&w.root, &w.path) {
+                Some(link) => Err(format!("{link} on its path is not a plain directory")),
+                None => remove_if_bare(&w.path, w.artifact.kind),
+            };
+            match removed {
                 Ok(true) => sweep.removed.push(SweptArtifact {
                     path: w.key.clone(),
                     kind: w.artifact.kind,
@@ -238,6 +245,27 @@ impl ArtifactWatch {
         sweep.kept.sort_by(|a, b| a.path.cmp(&b.path));
         sweep
     }
+}
+
+/// The first of `root` and the directories between it and `path` that is not a plain
+/// directory (a symbolic link put in place of one would make the sweep remove a path outside
+/// the git directory).
+fn followed_link(root: &Utf8Path, path: &Utf8Path) -> Option<Utf8PathBuf> {
+    let mut dir = root.to_owned();
+    let mut check = vec![dir.clone()];
+    if let Ok(rest) = path.strip_prefix(root) {
+        let parts: Vec<_> = rest.components().collect();
+        for part in parts.iter().take(parts.len().saturating_sub(1)) {
+            dir.push(part);
+            check.push(dir.clone());
+        }
+    }
+    // A missing directory ends the walk: the path is not there to remove.
+    check
+        .into_iter()
+        .map_while(|d| std::fs::symlink_metadata(&d).ok().map(|m| (d, m)))
+        .find(|(_, m)| !m.file_type().is_dir())
+        .map(|(d, _)| d)
 }
 
 /// Removes `path` when it is what `kind` says and empty: `Ok(true)` removed, `Ok(false)` not
@@ -370,6 +398,29 @@ mod tests {
         );
         assert!(dir.path.join("glab-cli").is_dir());
         assert!(dir.path.join("NOT_IN_TABLE").is_dir());
+    }
+
+    #[test]
+    fn a_link_put_in_place_of_a_directory_on_the_path_makes_nothing_outside_removable() {
+        let (tmp, dir) = git_dir();
+        let watch = ArtifactWatch::take(std::slice::from_ref(&dir), &ALL);
+        // An empty directory of the user's, outside the repository, named like a mount point.
+        let victim = tmp.path().join("victim");
+        std::fs::create_dir_all(victim.join("commit-graphs")).unwrap();
+        std::fs::rename(dir.path.join("objects/info"), tmp.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path.join("objects/info")).unwrap();
+        let sweep = watch.sweep(&ALL);
+        assert!(victim.join("commit-graphs").is_dir(), "{sweep:?}");
+        assert!(sweep.removed.is_empty(), "{sweep:?}");
+        assert!(
+            sweep
+                .kept
+                .iter()
+                .any(|k| k.path == ".git/objects/info/commit-graphs"
+                    && k.reason
+                        .ends_with("objects/info on its path is not a plain directory")),
+            "{sweep:?}"
+        );
     }
 
     #[test]

@@ -135,3 +135,65 @@ fn a_store_others_can_read_makes_doctor_fail() {
         "{run:#?}"
     );
 }
+
+/// Each CLI's version against the range the real-CLI suite passed on: tested, newer (one
+/// warning line, never a refusal) or unknown (no range: not run by the real suite).
+#[test]
+fn capabilities_and_doctor_place_each_cli_against_its_tested_versions() {
+    use handoff_testkit::keys::VERSION;
+    let sb = Sandbox::new();
+    sb.agents.set(&format!("{VERSION}@claude"), "99.1.0");
+    let caps = sb.run(&["capabilities", "--json"]);
+    assert_eq!(caps.code, 0, "{caps:#?}");
+    let provider = |id: &str| {
+        caps.json["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let claude = provider("claude");
+    assert_eq!(claude["version"]["status"], "newer", "{claude:#}");
+    assert_eq!(claude["version"]["installed"], "99.1.0 (Claude Code)");
+    assert_eq!(claude["version"]["tested"]["min"], "2.1.197");
+    let warning = claude["version"]["warning"].as_str().unwrap();
+    assert!(
+        warning.starts_with("claude 99.1.0 is newer than"),
+        "{warning}"
+    );
+    assert_eq!(provider("codex")["version"]["status"], "tested");
+    assert_eq!(provider("kiro")["version"]["status"], "unknown");
+    assert!(provider("kiro")["version"]["tested"].is_null());
+    // What each CLI's own sandbox leaves, and how that was established.
+    assert_eq!(claude["sandboxArtifacts"]["verified"], "real");
+    assert_eq!(
+        provider("cursor")["sandboxArtifacts"]["verified"],
+        "unproven"
+    );
+    assert!(provider("opencode")["sandboxArtifacts"].is_null());
+
+    // The newer CLI still runs.
+    let run = sb.delegate("codex", "claude", "review", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+
+    for args in [&["capabilities"][..], &["doctor"]] {
+        let text = sb.run(args);
+        assert_eq!(text.code, 0, "{text:#?}");
+        let warnings: Vec<&str> = text
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.trim_start()
+                    .starts_with("warning: claude 99.1.0 is newer")
+            })
+            .collect();
+        assert_eq!(warnings.len(), 1, "{args:?}: {}", text.stdout);
+        assert!(
+            text.stdout.contains("(tested 0.171.0 – 0.171.0)"),
+            "{}",
+            text.stdout
+        );
+    }
+}

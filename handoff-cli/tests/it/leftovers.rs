@@ -274,3 +274,78 @@ fn a_panel_with_claude_code_sweeps_once_every_member_is_gone() {
     assert!(codex["policy"]["sandbox"]["artifacts"].is_null(), "{codex}");
     assert_eq!(new_paths(&before, &git), Vec::<String>::new());
 }
+
+/// A continuation receiver's own sandbox: its mount points are swept after its turn and listed
+/// in its receipt; a review receiver that fills them changed the worktree.
+#[test]
+fn a_claude_code_receiver_is_swept_after_its_turn_and_a_hostile_one_is_caught() {
+    use crate::continuation::{continue_, sandbox};
+    let sb = sandbox();
+    sb.agents.set(&format!("{VERSION}@claude"), "2.1.332");
+    sb.agents
+        .set(&format!("{LEFTOVERS}@claude"), "claude-sandbox");
+    let git = sb.repo.path().join(".git");
+    let before = tree(&git);
+    let run = continue_(
+        &sb,
+        &["--from", "codex", "--to", "claude", "--role", "review"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.json["receiver"]["worktreeUnchanged"], true,
+        "{}",
+        run.json
+    );
+    assert_eq!(
+        swept(&run.json["receiver"]),
+        main_worktree(),
+        "{}",
+        run.json["receiver"]
+    );
+    assert_eq!(new_paths(&before, &git), Vec::<String>::new());
+
+    sb.agents.set(&format!("{LEFTOVERS}@claude"), "hostile");
+    let run = continue_(&sb, &["--to", "claude", "--role", "review"]);
+    assert_eq!(run.code, 10, "{run:#?}");
+    assert_eq!(run.json["outcome"], "review-changed");
+    let changed: Vec<String> =
+        serde_json::from_value(run.json["receiver"]["changed"].clone()).unwrap();
+    assert!(changed.contains(&".git/glab-cli".to_owned()), "{changed:?}");
+    assert!(git.join("glab-cli/config.yml").is_file());
+}
+
+/// Nested advice through Claude Code: the worker's sandbox leaves its mount points before it
+/// asks, the adviser on the live worktree is not blamed for them, and the root sweeps them.
+#[test]
+fn nested_advice_through_claude_code_succeeds_and_leaves_nothing() {
+    use handoff_testkit::keys::ADVICE;
+    let sb = claude("2.1.332", "claude-sandbox");
+    sb.agents.set(ADVICE, "claude");
+    let git = sb.repo.path().join(".git");
+    let before = tree(&git);
+    let ins = sb.instructions("Review this; ask for advice if useful.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "run-with-advice",
+        "--caller-harness",
+        "codex",
+        "--harness",
+        "claude",
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let nodes = run.json["dag"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{:#}", run.json["dag"]);
+    assert!(
+        nodes.iter().all(|n| n["state"] == "succeeded"),
+        "{:#}",
+        run.json["dag"]
+    );
+    assert_eq!(swept(&run.json), main_worktree(), "{}", run.json);
+    assert_eq!(new_paths(&before, &git), Vec::<String>::new());
+}
