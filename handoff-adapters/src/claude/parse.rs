@@ -126,8 +126,10 @@ pub fn runtime_check(raw: &RawOutput) -> Option<String> {
         .ok()
     });
     let stderr = String::from_utf8_lossy(&raw.stderr);
-    if stderr.contains("refusing to start") {
-        return None; // it did not run at all: reported as not_run by `parse`
+    // It did not run at all: reported as not_run by `parse`. 2.1.197 wrote "refusing to
+    // start", 2.1.332 "Refusing to start" on a line of its own.
+    if stderr.to_ascii_lowercase().contains("refusing to start") {
+        return None;
     }
     let re = RE.as_ref()?;
     stderr.lines().find(|l| re.is_match(l)).map(|l| {

@@ -403,6 +403,16 @@ fn claude_runtime_check_reads_stderr_only() {
 
     let refused = "Error: sandbox required but unavailable: socat not installed; refusing to start";
     assert_eq!(Claude.runtime_check(&stderr(refused)), None);
+    // As 2.1.332 says it.
+    let refused = "\nError: sandbox required but unavailable: sandbox is enabled but dependencies \
+                   are missing: bubblewrap (bwrap) not installed · install missing tools (e.g. \
+                   apt install bubblewrap socat) or see https://code.claude.com/docs/en/sandboxing\n\n  \
+                   Refusing to start without a working sandbox (see sandbox.failIfUnavailable).\n";
+    assert_eq!(Claude.runtime_check(&stderr(refused)), None);
+    assert!(matches!(
+        Claude.parse(&stderr(refused)),
+        Ok(handoff_core::Observation::Unavailable { .. })
+    ));
 
     for sign in [
         "Sandbox failed to initialise",

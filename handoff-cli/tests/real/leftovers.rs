@@ -36,8 +36,15 @@ fn tree(dir: &Path) -> BTreeSet<String> {
     out
 }
 
+/// What appeared under `.git`, but OpenCode's project id (`opencode`, the id of the root
+/// commit), which OpenCode 1.18 writes in every repository it runs in, with or without handoff
+/// (`opencode debug config` alone writes it): its cache, not a sandbox's mount point.
 fn new_paths(before: &BTreeSet<String>, after: &BTreeSet<String>) -> Vec<String> {
-    after.difference(before).cloned().collect()
+    after
+        .difference(before)
+        .filter(|p| p.as_str() != "opencode")
+        .cloned()
+        .collect()
 }
 
 /// The artifacts a result's (or a panel member's) receipt lists as swept.
