@@ -206,7 +206,7 @@ pub use binary::{fake_agent_bin, fake_ssh_bin};
 pub use fake::EXECUTABLES;
 pub use fake_ssh::FakeSshHost;
 pub use model_server::{ModelServer, Script, Step};
-pub use repo::ScratchRepo;
+pub use repo::{ScratchRepo, git_dir_paths};
 pub use ssh::SshHost;
 
 /// The switches the fake reads (environment variables or `fake-agent.env` lines).

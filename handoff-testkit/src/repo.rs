@@ -109,3 +109,28 @@ impl Default for ScratchRepo {
         ScratchRepo::new()
     }
 }
+
+/// Every path under `dir` (a git directory), relative, directories ending in `/`, loose
+/// objects (`objects/xx/`) left out: what a run left there is what two listings differ by.
+pub fn git_dir_paths(dir: &Path) -> std::collections::BTreeSet<String> {
+    fn walk(dir: &Path, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let rel = format!("{prefix}{name}");
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if !(prefix == "objects/" && name.len() == 2) {
+                    out.insert(format!("{rel}/"));
+                    walk(&e.path(), &format!("{rel}/"), out);
+                }
+            } else {
+                out.insert(rel);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(dir, "", &mut out);
+    out
+}

@@ -7,34 +7,14 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use handoff_testkit::git_dir_paths;
 use handoff_testkit::keys::{LEFTOVERS, VERSION};
 use serde_json::Value;
 
 use crate::support::{Run, Sandbox};
 
-/// Every path under `dir` (relative; directories end in `/`), loose objects left out.
-fn tree(dir: &Path) -> BTreeSet<String> {
-    fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rel = format!("{prefix}{name}");
-            if e.file_type().unwrap().is_dir() {
-                if !(prefix == "objects/" && name.len() == 2) {
-                    out.insert(format!("{rel}/"));
-                    walk(&e.path(), &format!("{rel}/"), out);
-                }
-            } else {
-                out.insert(rel);
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, "", &mut out);
-    out
-}
-
 fn new_paths(before: &BTreeSet<String>, dir: &Path) -> Vec<String> {
-    tree(dir).difference(before).cloned().collect()
+    git_dir_paths(dir).difference(before).cloned().collect()
 }
 
 fn swept(result: &Value) -> Vec<String> {
@@ -80,7 +60,7 @@ fn main_worktree() -> Vec<&'static str> {
 fn the_newest_claude_codes_mount_points_are_swept_after_a_review_and_a_build() {
     let sb = claude("2.1.332", "claude-sandbox");
     let git = sb.repo.path().join(".git");
-    let before = tree(&git);
+    let before = git_dir_paths(&git);
     let review = sb.delegate("codex", "claude", "review", &[]);
     assert_eq!(review.code, 0, "{review:?}");
     assert!(changed(&review).is_empty(), "{review:?}");
@@ -208,7 +188,7 @@ fn a_linked_worktrees_own_git_directory_is_swept_too() {
         linked.to_str().unwrap(),
     ]);
     let common = sb.repo.path().join(".git");
-    let before = tree(&common);
+    let before = git_dir_paths(&common);
     let ins = sb.instructions("Review this.");
     let run = sb.run(&[
         "run",
@@ -245,7 +225,7 @@ fn a_linked_worktrees_own_git_directory_is_swept_too() {
 fn a_panel_with_claude_code_sweeps_once_every_member_is_gone() {
     let sb = claude("2.1.332", "claude-sandbox");
     let git = sb.repo.path().join(".git");
-    let before = tree(&git);
+    let before = git_dir_paths(&git);
     let ins = sb.instructions("Is this fine?");
     let cwd = sb.cwd();
     let run = sb.run(&[
@@ -285,7 +265,7 @@ fn a_claude_code_receiver_is_swept_after_its_turn_and_a_hostile_one_is_caught() 
     sb.agents
         .set(&format!("{LEFTOVERS}@claude"), "claude-sandbox");
     let git = sb.repo.path().join(".git");
-    let before = tree(&git);
+    let before = git_dir_paths(&git);
     let run = continue_(
         &sb,
         &["--from", "codex", "--to", "claude", "--role", "review"],
@@ -322,7 +302,7 @@ fn nested_advice_through_claude_code_succeeds_and_leaves_nothing() {
     let sb = claude("2.1.332", "claude-sandbox");
     sb.agents.set(ADVICE, "claude");
     let git = sb.repo.path().join(".git");
-    let before = tree(&git);
+    let before = git_dir_paths(&git);
     let ins = sb.instructions("Review this; ask for advice if useful.");
     let cwd = sb.cwd();
     let run = sb.run(&[

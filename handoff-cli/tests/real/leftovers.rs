@@ -3,38 +3,12 @@
 //! `policy.sandbox.artifacts`), in the main worktree and in a linked one.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
+use handoff_testkit::git_dir_paths;
 use handoff_testkit::model_server::{Script, Step, provider_output};
 use serde_json::Value;
 
 use super::{Rig, clis};
-
-/// Every path under `dir` (relative, directories ending in `/`), but loose objects, whose
-/// names no sandbox chooses.
-fn tree(dir: &Path) -> BTreeSet<String> {
-    fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rel = format!("{prefix}{name}");
-            let loose = prefix == "objects/" && name.len() == 2;
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                if !loose {
-                    out.insert(format!("{rel}/"));
-                    walk(&e.path(), &format!("{rel}/"), out);
-                }
-            } else {
-                out.insert(rel);
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, "", &mut out);
-    out
-}
 
 /// What appeared under `.git`, but OpenCode's project id (`opencode`, the id of the root
 /// commit), which OpenCode 1.18 writes in every repository it runs in, with or without handoff
@@ -64,13 +38,13 @@ fn a_review_and_a_build_leave_nothing_new_under_git() {
         let rig = Rig::new(cli, Script::text("unused"));
         let git = rig.repo.path().join(".git");
         let listing = rig.file("listing.txt");
-        let before = tree(&git);
+        let before = git_dir_paths(&git);
         rig.server.set_script(Script::new([
             Step::shell("ls -a"),
             Step::Answer(provider_output("reviewed")),
         ]));
         let review = rig.run("review", &[]);
-        let left = new_paths(&before, &tree(&git));
+        let left = new_paths(&before, &git_dir_paths(&git));
         eprintln!(
             "{cli} review left {left:?}, swept {:?}",
             artifacts(&review.json)
@@ -86,7 +60,7 @@ fn a_review_and_a_build_leave_nothing_new_under_git() {
         let build = rig.run("build", &[]);
         assert_eq!(build.code, 0, "{cli} build: {}", build.json);
         assert_eq!(build.changed(), ["listing.txt"], "{cli}: {}", build.json);
-        let left = new_paths(&before, &tree(&git));
+        let left = new_paths(&before, &git_dir_paths(&git));
         assert!(left.is_empty(), "{cli}: a build left {left:?} under .git");
     }
 }
@@ -108,14 +82,14 @@ fn a_review_in_a_linked_worktree_leaves_nothing_new_under_git() {
             linked.to_str().unwrap(),
         ]);
         let common = rig.repo.path().join(".git");
-        let before = tree(&common);
+        let before = git_dir_paths(&common);
         rig.server.set_script(Script::new([
             Step::shell("ls -a"),
             Step::Answer(provider_output("reviewed")),
         ]));
         rig.cwd = Some(linked.clone());
         let review = rig.run("review", &[]);
-        let left = new_paths(&before, &tree(&common));
+        let left = new_paths(&before, &git_dir_paths(&common));
         eprintln!(
             "{cli} linked review left {left:?}, swept {:?}",
             artifacts(&review.json)
@@ -135,7 +109,7 @@ fn a_review_in_a_linked_worktree_leaves_nothing_new_under_git() {
 fn a_panel_with_claude_code_leaves_nothing_new_under_git() {
     let rig = Rig::new("claude", Script::answer(provider_output("fine")));
     let git = rig.repo.path().join(".git");
-    let before = tree(&git);
+    let before = git_dir_paths(&git);
     rig.server.set_script(Script::new([
         Step::shell("ls -a"),
         Step::Answer(provider_output("fine")),
@@ -157,6 +131,6 @@ fn a_panel_with_claude_code_leaves_nothing_new_under_git() {
         .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stdout}"));
     assert_eq!(out.status.code(), Some(0), "{panel:#}");
     assert_eq!(panel["status"], "succeeded", "{panel:#}");
-    let left = new_paths(&before, &tree(&git));
+    let left = new_paths(&before, &git_dir_paths(&git));
     assert!(left.is_empty(), "a panel left {left:?} under .git");
 }
