@@ -270,6 +270,86 @@ pub fn sandbox_lines(text: &str) -> Vec<&str> {
     text.lines().filter(|l| re.is_match(l)).collect()
 }
 
+/// The agent's own failure, classified from what it said (for CLIs that report no error
+/// fields): the cause its text names, `other` when none.
+pub fn failure_from_text(message: String, usage: Option<handoff_core::Usage>) -> Observation {
+    let reason = handoff_core::FailureReason::from_text(&message);
+    Observation::AgentFailure {
+        message,
+        usage,
+        reason,
+    }
+}
+
+/// Why an error object says the run failed: its identifiers (`type`, `code`, `name`,
+/// `error_type`, also one level down under `error`/`data`, and in the API's own body an AI SDK
+/// error quotes as `responseBody`), HTTP status (`status`, `statusCode`, `status_code`) and
+/// retry time (`retry_after`, `retryAfter`, `retry_after_seconds`, `resets_in_seconds`, a
+/// quoted `retry-after` response header) first, then `text`.
+pub fn error_object_reason(v: &serde_json::Value, text: &str) -> handoff_core::FailureReason {
+    let mut scopes = vec![v.clone()];
+    for key in ["error", "data"] {
+        if let Some(inner) = v.get(key).filter(|i| i.is_object()) {
+            scopes.push(inner.clone());
+            if let Some(deeper) = inner.get("error").filter(|i| i.is_object()) {
+                scopes.push(deeper.clone());
+            }
+        }
+    }
+    let mut header_retry = None;
+    for scope in scopes.clone() {
+        if let Some(body) = scope
+            .get("responseBody")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+        {
+            if let Some(inner) = body.get("error").filter(|i| i.is_object()) {
+                scopes.insert(0, inner.clone());
+            }
+            scopes.push(body);
+        }
+        if let Some(headers) = scope
+            .get("responseHeaders")
+            .and_then(serde_json::Value::as_object)
+        {
+            header_retry = header_retry.or_else(|| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+                    .and_then(|(_, v)| v.as_str())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            });
+        }
+    }
+    let codes: Vec<&str> = scopes
+        .iter()
+        .flat_map(|s| {
+            ["code", "type", "error_type", "errorType", "name"]
+                .into_iter()
+                .filter_map(|k| s.get(k).and_then(serde_json::Value::as_str))
+        })
+        .collect();
+    let number = |keys: &[&str]| {
+        scopes.iter().find_map(|s| {
+            keys.iter().find_map(|k| {
+                let v = s.get(*k)?;
+                v.as_u64()
+                    .or_else(|| v.as_str().and_then(|t| t.trim().parse().ok()))
+            })
+        })
+    };
+    let status = number(&["status", "statusCode", "status_code", "http_status"])
+        .and_then(|n| u16::try_from(n).ok());
+    let retry = number(&[
+        "retry_after_seconds",
+        "retry_after",
+        "retryAfter",
+        "resets_in_seconds",
+    ])
+    .or(header_retry);
+    handoff_core::FailureReason::classify(codes, status, text, retry)
+}
+
 /// What a blank stdout means: a sandbox that could not start (`Unavailable`), an error Grok
 /// reported on stderr (`AgentFailure`), or no answer at all.
 pub fn no_stdout(raw: &RawOutput) -> Result<Observation, OutputError> {
@@ -282,10 +362,7 @@ pub fn no_stdout(raw: &RawOutput) -> Result<Observation, OutputError> {
         });
     }
     match reported_error(&raw.stderr) {
-        Some(message) => Ok(Observation::AgentFailure {
-            message,
-            usage: None,
-        }),
+        Some(message) => Ok(failure_from_text(message, None)),
         None => Err(OutputError::Missing),
     }
 }

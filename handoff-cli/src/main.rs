@@ -209,6 +209,12 @@ struct DelegateArgs {
     /// is hashed before and after the run.
     #[arg(long)]
     ignored: bool,
+    /// Agents to run the same request on, in order, when the agent's attempt ends rate-limited,
+    /// with a server error, without credit, not installed or failing preflight:
+    /// `AGENT[@ACCOUNT][:MODEL],…` (at most 8; `none` turns the configured `[failover]`
+    /// default off). Each entry is checked before anything starts.
+    #[arg(long, value_name = "AGENT[@ACCOUNT][:MODEL],…")]
+    failover: Option<String>,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -316,6 +322,7 @@ fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, Stri
     input.wait = a.wait;
     input.allow_git_config = a.allow_git_config;
     input.ignored = a.ignored;
+    input.failover = a.failover;
     input.nested = nested;
     input.instructions = match a.instructions.as_deref() {
         None => None,

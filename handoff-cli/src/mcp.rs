@@ -130,6 +130,11 @@ macro_rules! delegate_input {
             pub allow_git_config: Option<bool>,
             /// Cover ignored files in the evidence too (`--ignored`).
             pub ignored: Option<bool>,
+            /// Agents that take the same request, in order, when an attempt ends rate-limited,
+            /// with a server error, without credit, not installed or failing preflight:
+            /// `AGENT[@ACCOUNT][:MODEL],…` (`--failover`; `none` turns the configured default
+            /// off).
+            pub failover: Option<String>,
             /// Advice DAG budget: deepest nesting, 0-32 (`--max-depth`, default 3).
             pub max_depth: Option<u32>,
             /// Advice DAG budget: most nodes, 1-256 (`--max-nodes`, default 16).
@@ -175,6 +180,7 @@ macro_rules! delegate_input {
                 launch.switch("--wait", self.wait);
                 launch.switch("--allow-git-config", self.allow_git_config);
                 launch.switch("--ignored", self.ignored);
+                launch.value("--failover", self.failover.as_ref());
                 launch.value("--max-depth", self.max_depth.as_ref());
                 launch.value("--max-nodes", self.max_nodes.as_ref());
                 launch.value("--max-advice-nodes", self.max_advice_nodes.as_ref());

@@ -21,6 +21,13 @@ pub struct Config {
     /// Settings per agent, keyed by agent id.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentConfig>,
+    /// The failover chain of runs that name none (`--failover`).
+    #[serde(default, skip_serializing_if = "crate::config::is_default")]
+    pub failover: crate::FailoverConfig,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Settings for one agent.

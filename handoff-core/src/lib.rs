@@ -19,6 +19,8 @@ mod config;
 mod continuation;
 mod engine;
 mod env;
+mod failover;
+mod failure;
 pub mod flags;
 mod input;
 mod isolation;
@@ -77,6 +79,11 @@ pub use engine::{
     SharedTaskStore, WorkerAdvice, provider_output_schema,
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
+pub use failover::{
+    Attempt, FailoverConfig, FailoverEntry, MAX_FAILOVER_ENTRIES, continued_instructions,
+    parse_failover,
+};
+pub use failure::{FailureCause, FailureReason, retry_after_in_text};
 pub use input::{
     InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
 };

@@ -232,6 +232,8 @@ pub enum Observation {
         message: String,
         /// Usage counted by the CLI, if any.
         usage: Option<Usage>,
+        /// Why, as the adapter read it.
+        reason: crate::FailureReason,
     },
     /// The CLI refused to start for an environmental reason (e.g. its sandbox is unavailable).
     Unavailable {

@@ -79,6 +79,10 @@ pub struct HandoffResult {
     pub snapshot: Option<crate::workspace::Snapshot>,
     /// Human diagnostics, redacted and bounded.
     pub diagnostics: Diagnostics,
+    /// Every attempt, in order, when the run had a failover chain: the last one is the
+    /// result's own (`target` is the agent that answered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<crate::Attempt>,
 }
 
 /// How an agent's processes were contained.
@@ -256,6 +260,14 @@ pub struct Diagnostics {
     pub truncated: bool,
     /// How many secrets were masked.
     pub redaction_count: u64,
+    /// Why the run did not succeed; null when it succeeded. The agent's own failures are
+    /// classified from its CLI's structured output first, its words last.
+    #[serde(default)]
+    pub cause: Option<crate::FailureCause>,
+    /// How long the provider asked to wait before trying again (seconds), when the CLI or the
+    /// API said.
+    #[serde(default)]
+    pub retry_after_seconds: Option<u64>,
 }
 
 /// A snapshot of the advice DAG a run belongs to.

@@ -1,7 +1,7 @@
 //! Reading a delegated Claude Code run: the `result` event of its `stream-json` output is the
 //! envelope whose `structured_output` is the answer.
 
-use handoff_core::{Observation, OutputError, RawOutput, Usage, UsageSource};
+use handoff_core::{FailureReason, Observation, OutputError, RawOutput, Usage, UsageSource};
 use serde::Deserialize;
 
 use super::SANDBOX_UNAVAILABLE;
@@ -17,6 +17,28 @@ pub(super) struct ResultEvent {
     structured_output: Option<serde_json::Value>,
     usage: Option<ClaudeUsage>,
     total_cost_usd: Option<f64>,
+    /// The HTTP status of the API error that ended the turn.
+    api_error_status: Option<u16>,
+    /// The API error body's `error.type` (`rate_limit_error`, `overloaded_error`, …).
+    api_error_type: Option<String>,
+    /// The API error body's `error.details.error_code`, when it has one.
+    api_error_code: Option<String>,
+    /// Why the turn ended (`api_error`, `prompt_too_long`, …).
+    terminal_reason: Option<String>,
+}
+
+/// Why Claude's run failed: the result's API error fields and the class the failing
+/// assistant message names (`rate_limit`, `authentication_failed`, `billing_error`, …) first,
+/// then the HTTP status, then the text. Claude Code does not pass a `retry-after` on.
+fn reason_of(ev: &ResultEvent, message_error: Option<&str>, text: &str) -> FailureReason {
+    let ended = ev.terminal_reason.as_deref().filter(|r| *r != "api_error");
+    let codes = [
+        ev.api_error_code.as_deref(),
+        ev.api_error_type.as_deref(),
+        message_error,
+        ended,
+    ];
+    FailureReason::classify(codes.into_iter().flatten(), ev.api_error_status, text, None)
 }
 
 #[derive(Debug, Deserialize)]
@@ -51,6 +73,7 @@ fn usage_of(ev: &ResultEvent) -> Option<Usage> {
 /// Reads Claude's `stream-json` (or single `json`) output.
 pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
     let mut result: Option<ResultEvent> = None;
+    let mut message_error: Option<String> = None;
     for line in raw.stdout.split(|b| *b == b'\n') {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -59,6 +82,11 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
             serde_json::from_slice(line).map_err(|_| OutputError::Envelope {
                 reason: "stdout has a line that is not JSON".into(),
             })?;
+        if value.get("type").and_then(|t| t.as_str()) == Some("assistant")
+            && let Some(class) = value.get("error").and_then(|e| e.as_str())
+        {
+            message_error = Some(class.to_owned());
+        }
         if value.get("type").and_then(|t| t.as_str()) == Some("result") {
             result = Some(
                 serde_json::from_value(value).map_err(|e| OutputError::Envelope {
@@ -103,9 +131,11 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
             Some(s) if s != "success" => format!("{s}: {detail}"),
             _ => detail,
         };
+        let reason = reason_of(&ev, message_error.as_deref(), &message);
         return Ok(Observation::AgentFailure {
             message: message.chars().take(1024).collect(),
             usage,
+            reason,
         });
     }
     let payload = match (ev.structured_output, ev.result) {

@@ -97,10 +97,10 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
         }
     }
     if let Some(message) = failure {
-        return Ok(Observation::AgentFailure { message, usage });
+        return Ok(crate::common::failure_from_text(message, usage));
     }
     if !completed && let Some(message) = last_error {
-        return Ok(Observation::AgentFailure { message, usage });
+        return Ok(crate::common::failure_from_text(message, usage));
     }
     let payload = match (&raw.answer_file, last_message) {
         (Some(bytes), _) if !bytes.iter().all(u8::is_ascii_whitespace) => bytes.clone(),

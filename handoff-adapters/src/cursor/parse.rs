@@ -4,7 +4,7 @@
 use handoff_core::{Observation, OutputError, RawOutput};
 use serde_json::Value;
 
-use crate::common::{no_stdout, sandbox_block};
+use crate::common::{failure_from_text, no_stdout, sandbox_block};
 
 /// Reads Cursor's stdout: exactly one JSON result envelope. `is_error: true` or a `subtype`
 /// other than `success` is the agent's own failure; otherwise `is_error` must be `false` and
@@ -44,10 +44,10 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
             Some(s) if s != "success" => format!("{s}: {detail}"),
             _ => detail,
         };
-        return Ok(Observation::AgentFailure {
-            message: message.chars().take(1024).collect(),
-            usage: None,
-        });
+        return Ok(failure_from_text(
+            message.chars().take(1024).collect(),
+            None,
+        ));
     }
     if subtype.is_none() || is_error.is_none() {
         return Err(OutputError::Envelope {

@@ -85,9 +85,12 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
     }
     let usage = envelope_usage(&value);
     if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
+        let message = error_text(err);
+        let reason = crate::common::error_object_reason(err, &message);
         return Ok(Observation::AgentFailure {
-            message: error_text(err),
+            message,
             usage,
+            reason,
         });
     }
     if let Some(v @ Value::Object(_)) = obj.get("structuredOutput") {
@@ -111,6 +114,7 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
                 .take(1024)
                 .collect(),
             usage,
+            reason: handoff_core::FailureReason::new(handoff_core::FailureCause::Other),
         });
     }
     Err(OutputError::Missing)

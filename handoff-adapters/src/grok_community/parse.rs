@@ -5,7 +5,7 @@
 use handoff_core::{Observation, OutputError, RawOutput};
 use serde::Deserialize;
 
-use crate::common::{reported_error, strip_ansi};
+use crate::common::{failure_from_text, reported_error, strip_ansi};
 
 /// One line of the CLI's stdout.
 #[derive(Debug, Deserialize)]
@@ -87,19 +87,13 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
         });
     let Some((content, tool_calls)) = last else {
         return match stderr_failure(&raw.stderr) {
-            Some(message) => Ok(Observation::AgentFailure {
-                message,
-                usage: None,
-            }),
+            Some(message) => Ok(failure_from_text(message, None)),
             None => Err(OutputError::Missing),
         };
     };
     let content = content.unwrap_or_default();
     if let Some(message) = failure(&content) {
-        return Ok(Observation::AgentFailure {
-            message,
-            usage: None,
-        });
+        return Ok(failure_from_text(message, None));
     }
     // A turn that still called tools was not the last one the CLI meant to play.
     if content.trim().is_empty() || !tool_calls.is_empty() {

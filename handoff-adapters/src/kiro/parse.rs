@@ -3,7 +3,7 @@
 
 use handoff_core::{Observation, OutputError, RawOutput};
 
-use crate::common::{reported_error, strip_ansi};
+use crate::common::{failure_from_text, reported_error, strip_ansi};
 
 /// The final answer block: everything after the `> ` that starts the last line beginning with
 /// `> ` (at the start of the text or right after a `\n`). `None` without such a line.
@@ -109,10 +109,7 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
         Err(e) => {
             // No answer object, but Kiro said why: the agent's own failure.
             match reported_error(&raw.stderr).or_else(|| reported_error(&raw.stdout)) {
-                Some(message) => Ok(Observation::AgentFailure {
-                    message,
-                    usage: None,
-                }),
+                Some(message) => Ok(failure_from_text(message, None)),
                 None => Err(e),
             }
         }

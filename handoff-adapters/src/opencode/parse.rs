@@ -122,7 +122,15 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
                             .or_else(|| e.get("name").and_then(Value::as_str).map(str::to_owned))
                     })
                     .unwrap_or_else(|| "OpenCode reported an error".into());
-                return Ok(Observation::AgentFailure { message, usage });
+                let reason = match &error {
+                    Some(e) => crate::common::error_object_reason(e, &message),
+                    None => handoff_core::FailureReason::from_text(&message),
+                };
+                return Ok(Observation::AgentFailure {
+                    message,
+                    usage,
+                    reason,
+                });
             }
             Event::Other => {}
         }

@@ -376,9 +376,16 @@ pub(crate) fn describe_observation(obs: &Result<Observation, OutputError>) -> Va
                 .unwrap_or_else(|_| json!(String::from_utf8_lossy(payload)));
             json!({"answer": {"payload": payload, "usage": usage}})
         }
-        Ok(Observation::AgentFailure { message, usage }) => {
-            json!({"agentFailure": {"message": message, "usage": usage}})
-        }
+        Ok(Observation::AgentFailure {
+            message,
+            usage,
+            reason,
+        }) => json!({"agentFailure": {
+            "message": message,
+            "usage": usage,
+            "cause": reason.cause,
+            "retryAfterSeconds": reason.retry_after_seconds,
+        }}),
         Ok(Observation::Unavailable { message }) => json!({"unavailable": {"message": message}}),
         Err(e) => json!({"error": format!("{e:?}")}),
     }
@@ -393,7 +400,7 @@ pub(crate) fn answer(obs: Result<Observation, OutputError>) -> (Vec<u8>, Option<
 
 pub(crate) fn failure(obs: Result<Observation, OutputError>) -> (String, Option<Usage>) {
     match obs {
-        Ok(Observation::AgentFailure { message, usage }) => (message, usage),
+        Ok(Observation::AgentFailure { message, usage, .. }) => (message, usage),
         other => panic!("expected an agent failure, got {other:?}"),
     }
 }
@@ -641,6 +648,68 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "cursor-error.json",
         "it__cursor__parse",
         "cursor-error.json",
+    ),
+    // Recorded from the real CLIs (Claude Code 2.1.332, Codex 0.171.0, OpenCode 1.18.33)
+    // against the testkit's model server answering an API error, their own retries off.
+    (
+        "claude",
+        "api-claude-rate-limited.out",
+        "it__parse__api_errors",
+        "claude-rate-limited",
+    ),
+    (
+        "claude",
+        "api-claude-auth.out",
+        "it__parse__api_errors",
+        "claude-auth",
+    ),
+    (
+        "claude",
+        "api-claude-overloaded.out",
+        "it__parse__api_errors",
+        "claude-overloaded",
+    ),
+    (
+        "claude",
+        "api-claude-context-length.out",
+        "it__parse__api_errors",
+        "claude-context-length",
+    ),
+    (
+        "codex",
+        "api-codex-rate-limited.out",
+        "it__parse__api_errors",
+        "codex-rate-limited",
+    ),
+    (
+        "codex",
+        "api-codex-overloaded.out",
+        "it__parse__api_errors",
+        "codex-overloaded",
+    ),
+    (
+        "codex",
+        "api-codex-server-error.out",
+        "it__parse__api_errors",
+        "codex-server-error",
+    ),
+    (
+        "opencode",
+        "api-opencode-auth.out",
+        "it__parse__api_errors",
+        "opencode-auth",
+    ),
+    (
+        "opencode",
+        "api-opencode-billing.out",
+        "it__parse__api_errors",
+        "opencode-billing",
+    ),
+    (
+        "opencode",
+        "api-opencode-context-length.out",
+        "it__parse__api_errors",
+        "opencode-context-length",
     ),
 ];
 

@@ -438,3 +438,45 @@ fn codex_has_no_runtime_check() {
     let raw = stderr("sandbox could not be applied, continuing without");
     assert_eq!(Codex.runtime_check(&raw), None);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Why a run failed
+
+/// Codex names the local clock time its usage limit resets at; the wait is read from it.
+#[test]
+fn codex_usage_limit_reset_time_is_the_retry_wait() {
+    let recorded = String::from_utf8(fixture("api-codex-usage-limit.out")).unwrap();
+    // The recording says "try again at 4:11 PM."; put a time 90 minutes from now in its place.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 5400;
+    let (h, m) = local_hour_minute(secs);
+    let at = format!(
+        "try again at {}:{m:02} {}.",
+        if h % 12 == 0 { 12 } else { h % 12 },
+        if h >= 12 { "PM" } else { "AM" }
+    );
+    let text = recorded.replace("try again at 4:11 PM.", &at);
+    assert_ne!(text, recorded, "the recording changed");
+    match Codex.parse(&stdout(text)) {
+        Ok(Observation::AgentFailure { reason, .. }) => {
+            assert_eq!(reason.cause, handoff_core::FailureCause::RateLimited);
+            let wait = reason.retry_after_seconds.unwrap();
+            assert!((5340..=5400).contains(&wait), "{wait}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn local_hour_minute(secs: u64) -> (u64, u64) {
+    // The hour and minute of the local clock, as `date` prints them.
+    let out = std::process::Command::new("date")
+        .args(["-d", &format!("@{secs}"), "+%H %M"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut parts = text.split_whitespace().map(|p| p.parse::<u64>().unwrap());
+    (parts.next().unwrap(), parts.next().unwrap())
+}

@@ -9,6 +9,7 @@
 mod advice;
 mod attribute;
 mod carry;
+mod causes;
 mod checkpoint;
 mod config;
 mod containment;
@@ -16,6 +17,7 @@ mod continuation;
 mod docs;
 mod doctor;
 mod evidence;
+mod failover;
 mod grok_community;
 mod leaks;
 mod leftovers;

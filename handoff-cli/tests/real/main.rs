@@ -12,6 +12,7 @@
 mod attacks;
 mod carry;
 mod continuation;
+mod failures;
 mod grok_community;
 mod leftovers;
 mod opencode_sessions;

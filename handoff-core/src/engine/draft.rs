@@ -44,6 +44,12 @@ pub(super) struct Draft {
     pub(super) seat: Option<super::shared::Seat>,
     /// Which of the paths the target's own sandbox may leave were absent before the run.
     pub(super) artifacts: Option<crate::ArtifactWatch>,
+    /// The entry of the current attempt, when the run has a failover chain.
+    pub(super) failover: Option<crate::FailoverEntry>,
+    /// When the current attempt started.
+    pub(super) attempt_started: Instant,
+    /// The account the current attempt runs as (a failover entry's), when not the default.
+    pub(super) account: Option<crate::AccountConfig>,
 }
 
 impl Draft {
@@ -102,6 +108,7 @@ impl Draft {
                 view: None,
                 snapshot: None,
                 diagnostics: Diagnostics::default(),
+                attempts: Vec::new(),
             },
             started: Instant::now(),
             secrets: Vec::new(),
@@ -115,6 +122,9 @@ impl Draft {
             lease: None,
             seat: None,
             artifacts: None,
+            failover: None,
+            attempt_started: Instant::now(),
+            account: None,
         }
     }
 
@@ -226,7 +236,22 @@ impl Draft {
             provider_stdout: out,
             truncated: cut_m || cut_e || cut_o,
             redaction_count: count,
+            cause: decision.reason.map(|r| r.cause),
+            retry_after_seconds: decision.reason.and_then(|r| r.retry_after_seconds),
         };
+        if let Some(entry) = &self.failover {
+            result.attempts.push(crate::Attempt {
+                harness: entry.harness.clone(),
+                account: entry.account.clone(),
+                model: entry.model.clone(),
+                status: result.status,
+                cause: result.diagnostics.cause,
+                retry_after_seconds: result.diagnostics.retry_after_seconds,
+                duration_ms: self.attempt_started.elapsed().as_millis() as u64,
+                usage: result.usage.clone(),
+                message: result.diagnostics.message.clone(),
+            });
+        }
         let mut line = serde_json::to_string(&result).unwrap_or_else(|e| {
             format!(
                 "{{\"schemaVersion\":\"{RESULT_SCHEMA}\",\"status\":\"failed\",\"error\":\"{e}\"}}"

@@ -150,7 +150,7 @@ impl Engine {
         } = plan;
         let spec = provider.spec();
         let Some(exe) = exe else {
-            return Err(Ended::NotRun(format!(
+            return Err(Ended::NotInstalled(format!(
                 "{} was not found on PATH",
                 spec.executable
             )));
@@ -159,7 +159,7 @@ impl Engine {
         let (pf, _cached) = self.cache.preflight(provider.as_ref(), &exe, &probe).await;
         draft.result.target.version = pf.version.clone();
         if let Some(reason) = pf.failure {
-            return Err(Ended::NotRun(format!(
+            return Err(Ended::PreflightFailed(format!(
                 "{} preflight failed: {reason}",
                 spec.id
             )));

@@ -15,6 +15,7 @@
 
 mod contract;
 mod draft;
+mod failover;
 mod launch;
 mod observe;
 mod panel;
@@ -500,9 +501,15 @@ impl Engine {
         draft: &mut Draft,
         cancel: watch::Receiver<bool>,
     ) -> Result<Ended, Ended> {
+        // A panel's member fails over on its own seat: the same shared "before" and lease.
+        let chain = self.failover_chain(input)?;
         let (Validated { request, mcp }, before) = self.contract(input, draft, &cancel).await?;
         let launch = self.root_launch(input, &request, mcp.as_ref(), &before, draft, &cancel)?;
-        self.agent(&request, mcp, draft, cancel, launch).await
+        if chain.is_empty() {
+            return self.agent(&request, mcp, draft, cancel, launch).await;
+        }
+        self.agent_with_failover(input, request, mcp, &before, launch, chain, draft, cancel)
+            .await
     }
 
     /// A nested adviser: its worktree's "before", then the agent.

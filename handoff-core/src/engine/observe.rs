@@ -371,12 +371,20 @@ pub(super) fn observe(
         Err(e) => return Ended::InvalidOutput(e.to_string()),
     };
     match observation {
-        Observation::Unavailable { message } => Ended::NotRun(message),
-        Observation::AgentFailure { message, usage } => {
+        Observation::Unavailable { message } => Ended::PreflightFailed(message),
+        Observation::AgentFailure {
+            message,
+            usage,
+            reason,
+        } => {
             if let Some(u) = usage {
                 draft.result.usage = u;
             }
-            Ended::AgentFailure { agent, message }
+            Ended::AgentFailure {
+                agent,
+                message,
+                reason,
+            }
         }
         Observation::Answer { payload, usage } => {
             let out = match ProviderOutput::parse_strict(&payload) {

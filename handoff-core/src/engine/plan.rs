@@ -60,6 +60,13 @@ impl Engine {
             .map_err(|e| Ended::NotRun(format!("cannot create a run directory: {e}")))?;
         let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
+        // A failover entry's account: its variables over the agent's own.
+        let mut agent_config = self.options.config.agent(&spec.id);
+        if let Some(account) = &draft.account {
+            agent_config
+                .env
+                .extend(account.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         let schema = provider_output_schema();
         let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());
         let plan = RunDir {
@@ -72,13 +79,12 @@ impl Engine {
             output_schema: schema,
             mcp,
             parent_env: self.options.env.clone(),
-            agent_config: self.options.config.agent(&spec.id),
+            agent_config: agent_config.clone(),
             nested: launch.access.clone(),
         };
         let mut invocation = provider
             .invocation(request, &plan)
             .map_err(|e| Ended::Rejected(e.to_string()))?;
-        let agent_config = self.options.config.agent(&spec.id);
         let applied = apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)
             .map_err(Ended::Rejected)?;
         draft.secrets.extend(config_secrets(&agent_config));

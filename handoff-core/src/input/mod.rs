@@ -119,6 +119,9 @@ pub struct RunInput {
     /// The MCP descriptor's bytes, when they come with a nested request rather than from a
     /// `--mcp-config` file.
     pub mcp_inline: Option<Vec<u8>>,
+    /// `--failover`: the agents the run moves on to when its agent cannot answer (see
+    /// [`crate::parse_failover`]); `None`: the configuration's `[failover] agents`.
+    pub failover: Option<String>,
 }
 
 impl RunInput {
@@ -151,6 +154,7 @@ impl RunInput {
             allow_git_config: false,
             ignored: false,
             mcp_inline: None,
+            failover: None,
         }
     }
 }
@@ -275,6 +279,10 @@ impl Config {
                 ));
             }
         }
+        if !self.failover.agents.is_empty() {
+            crate::parse_failover(&self.failover.agents.join(","), &registry.ids(), self)
+                .map_err(|e| format!("failover.agents: {}", e.replacen("--failover ", "", 1)))?;
+        }
         Ok(())
     }
 }
@@ -319,6 +327,7 @@ impl RunInput {
             ("--root-timeout-ms", self.root_timeout_ms.is_some()),
             ("--wait", self.wait),
             ("--allow-git-config", self.allow_git_config),
+            ("--failover", self.failover.is_some()),
         ]
         .into_iter()
         .find_map(|(flag, given)| given.then_some(flag))

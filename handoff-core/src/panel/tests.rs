@@ -533,6 +533,7 @@ fn result(harness: AgentId, status: Status, code: u8, findings: Vec<Finding>) ->
         view: None,
         snapshot: None,
         diagnostics: Diagnostics::default(),
+        attempts: Vec::new(),
     }
 }
 

@@ -388,7 +388,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
             }
         }
         _ => {
-            stdout.push_str(&text_result(&outcome, session.max_turns));
+            stdout.push_str(&text_result(&outcome, session.max_turns, &session.model));
             stdout.push('\n');
         }
     }
@@ -592,11 +592,12 @@ fn split_tools(values: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn text_result(outcome: &Outcome, max_turns: u32) -> String {
+fn text_result(outcome: &Outcome, max_turns: u32, model: &str) -> String {
     match &outcome.answer {
         Answer::Json { text, .. } => text.clone(),
         Answer::Prose(p) => p.clone(),
         Answer::AgentError(e) => e.clone(),
+        Answer::Api(api) => api.claude(model).text,
         Answer::MaxTurns => format!("Error: Reached max turns ({max_turns})"),
     }
 }
@@ -673,17 +674,29 @@ impl Session {
                 (events, ExitCode::SUCCESS)
             }
             Answer::AgentError(message) => {
-                let mut assistant =
-                    self.assistant(vec![obj! { "type" => "text", "text" => message }]);
-                if let J::Obj(fields) = &mut assistant
-                    && let Some((_, J::Obj(msg))) = fields.iter_mut().find(|(k, _)| k == "message")
-                    && let Some((_, model)) = msg.iter_mut().find(|(k, _)| k == "model")
-                {
-                    *model = J::from("<synthetic>");
-                }
+                let mut assistant = self.synthetic(message);
                 assistant.push("error", "unknown");
                 events.push(assistant);
-                events.push(self.result_api_error(message));
+                events.push(self.result_api_error(message, Some(500), None, "completed"));
+                (events, ExitCode::from(1))
+            }
+            Answer::Api(api) => {
+                let failure = api.claude(&self.model);
+                let status = failure.status.map_or(J::Null, |s| J::from(u32::from(s)));
+                let mut assistant = self.synthetic(&failure.text);
+                assistant.push("error", failure.class);
+                assistant.push("is_api_error_message", true);
+                if let Some(kind) = failure.kind {
+                    assistant.push("api_error_status", status);
+                    assistant.push("api_error_type", kind);
+                }
+                events.push(assistant);
+                events.push(self.result_api_error(
+                    &failure.text,
+                    failure.status,
+                    failure.kind,
+                    failure.terminal,
+                ));
                 (events, ExitCode::from(1))
             }
             Answer::MaxTurns => {
@@ -762,6 +775,18 @@ impl Session {
             "session_id" => &self.id,
             "uuid" => util::uuid(),
         }
+    }
+
+    /// The assistant message Claude Code makes up for a failed API call (model `<synthetic>`).
+    fn synthetic(&self, text: &str) -> J {
+        let mut assistant = self.assistant(vec![obj! { "type" => "text", "text" => text }]);
+        if let J::Obj(fields) = &mut assistant
+            && let Some((_, J::Obj(msg))) = fields.iter_mut().find(|(k, _)| k == "message")
+            && let Some((_, model)) = msg.iter_mut().find(|(k, _)| k == "model")
+        {
+            *model = J::from("<synthetic>");
+        }
+        assistant
     }
 
     fn tool_result(&self, tool_use_id: &str, content: &str) -> J {
@@ -853,13 +878,26 @@ impl Session {
         r
     }
 
-    fn result_api_error(&self, message: &str) -> J {
+    /// The result of a turn a failed API call ended: `api_error_status` (null without one),
+    /// `api_error_type` when given, and `terminal_reason`.
+    fn result_api_error(
+        &self,
+        message: &str,
+        status: Option<u16>,
+        kind: Option<&str>,
+        terminal: &str,
+    ) -> J {
         let (usage, model_usage) = self.usage(true);
-        obj! {
+        let mut r = obj! {
             "type" => "result",
             "subtype" => "success",
             "is_error" => true,
-            "api_error_status" => 500,
+            "api_error_status" => status.map_or(J::Null, |s| J::from(u32::from(s))),
+        };
+        if let Some(kind) = kind {
+            r.push("api_error_type", kind);
+        }
+        let rest = obj! {
             "duration_ms" => 145,
             "duration_api_ms" => 0,
             "num_turns" => 1,
@@ -870,10 +908,14 @@ impl Session {
             "usage" => usage,
             "modelUsage" => model_usage,
             "permission_denials" => arr![],
-            "terminal_reason" => "completed",
+            "terminal_reason" => terminal,
             "fast_mode_state" => "off",
             "uuid" => util::uuid(),
+        };
+        if let (J::Obj(fields), J::Obj(more)) = (&mut r, rest) {
+            fields.extend(more);
         }
+        r
     }
 
     fn result_max_turns(&self) -> J {

@@ -8,7 +8,7 @@ use super::args::{self, Kind, Opt, ParseError, Parsed, opt};
 use super::codex_store;
 use super::json::{J, obj};
 use super::receiver;
-use super::task::{self, Outcome, Task};
+use super::task::{self, Answer, Outcome, Task};
 use super::util;
 
 use crate::fixtures::{
@@ -558,6 +558,15 @@ fn write_last_message(path: Option<&Path>, text: &str) {
     }
 }
 
+/// What a failed turn reports: the API failure's own message under `HANDOFF_FAKE_API_ERROR`,
+/// else a generic failed model call.
+fn failure_message(outcome: &Outcome, model: &str) -> String {
+    match &outcome.answer {
+        Answer::Api(api) => api.codex(model),
+        _ => API_ERROR.to_owned(),
+    }
+}
+
 fn emit_json(
     outcome: &Outcome,
     model: &str,
@@ -628,10 +637,11 @@ fn emit_json(
             ExitCode::SUCCESS
         }
         None => {
-            lines.push(obj! { "type" => "error", "message" => API_ERROR });
+            let message = failure_message(outcome, model);
+            lines.push(obj! { "type" => "error", "message" => &message });
             lines.push(obj! {
                 "type" => "turn.failed",
-                "error" => obj! { "message" => API_ERROR },
+                "error" => obj! { "message" => message },
             });
             ExitCode::from(1)
         }
@@ -671,7 +681,7 @@ fn emit_human(
             ExitCode::SUCCESS
         }
         None => {
-            util::err_line(&format!("ERROR: {API_ERROR}"));
+            util::err_line(&format!("ERROR: {}", failure_message(outcome, model)));
             ExitCode::from(1)
         }
     }

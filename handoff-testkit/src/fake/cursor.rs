@@ -141,6 +141,10 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         Answer::AgentError(_) | Answer::MaxTurns => {
             return fail("Error: API error (500): internal error");
         }
+        Answer::Api(api) => {
+            let model = parsed.value("model").unwrap_or("auto");
+            return fail(&format!("Error: {}", api.status_text(model)));
+        }
     };
     let result = obj! {
         "type" => "result",

@@ -111,6 +111,22 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         Answer::AgentError(_) | Answer::MaxTurns => {
             return fail("Error: xAI API error (500): internal error");
         }
+        Answer::Api(api) => {
+            let model = parsed.value("model").unwrap_or("grok-code-fast-1");
+            let envelope = obj! {
+                "text" => "",
+                "stopReason" => "error",
+                "sessionId" => util::uuid(),
+                "requestId" => util::uuid(),
+                "error" => obj! {
+                    "message" => api.openai_message(model),
+                    "status" => api.status().map_or(J::Null, |s| J::from(u32::from(s))),
+                    "code" => api.openai_code(model).map_or(J::Null, J::from),
+                },
+            };
+            util::out_line(&envelope.render());
+            return ExitCode::from(1);
+        }
     };
     let mut envelope = obj! {
         "text" => &text,

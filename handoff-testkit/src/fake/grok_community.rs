@@ -138,6 +138,10 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         Answer::AgentError(_) => {
             "Sorry, I encountered an error: Grok API error: 500 internal error".to_owned()
         }
+        Answer::Api(api) => format!(
+            "Sorry, I encountered an error: Grok API error: {}",
+            api.openai_sdk_message(parsed.value("model").unwrap_or("grok-code-fast-1"))
+        ),
         Answer::MaxTurns => {
             "Maximum tool execution rounds reached. Stopping to prevent infinite loops.".to_owned()
         }

@@ -154,6 +154,13 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         Answer::AgentError(_) | Answer::MaxTurns => {
             return fail("\u{1b}[31mError:\u{1b}[0m Service error: 500 internal error");
         }
+        Answer::Api(api) => {
+            let model = parsed.value("model").unwrap_or("auto");
+            return fail(&format!(
+                "\u{1b}[31mError:\u{1b}[0m {}",
+                api.status_text(model)
+            ));
+        }
     };
     let mut stdout = String::new();
     if let Some(w) = &outcome.wrote {

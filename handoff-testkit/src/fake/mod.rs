@@ -7,6 +7,7 @@
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
 
 pub(crate) mod advice;
+pub(crate) mod api_error;
 pub(crate) mod args;
 pub(crate) mod json;
 pub(crate) mod receiver;

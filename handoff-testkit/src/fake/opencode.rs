@@ -214,25 +214,24 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
         Answer::Prose(p) => p.clone(),
         Answer::AgentError(_) | Answer::MaxTurns => {
             let message = "AI_APICallError: Internal Server Error";
-            if json {
-                let event = obj! {
-                    "type" => "error",
-                    "timestamp" => util::now_millis(),
-                    "sessionID" => &session,
-                    "error" => obj! {
-                        "name" => "APIError",
-                        "data" => obj! {
-                            "message" => message,
-                            "statusCode" => 500,
-                            "isRetryable" => false,
-                        },
-                    },
-                };
-                util::out_line(&event.render());
-            } else {
-                util::err_line(&format!("Error: {message}"));
-            }
-            return ExitCode::from(1);
+            let error = obj! {
+                "name" => "APIError",
+                "data" => obj! {
+                    "message" => message,
+                    "statusCode" => 500,
+                    "isRetryable" => false,
+                },
+            };
+            return report_error(json, &session, error, message);
+        }
+        Answer::Api(api) => {
+            // The real OpenCode retries 429 and 5xx itself, without end: the fake reports them
+            // at once.
+            let model = parsed
+                .value("model")
+                .map_or("fake-model", |m| m.rsplit('/').next().unwrap_or(m));
+            let message = api.opencode_message(model);
+            return report_error(json, &session, api.opencode(model), &message);
         }
     };
     if !json {
@@ -292,6 +291,23 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
     }
     util::out(&task::raw_bytes(&stdout));
     ExitCode::SUCCESS
+}
+
+/// A failed turn: an `error` event carrying `error` (`--format json`), else `Error: <message>`
+/// on stderr; exit 1.
+fn report_error(json: bool, session: &str, error: J, message: &str) -> ExitCode {
+    if json {
+        let event = obj! {
+            "type" => "error",
+            "timestamp" => util::now_millis(),
+            "sessionID" => session,
+            "error" => error,
+        };
+        util::out_line(&event.render());
+    } else {
+        util::err_line(&format!("Error: {message}"));
+    }
+    ExitCode::from(1)
 }
 
 struct Ids {

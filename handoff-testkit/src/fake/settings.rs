@@ -79,6 +79,31 @@ pub const ADVICE_DELAY_MS: &str = "HANDOFF_FAKE_ADVICE_DELAY_MS";
 pub const FINDINGS: &str = "HANDOFF_FAKE_FINDINGS";
 /// The `verdict` the answer states, as given (unset: the answer states none).
 pub const VERDICT: &str = "HANDOFF_FAKE_VERDICT";
+/// A model API failure the run ends with, as the real CLI reports it for that error, in its
+/// own output format: `rate_limited`, `usage_limit`, `auth`, `billing`, `model_not_found`,
+/// `server_error`, `overloaded`, `context_length` (the names of
+/// `model_server::ApiError::name`), or `network` (the API cannot be reached). The run does its
+/// preliminaries first (leftovers, context file, nested advice, wait file, advice delay, and
+/// the side effects of `HANDOFF_FAKE_MODE`: `hang`, `exit`, … happen as usual), then fails in
+/// place of the mode's work and answer: Claude Code 2.1.332 an assistant event from model
+/// `<synthetic>` with `error`, `is_api_error_message`, `api_error_status`, `api_error_type`,
+/// then an `is_error` result with the same fields and its `terminal_reason` (exit 1); Codex
+/// 0.171 `error` and `turn.failed` events with its message (`ERROR: …` on stderr without
+/// `--json`; a usage limit names the local clock time 1200 s from now), exit 1; OpenCode an
+/// `error` event with the AI SDK's `APIError` (status, `isRetryable`, `responseHeaders` with
+/// `retry-after: 1200` on a limit, the OpenAI body as `responseBody`) or `UnknownError`, exit
+/// 1; Grok its envelope with `error: {message, status, code}` (OpenAI texts), exit 1; Kiro and
+/// Cursor an `Error: <status> <reason>: <detail>` line on stderr, exit 1; the community Grok
+/// CLI `Sorry, I encountered an error: Grok API error: <status> <OpenAI message>` as its last
+/// assistant message, exit 0. A continuation receiver fails the same way, except when it
+/// answers the probe question. An unknown value prints `fake-agent: unknown
+/// HANDOFF_FAKE_API_ERROR=<value>` and exits 2, as an unknown mode does.
+pub const API_ERROR: &str = "HANDOFF_FAKE_API_ERROR";
+/// `1`: with `HANDOFF_FAKE_API_ERROR`, a run that may write (not advice, and writable under the
+/// same rule as `fake-<mode>.txt`) first writes `fake-partial-<exe>.txt` (one line naming the
+/// CLI) in its target directory, reported like any file the CLI wrote, then fails: an agent
+/// that made part of a change before it hit its limit.
+pub const API_ERROR_AFTER_WRITE: &str = "HANDOFF_FAKE_API_ERROR_AFTER_WRITE";
 
 /// A continuation receiver whose prompt contains `What were you last working on? Answer in one or
 /// two sentences.` answers with this text (instead of the last assistant text of the session it

@@ -6,6 +6,7 @@ use std::process::{ExitCode, Stdio};
 
 use super::Ctx;
 use super::advice::{self, Call};
+use super::api_error::ApiFailure;
 use super::json::{J, arr, obj};
 use super::leftovers;
 use super::receiver::Reply;
@@ -127,6 +128,8 @@ pub(crate) enum Answer {
     Prose(String),
     /// The CLI reports its own failure.
     AgentError(String),
+    /// The CLI reports the model API's failure (`HANDOFF_FAKE_API_ERROR`), in its own words.
+    Api(ApiFailure),
     /// The CLI ran out of turns.
     MaxTurns,
 }
@@ -144,7 +147,7 @@ impl Outcome {
         match &self.answer {
             Answer::Json { text, .. } => Some(text),
             Answer::Prose(p) => Some(p),
-            Answer::AgentError(_) | Answer::MaxTurns => None,
+            Answer::AgentError(_) | Answer::Api(_) | Answer::MaxTurns => None,
         }
     }
 }
@@ -200,12 +203,44 @@ fn sanitize(mode: &str) -> String {
     }
 }
 
-/// Reads the behaviour switch or reports a bad value (exit 2).
+/// Reads the behaviour switch or reports a bad value (exit 2); a bad
+/// `HANDOFF_FAKE_API_ERROR` is reported the same way.
 pub(crate) fn behaviour(settings: &Settings) -> Result<Behaviour, ExitCode> {
-    Behaviour::from_settings(settings).map_err(|bad| {
+    let behaviour = Behaviour::from_settings(settings).map_err(|bad| {
         util::err_line(&format!("fake-agent: unknown {}={bad}", settings::MODE));
         ExitCode::from(2)
-    })
+    })?;
+    ApiFailure::from_settings(settings).map_err(|bad| {
+        util::err_line(&format!(
+            "fake-agent: unknown {}={bad}",
+            settings::API_ERROR
+        ));
+        ExitCode::from(2)
+    })?;
+    Ok(behaviour)
+}
+
+/// `HANDOFF_FAKE_API_ERROR` (checked by [`behaviour`]): the run fails with it, after writing
+/// `fake-partial-<exe>.txt` when `HANDOFF_FAKE_API_ERROR_AFTER_WRITE=1` and it may write.
+fn api_failure(settings: &Settings, task: &Task) -> Result<Option<Outcome>, ExitCode> {
+    let Ok(Some(api)) = ApiFailure::from_settings(settings) else {
+        return Ok(None);
+    };
+    let wrote = if ApiFailure::after_write(settings) && task.writable && !task.is_advice() {
+        let rel = format!("fake-partial-{}.txt", task.exe);
+        let content = format!(
+            "{} made part of the change, then its model API failed ({})\n",
+            task.exe,
+            api.name()
+        );
+        Some(write_content(task, &rel, content)?)
+    } else {
+        None
+    };
+    Ok(Some(Outcome {
+        wrote,
+        answer: Answer::Api(api),
+    }))
 }
 
 /// Does the run: the `HANDOFF_FAKE_LEFTOVERS` paths (see [`leftovers::leave`]), then the context
@@ -223,6 +258,9 @@ pub(crate) fn perform(
         advice::delay(&ctx.settings);
     }
     side_effects(&ctx.settings, behaviour, task.exe, ctx.plain_sh)?;
+    if let Some(outcome) = api_failure(&ctx.settings, task)? {
+        return Ok(outcome);
+    }
 
     // An advisor never writes, whatever the switches say: nested advice runs in the worktree of
     // the worker that asked, whose changes must stay its own.
@@ -256,8 +294,8 @@ pub(crate) fn perform(
 /// A continuation receiver's turn: the same preliminaries and side effects as a run, then the
 /// receiver's own work. It writes `fake-receiver-<exe>.txt` (overwriting it) when the work is
 /// done and it may write, or whatever it may do under `mutate`; it answers in prose (the
-/// reply's text), or fails like the CLI under `agent-error` / `max-turns`. A reply to the probe
-/// question only answers: no file is written.
+/// reply's text), or fails like the CLI under `agent-error` / `max-turns` or
+/// `HANDOFF_FAKE_API_ERROR`. A reply to the probe question only answers: no file is written.
 pub(crate) fn perform_receiver(
     ctx: &mut Ctx,
     behaviour: Behaviour,
@@ -269,6 +307,11 @@ pub(crate) fn perform_receiver(
     leftovers::leave(&ctx.settings)?;
     let _nested = advice::before_answer(ctx, task.exe, prompt);
     side_effects(&ctx.settings, behaviour, task.exe, ctx.plain_sh)?;
+    if !reply.probe
+        && let Some(outcome) = api_failure(&ctx.settings, task)?
+    {
+        return Ok(outcome);
+    }
     let works = behaviour.does_the_work() && task.writable;
     let wrote = if !reply.probe && (works || behaviour == Behaviour::Mutate) {
         let rel = format!("fake-receiver-{}.txt", task.exe);

@@ -22,6 +22,7 @@
 
 mod anthropic;
 mod chat;
+mod errors;
 mod log;
 mod responses;
 mod script;
@@ -43,6 +44,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
+pub use errors::{ApiError, RETRY_AFTER_SECONDS};
 pub use log::{Endpoint, LoggedRequest, Reply};
 pub use script::{
     DEFAULT_SIDE_TEXT, NESTED_PLACEHOLDER, NESTED_YIELD_MS, NO_NESTED_COMMAND, NO_SUITABLE_TOOL,
@@ -528,6 +530,7 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
         Plan::Text(text) => Turn::Text(text),
         Plan::Call(call) => Turn::Call(call),
         Plan::Status(status) => return error(wire::status_code(*status)),
+        Plan::Fail(failure) => return failure.response(endpoint, &ctx.model),
         Plan::Hang => {
             let mut stop = shared.shutdown.subscribe();
             let _ = stop.wait_for(|stopped| *stopped).await;

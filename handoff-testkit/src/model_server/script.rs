@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::errors::ApiError;
 use super::log::Reply;
 
 /// The text answered to requests that offer no tools, unless [`Script::with_side_text`] says
@@ -53,7 +54,8 @@ pub const NESTED_YIELD_MS: u64 = 120_000;
 ///    `tool_result` blocks, Responses `*_call_output` items, Chat `role:"tool"` messages); past
 ///    the last step the last step is repeated. An empty script answers every request with the
 ///    side text.
-/// 2. A [`Step::Hang`] or [`Step::Status`] applies to every model request, tools or not.
+/// 2. A [`Step::Hang`], [`Step::Status`] or [`Step::Fail`] applies to every model request,
+///    tools or not.
 /// 3. Otherwise a request that offers no tools gets the side text ([`DEFAULT_SIDE_TEXT`]).
 /// 4. Otherwise step `k` is played.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +232,9 @@ pub enum Step {
     Hang,
     /// Answers every model request with this HTTP status and a protocol-shaped error body.
     Status(u16),
+    /// Answers every model request with this API error, as the wire's real service words it
+    /// (status, `retry-after`, error body).
+    Fail(ApiError),
 }
 
 impl Step {
@@ -352,6 +357,7 @@ pub(crate) enum Plan {
     Call(Call),
     Hang,
     Status(u16),
+    Fail(ApiError),
 }
 
 /// What the protocol layer found in a request.
@@ -417,6 +423,15 @@ fn decide_steps(
                 },
             );
         }
+        Step::Fail(error) => {
+            return (
+                Plan::Fail(*error),
+                Reply::Status {
+                    step: index,
+                    status: error.status(),
+                },
+            );
+        }
         _ => {}
     }
     if conv.offered.is_empty() {
@@ -462,7 +477,7 @@ fn decide_steps(
             }
             candidates
         }
-        Step::Hang | Step::Status(_) => Vec::new(),
+        Step::Hang | Step::Status(_) | Step::Fail(_) => Vec::new(),
     };
     for (name, args) in &candidates {
         if let Some(tool) = find(conv.offered, name) {

@@ -3,6 +3,7 @@
 // Test helpers outside `#[test]` functions panic on purpose.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod api_errors;
 mod claude;
 mod codex;
 mod control;

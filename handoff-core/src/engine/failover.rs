@@ -1,0 +1,208 @@
+//! Failover: a root run whose agent could not answer for a reason another agent does not
+//! share (its usage limit, a failing provider, no credit, a CLI that is missing or cannot run
+//! here) runs the same request on the next entry of its chain, under the same grants and the
+//! same worktree lease, its evidence measured from the first attempt's "before".
+
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+use super::draft::Draft;
+use super::verdict::{Ended, summary as ended_summary};
+use super::{Engine, Launch};
+use crate::input::{InputRejection, RunInput, Validated};
+use crate::mcp::McpDescriptor;
+use crate::request::Request;
+use crate::result::{OutputInfo, Usage};
+use crate::workspace::Fingerprint;
+use crate::{
+    Attempt, FailoverEntry, FailureCause, FailureReason, continued_instructions, parse_failover,
+};
+
+/// The entries a root run fails over to, each validated as its own request.
+pub(super) type Chain = Vec<(FailoverEntry, Validated)>;
+
+impl Engine {
+    /// The failover chain of `input` (`--failover`, else the configuration's default), every
+    /// entry validated as the same request on its agent before anything starts: an entry that
+    /// cannot take one of the request's controls refuses the run (`--failover`, exit 5).
+    pub(super) fn failover_chain(&self, input: &RunInput) -> Result<Chain, Ended> {
+        let config = &self.options.config;
+        let text = match &input.failover {
+            Some(text) => text.clone(),
+            None if config.failover.agents.is_empty() => return Ok(Vec::new()),
+            None => config.failover.agents.join(","),
+        };
+        let refuse = |m: String| Ended::InputRejected(InputRejection::new("--failover", m));
+        let entries = parse_failover(&text, &self.registry.ids(), config).map_err(refuse)?;
+        let mut chain = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let mut attempt = input.clone();
+            attempt.harness = Some(entry.harness.to_string());
+            attempt.model = entry.model.clone();
+            attempt.failover = None;
+            let validated = attempt
+                .validate_with(&self.registry, config)
+                .map_err(|r| refuse(format!("--failover {entry}: {}", r.reason)))?;
+            chain.push((entry, validated));
+        }
+        Ok(chain)
+    }
+
+    /// Runs the agent of `request`, then each entry of `chain` in turn while the attempt
+    /// before it ended for a cause that fails over. How the last attempt ended is the run's.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn agent_with_failover(
+        &self,
+        input: &RunInput,
+        request: Request,
+        mcp: Option<McpDescriptor>,
+        before: &Fingerprint,
+        launch: Launch,
+        chain: Chain,
+        draft: &mut Draft,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<Ended, Ended> {
+        let mut current = FailoverEntry {
+            harness: request.target.harness.clone(),
+            account: None,
+            model: input.model.clone(),
+        };
+        let (mut request, mut mcp, mut launch) = (request, mcp, Some(launch));
+        let mut rest = chain.into_iter();
+        draft.failover = Some(current.clone());
+        loop {
+            draft.attempt_started = Instant::now();
+            let launch_now = match launch.take() {
+                Some(l) => l,
+                None => self.root_launch(input, &request, mcp.as_ref(), before, draft, &cancel)?,
+            };
+            let ended = self
+                .agent(&request, mcp.clone(), draft, cancel.clone(), launch_now)
+                .await
+                .unwrap_or_else(|e| e);
+            let cause = failover_cause(&ended);
+            let next = match cause {
+                Some(_) if !*cancel.borrow() => rest.next(),
+                _ => None,
+            };
+            let (Some(cause), Some((entry, validated))) = (cause, next) else {
+                return Ok(ended);
+            };
+            self.record_attempt(draft, &current, &ended);
+            // Advisers of the attempt stop with it; the next attempt's worker gets its own.
+            if let Some(supervisor) = draft.supervisor.take() {
+                draft.finished = Some(supervisor.shutdown().await);
+            }
+            self.sweep_between_attempts(draft, &validated.request);
+            let changed = if request.writes() {
+                self.changed_so_far(draft).await
+            } else {
+                Vec::new()
+            };
+            let Validated {
+                request: mut next_request,
+                mcp: next_mcp,
+            } = validated;
+            next_request.lineage = request.lineage.clone();
+            if request.writes() {
+                next_request.instructions =
+                    continued_instructions(&next_request.instructions, &current, cause, &changed);
+            }
+            draft.set_request(&next_request, &self.registry);
+            reset_for_attempt(draft);
+            draft.account = entry.account.as_ref().and_then(|a| {
+                self.options
+                    .config
+                    .agent(&entry.harness)
+                    .accounts
+                    .get(a)
+                    .cloned()
+            });
+            draft.failover = Some(entry.clone());
+            current = entry;
+            request = next_request;
+            mcp = next_mcp;
+        }
+    }
+
+    /// Adds the attempt that just ended to the result's `attempts`.
+    fn record_attempt(&self, draft: &mut Draft, entry: &FailoverEntry, ended: &Ended) {
+        let (verdict, message) = ended_summary(ended);
+        let reason = match ended {
+            Ended::AgentFailure { reason, .. } => *reason,
+            Ended::NotInstalled(_) => FailureReason::new(FailureCause::NotInstalled),
+            Ended::PreflightFailed(_) => FailureReason::new(FailureCause::Preflight),
+            _ => FailureReason::new(FailureCause::Other),
+        };
+        let message = message.map(|m| crate::redact(&m, &draft.secrets).0);
+        draft.result.attempts.push(Attempt {
+            harness: entry.harness.clone(),
+            account: entry.account.clone(),
+            model: entry.model.clone(),
+            status: verdict.status(),
+            cause: Some(reason.cause),
+            retry_after_seconds: reason.retry_after_seconds,
+            duration_ms: draft.attempt_started.elapsed().as_millis() as u64,
+            usage: draft.result.usage.clone(),
+            message,
+        });
+    }
+
+    /// What the failed attempt's own sandbox left is swept as after any run; the next agent's
+    /// leftovers are watched from now.
+    fn sweep_between_attempts(&self, draft: &mut Draft, next: &Request) {
+        if let (Some(watch), Some(paths)) = (draft.artifacts.take(), self.artifacts_left_by(draft))
+        {
+            watch.sweep(&paths);
+        }
+        if let Some(cwd) = draft.cwd.clone() {
+            draft.artifacts = self.watch_artifacts([&next.target.harness], &cwd);
+        }
+    }
+
+    /// The paths the attempts so far changed, compared with the run's "before" (empty when
+    /// that cannot be told).
+    async fn changed_so_far(&self, draft: &mut Draft) -> Vec<String> {
+        let (Some(cwd), Some(request)) = (draft.cwd.clone(), draft.request.clone()) else {
+            return Vec::new();
+        };
+        let Ok(workspace) = self.evidence_workspace(&request) else {
+            return Vec::new();
+        };
+        let now = tokio::task::spawn_blocking(move || workspace.fingerprint(&cwd)).await;
+        match (now, draft.before.as_mut()) {
+            (Ok(Ok(now)), Some(before)) => before
+                .compare_summaries(&now)
+                .map(|e| e.changed_files)
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The cause an attempt ended for, when that cause fails over.
+fn failover_cause(ended: &Ended) -> Option<FailureCause> {
+    let cause = match ended {
+        Ended::AgentFailure { reason, .. } => reason.cause,
+        Ended::NotInstalled(_) => FailureCause::NotInstalled,
+        Ended::PreflightFailed(_) => FailureCause::Preflight,
+        _ => return None,
+    };
+    cause.fails_over().then_some(cause)
+}
+
+/// The draft without what the failed attempt's agent left in it: its answer, usage, exit,
+/// processes and output streams.
+fn reset_for_attempt(draft: &mut Draft) {
+    let r = &mut draft.result;
+    r.output = OutputInfo::default();
+    r.usage = Usage::not_observed();
+    r.exit.provider = None;
+    r.exit.signal = None;
+    r.exit.timed_out = false;
+    r.processes = None;
+    r.target.version = None;
+    r.diagnostics.provider_stderr.clear();
+    r.diagnostics.provider_stdout.clear();
+}
