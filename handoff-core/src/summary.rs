@@ -47,7 +47,30 @@ pub fn run_summary(r: &HandoffResult) -> String {
         parts.push(format!("${cost:.4}"));
     }
     parts.push(seconds(r.timing.duration_ms));
+    if let Some(cause) = r.diagnostics.cause {
+        parts.push(match r.diagnostics.retry_after_seconds {
+            Some(wait) => format!(
+                "{cause}, retry after {}",
+                seconds(wait.saturating_mul(1000))
+            ),
+            None => cause.to_string(),
+        });
+    }
     let mut line = parts.join(" · ");
+    // Attempts before the last: who could not answer, and why.
+    if let Some((_, earlier)) = r.attempts.split_last() {
+        for a in earlier {
+            let who = match &a.account {
+                Some(acc) => format!("{}@{acc}", a.harness),
+                None => a.harness.to_string(),
+            };
+            let cause = a.cause.map_or("?".to_owned(), |c| c.to_string());
+            line.push_str(&format!(
+                "\n  failed over from {who}: {cause} after {}",
+                seconds(a.duration_ms)
+            ));
+        }
+    }
     if r.status != Status::Succeeded
         && let Some(m) = &r.diagnostics.message
     {

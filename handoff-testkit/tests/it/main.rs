@@ -9,6 +9,7 @@ mod codex;
 mod control;
 mod fake_ssh;
 mod library;
+mod model_errors;
 mod model_server;
 mod modes;
 mod nested;

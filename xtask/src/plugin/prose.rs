@@ -192,6 +192,12 @@ limit is shorter, pass a `--timeout-ms` below it.\n",
         "- If another run holds the worktree, handoff refuses (exit 5) and names it; add `--wait` \
 only if the person wants to queue behind it.\n",
     );
+    s.push_str(
+        "- If the person wants another agent to carry on when this one hits its usage limit, add \
+`--failover AGENT[@ACCOUNT][:MODEL],…` (e.g. `--failover codex`): the same request then runs on \
+the next entry when an attempt ends rate-limited, with a server error, without credit, or with \
+its CLI missing.\n",
+    );
     s
 }
 
@@ -208,7 +214,10 @@ an empty or failed answer never means \"no findings\".\n\n",
 `output.response`, `output.findings` and `output.evidence`; `git.changedFiles`; and on failure \
 `diagnostics.message` quoted exactly, with the fix it points to (3: install or log in to that \
 CLI; 5: correct the request; 8: narrow the task or raise `--timeout-ms`; 10: look at \
-`git.changedFiles`).\n",
+`git.changedFiles`). `diagnostics.cause` says why in one word: on `rate_limited`, say when it \
+may be tried again (`diagnostics.retryAfterSeconds`, when known) and offer another agent with \
+`--failover`. When the result has `attempts`, say which agents could not answer and why, and \
+which one did (`target.harness`).\n",
     );
     match verb {
         Verb::Advice => s.push_str(
