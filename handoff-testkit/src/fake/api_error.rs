@@ -3,19 +3,16 @@
 //!
 //! The texts were recorded from the real CLIs against the model server of
 //! [`crate::model_server`] (Claude Code 2.1.332, Codex 0.171, OpenCode); those of Grok, Kiro,
-//! Cursor and the community Grok CLI follow each one's usual error form. The OpenAI bodies are
-//! those of `ApiError::openai_body` (kept in step by hand).
+//! Cursor and the community Grok CLI follow each one's usual error form. The statuses, names,
+//! `retry-after` and OpenAI bodies are the model server's own ([`ApiError`]).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::json::{J, obj};
 use super::settings::{self, Settings};
-
-/// The wait the API asks for on a rate or usage limit (`retry-after`, "try again in 1200s"), as
-/// the model server's `RETRY_AFTER_SECONDS`.
-pub(crate) const RETRY_AFTER_SECONDS: u64 = 1200;
+use crate::model_server::{ApiError, RETRY_AFTER_SECONDS};
 
 /// Where the model API "was" (the URL the CLIs quote).
 const OPENAI_BASE: &str = "http://127.0.0.1:1/v1";
@@ -23,22 +20,8 @@ const OPENAI_BASE: &str = "http://127.0.0.1:1/v1";
 /// The API failure a run reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ApiFailure {
-    /// 429: a rate limit.
-    RateLimited,
-    /// 429: a subscription's usage limit.
-    UsageLimit,
-    /// 401: a key the service does not accept.
-    Auth,
-    /// 402: no credit left.
-    Billing,
-    /// 404: the model does not exist.
-    ModelNotFound,
-    /// 500: the service failed.
-    ServerError,
-    /// 529: the service is overloaded.
-    Overloaded,
-    /// 400: the prompt is longer than the context window.
-    ContextLength,
+    /// The API answered with this error, as the model server answers it.
+    Api(ApiError),
     /// The API could not be reached at all.
     Network,
 }
@@ -59,32 +42,28 @@ pub(crate) struct ClaudeFailure {
 }
 
 impl ApiFailure {
-    /// Every value, in the order of the documentation.
-    pub(crate) const ALL: [ApiFailure; 9] = [
-        ApiFailure::RateLimited,
-        ApiFailure::UsageLimit,
-        ApiFailure::Auth,
-        ApiFailure::Billing,
-        ApiFailure::ModelNotFound,
-        ApiFailure::ServerError,
-        ApiFailure::Overloaded,
-        ApiFailure::ContextLength,
-        ApiFailure::Network,
-    ];
-
-    /// The value's name (`rate_limited`, …), as `ApiError::name` spells it.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            ApiFailure::RateLimited => "rate_limited",
-            ApiFailure::UsageLimit => "usage_limit",
-            ApiFailure::Auth => "auth",
-            ApiFailure::Billing => "billing",
-            ApiFailure::ModelNotFound => "model_not_found",
-            ApiFailure::ServerError => "server_error",
-            ApiFailure::Overloaded => "overloaded",
-            ApiFailure::ContextLength => "context_length",
-            ApiFailure::Network => "network",
+    /// Every value, in the order of the documentation: [`ApiError::ALL`], then `Network`.
+    pub(crate) const ALL: [ApiFailure; ApiError::ALL.len() + 1] = {
+        let mut all = [ApiFailure::Network; ApiError::ALL.len() + 1];
+        let mut i = 0;
+        while i < ApiError::ALL.len() {
+            all[i] = ApiFailure::Api(ApiError::ALL[i]);
+            i += 1;
         }
+        all
+    };
+
+    /// The API error, none for a connection error.
+    fn api(self) -> Option<ApiError> {
+        match self {
+            ApiFailure::Api(error) => Some(error),
+            ApiFailure::Network => None,
+        }
+    }
+
+    /// The value's name (`rate_limited`, …: [`ApiError::name`], or `network`).
+    pub(crate) fn name(self) -> &'static str {
+        self.api().map_or("network", ApiError::name)
     }
 
     /// Reads `HANDOFF_FAKE_API_ERROR`: `Ok(None)` when unset, `Err(value)` when unknown.
@@ -106,57 +85,52 @@ impl ApiFailure {
 
     /// The HTTP status (none for a connection error).
     pub(crate) fn status(self) -> Option<u16> {
-        Some(match self {
-            ApiFailure::RateLimited | ApiFailure::UsageLimit => 429,
-            ApiFailure::Auth => 401,
-            ApiFailure::Billing => 402,
-            ApiFailure::ModelNotFound => 404,
-            ApiFailure::ServerError => 500,
-            ApiFailure::Overloaded => 529,
-            ApiFailure::ContextLength => 400,
-            ApiFailure::Network => return None,
-        })
+        self.api().map(ApiError::status)
     }
 
     /// The `retry-after` header the API sends with it.
     pub(crate) fn retry_after(self) -> Option<u64> {
-        matches!(self, ApiFailure::RateLimited | ApiFailure::UsageLimit)
-            .then_some(RETRY_AFTER_SECONDS)
+        self.api().and_then(ApiError::retry_after)
     }
 
     /// Claude Code 2.1.332 (`-p --output-format stream-json`).
     pub(crate) fn claude(self, model: &str) -> ClaudeFailure {
-        let f = |status, kind, class, terminal, text: &str| ClaudeFailure {
-            status: Some(status),
+        let Some(error) = self.api() else {
+            return ClaudeFailure {
+                status: None,
+                kind: None,
+                class: "unknown",
+                terminal: "api_error",
+                text: "API Error: Connection error.".to_owned(),
+            };
+        };
+        let f = |kind, class, terminal, text: &str| ClaudeFailure {
+            status: Some(error.status()),
             kind: Some(kind),
             class,
             terminal,
             text: text.to_owned(),
         };
-        match self {
-            ApiFailure::RateLimited | ApiFailure::UsageLimit => f(
-                429,
+        match error {
+            ApiError::RateLimited | ApiError::UsageLimit => f(
                 "rate_limit_error",
                 "rate_limit",
                 "api_error",
                 "API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later.",
             ),
-            ApiFailure::Auth => f(
-                401,
+            ApiError::Auth => f(
                 "authentication_error",
                 "authentication_failed",
                 "api_error",
                 "Invalid API key · Fix external API key",
             ),
-            ApiFailure::Billing => f(
-                402,
+            ApiError::Billing => f(
                 "billing_error",
                 "billing_error",
                 "api_error",
                 "Credit balance is too low",
             ),
-            ApiFailure::ModelNotFound => f(
-                404,
+            ApiError::ModelNotFound => f(
                 "not_found_error",
                 "model_not_found",
                 "api_error",
@@ -164,34 +138,24 @@ impl ApiFailure {
                     "There's an issue with the selected model ({model}). It may not exist or you may not have access to it. Run --model to pick a different model."
                 ),
             ),
-            ApiFailure::ServerError => f(
-                500,
+            ApiError::ServerError => f(
                 "api_error",
                 "server_error",
                 "api_error",
                 "API Error: 500 Internal server error. This is a server-side issue, usually temporary — try again in a moment.",
             ),
-            ApiFailure::Overloaded => f(
-                529,
+            ApiError::Overloaded => f(
                 "overloaded_error",
                 "server_error",
                 "api_error",
                 "API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment.",
             ),
-            ApiFailure::ContextLength => f(
-                400,
+            ApiError::ContextLength => f(
                 "invalid_request_error",
                 "invalid_request",
                 "prompt_too_long",
                 "Prompt is too long · the request is ~250000 tokens (limit 200000)",
             ),
-            ApiFailure::Network => ClaudeFailure {
-                status: None,
-                kind: None,
-                class: "unknown",
-                terminal: "api_error",
-                text: "API Error: Connection error.".to_owned(),
-            },
         }
     }
 
@@ -199,96 +163,43 @@ impl ApiFailure {
     /// on stderr without `--json`).
     pub(crate) fn codex(self, model: &str) -> String {
         let url = format!("{OPENAI_BASE}/responses");
-        match self {
-            ApiFailure::RateLimited => {
+        let Some(error) = self.api() else {
+            return format!(
+                "stream disconnected before completion: error sending request for url ({url})"
+            );
+        };
+        match error {
+            ApiError::RateLimited => {
                 "exceeded retry limit, last status: 429 Too Many Requests".to_owned()
             }
-            ApiFailure::UsageLimit => format!(
+            ApiError::UsageLimit => format!(
                 "You’ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit https://chatgpt.com/settings/usage to purchase more credits or try again at {}.",
                 clock_in(RETRY_AFTER_SECONDS)
             ),
-            ApiFailure::Auth => format!(
+            ApiError::Auth => format!(
                 "unexpected status 401 Unauthorized: Incorrect API key provided: sk-e2e-***., url: {url}"
             ),
-            ApiFailure::Billing => format!(
+            ApiError::Billing => format!(
                 "unexpected status 402 Payment Required: You exceeded your current quota, please check your plan and billing details., url: {url}"
             ),
-            ApiFailure::ModelNotFound => {
+            ApiError::ModelNotFound => {
                 format!("The model `{model}` does not exist or you do not have access to it.")
             }
-            ApiFailure::ServerError => {
+            ApiError::ServerError => {
                 "We’re currently experiencing high demand, which may cause temporary errors."
                     .to_owned()
             }
-            ApiFailure::Overloaded => format!(
+            ApiError::Overloaded => format!(
                 "unexpected status 529 <unknown status code>: The engine is currently overloaded, please try again later., url: {url}"
             ),
-            ApiFailure::ContextLength => "Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.".to_owned(),
-            ApiFailure::Network => format!(
-                "stream disconnected before completion: error sending request for url ({url})"
-            ),
+            ApiError::ContextLength => "Codex ran out of room in the model's context window. Start a new thread or clear earlier history before retrying.".to_owned(),
         }
     }
 
     /// The OpenAI error body (Responses and Chat Completions), as the model server sends it;
     /// none for a connection error.
     pub(crate) fn openai_body(self, model: &str) -> Option<Value> {
-        let (kind, code, message) = match self {
-            ApiFailure::RateLimited => (
-                "tokens",
-                Some("rate_limit_exceeded"),
-                format!(
-                    "Rate limit reached for {model} in organization org-e2e on tokens per min (TPM): Limit 30000, Used 30000, Requested 1200. Please try again in {RETRY_AFTER_SECONDS}s."
-                ),
-            ),
-            ApiFailure::UsageLimit => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                return Some(json!({"error": {
-                    "resets_at": now + RETRY_AFTER_SECONDS,
-                    "type": "usage_limit_reached",
-                    "code": "rate_limit_exceeded",
-                    "message": "You've hit your usage limit. Try again later.",
-                    "plan_type": "plus",
-                    "resets_in_seconds": RETRY_AFTER_SECONDS,
-                }}));
-            }
-            ApiFailure::Auth => (
-                "invalid_request_error",
-                Some("invalid_api_key"),
-                "Incorrect API key provided: sk-e2e-***. You can find your API key at https://platform.openai.com/account/api-keys.".to_owned(),
-            ),
-            ApiFailure::Billing => (
-                "insufficient_quota",
-                Some("insufficient_quota"),
-                "You exceeded your current quota, please check your plan and billing details."
-                    .to_owned(),
-            ),
-            ApiFailure::ModelNotFound => (
-                "invalid_request_error",
-                Some("model_not_found"),
-                format!("The model `{model}` does not exist or you do not have access to it."),
-            ),
-            ApiFailure::ServerError => (
-                "server_error",
-                None,
-                "The server had an error while processing your request. Sorry about that!"
-                    .to_owned(),
-            ),
-            ApiFailure::Overloaded => (
-                "server_error",
-                Some("overloaded"),
-                "The engine is currently overloaded, please try again later.".to_owned(),
-            ),
-            ApiFailure::ContextLength => (
-                "invalid_request_error",
-                Some("context_length_exceeded"),
-                "This model's maximum context length is 128000 tokens. However, your messages resulted in 250000 tokens. Please reduce the length of the messages.".to_owned(),
-            ),
-            ApiFailure::Network => return None,
-        };
-        Some(json!({"error": {"message": message, "type": kind, "param": null, "code": code}}))
+        self.api().map(|error| error.openai_body(model))
     }
 
     /// The OpenAI body's `error.message` (a connection error: Node's `fetch` failure as the
@@ -350,24 +261,26 @@ impl ApiFailure {
     /// The error line of a CLI that words the failure itself (Kiro, Cursor), after its
     /// `Error: ` prefix: the status, its reason phrase, and the detail.
     pub(crate) fn status_text(self, model: &str) -> String {
-        match self {
-            ApiFailure::RateLimited => format!(
+        let Some(error) = self.api() else {
+            return "Connection error: error sending request: tcp connect error: Connection refused (os error 111)".to_owned();
+        };
+        match error {
+            ApiError::RateLimited => format!(
                 "429 Too Many Requests: Rate limit reached for requests. Please try again in {RETRY_AFTER_SECONDS}s."
             ),
-            ApiFailure::UsageLimit => format!(
+            ApiError::UsageLimit => format!(
                 "429 Too Many Requests: You have reached the usage limit of your plan. Please try again in {RETRY_AFTER_SECONDS}s."
             ),
-            ApiFailure::Auth => "401 Unauthorized: invalid api key".to_owned(),
-            ApiFailure::Billing => {
+            ApiError::Auth => "401 Unauthorized: invalid api key".to_owned(),
+            ApiError::Billing => {
                 "402 Payment Required: insufficient credits on this account".to_owned()
             }
-            ApiFailure::ModelNotFound => format!("404 Not Found: model '{model}' not found"),
-            ApiFailure::ServerError => "500 Internal Server Error: internal error".to_owned(),
-            ApiFailure::Overloaded => {
+            ApiError::ModelNotFound => format!("404 Not Found: model '{model}' not found"),
+            ApiError::ServerError => "500 Internal Server Error: internal error".to_owned(),
+            ApiError::Overloaded => {
                 "529 Overloaded: the service is temporarily overloaded".to_owned()
             }
-            ApiFailure::ContextLength => "400 Bad Request: the prompt is too long for the model's context window (250000 tokens > 200000)".to_owned(),
-            ApiFailure::Network => "Connection error: error sending request: tcp connect error: Connection refused (os error 111)".to_owned(),
+            ApiError::ContextLength => "400 Bad Request: the prompt is too long for the model's context window (250000 tokens > 200000)".to_owned(),
         }
     }
 
@@ -436,8 +349,12 @@ mod tests {
 
     #[test]
     fn opencode_bodies_are_strings_with_retry_after_on_limits() {
-        let e: Value =
-            serde_json::from_str(&ApiFailure::RateLimited.opencode("m").render()).unwrap();
+        let e: Value = serde_json::from_str(
+            &ApiFailure::Api(ApiError::RateLimited)
+                .opencode("m")
+                .render(),
+        )
+        .unwrap();
         assert_eq!(e["data"]["statusCode"], 429);
         assert_eq!(e["data"]["responseHeaders"]["retry-after"], "1200");
         let body: Value =

@@ -78,7 +78,8 @@ impl ApiError {
         }
     }
 
-    fn retry_after(self) -> Option<u64> {
+    /// The `retry-after` header it is answered with.
+    pub(crate) fn retry_after(self) -> Option<u64> {
         matches!(self, ApiError::RateLimited | ApiError::UsageLimit).then_some(RETRY_AFTER_SECONDS)
     }
 
@@ -108,7 +109,7 @@ impl ApiError {
 
     /// The OpenAI body (Responses and Chat Completions):
     /// `{"error":{"message","type","param","code"}}`.
-    fn openai_body(self, model: &str) -> Value {
+    pub(crate) fn openai_body(self, model: &str) -> Value {
         let (kind, code, message) = match self {
             ApiError::RateLimited => (
                 "tokens",
