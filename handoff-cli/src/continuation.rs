@@ -133,6 +133,10 @@ pub struct ContinueArgs {
     /// No status line on a terminal: stderr carries only diagnostics.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// Hand the task over as a background job and return at once, printing its id; collect
+    /// it with `handoff wait`, `handoff result`, `handoff cancel`.
+    #[arg(long)]
+    pub detach: bool,
     /// The session to carry: its id in the source CLI's store, or the absolute path of its
     /// file. Default: the calling agent's own session (CLAUDE_CODE_SESSION_ID,
     /// CODEX_THREAD_ID), else the session of the task's last receiver, else the newest session

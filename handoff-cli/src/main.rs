@@ -11,6 +11,7 @@ mod continuation;
 mod docs;
 mod doctor;
 mod fingerprint;
+mod jobs;
 mod live;
 mod log;
 mod mcp;
@@ -30,6 +31,7 @@ Exit codes:
   0   succeeded
   2   the agent failed, or said it was blocked
   3   the agent CLI is unavailable (not installed, failed preflight)
+  4   `handoff result`: the job is still running
   5   the request was rejected before anything ran
   7   the agent's output (or the result file) is not what the contract says
   8   the per-node timeout expired
@@ -96,6 +98,15 @@ enum Command {
     /// Serve the Model Context Protocol on stdin/stdout: tools for run, advice, continue and
     /// capabilities, and background jobs (start, status, result, cancel) for long runs.
     Mcp,
+    /// List this user's background jobs (`--detach`, and the MCP server's while they run),
+    /// running first.
+    Jobs(jobs::JobsArgs),
+    /// Wait for a background job to end; print its result and exit with its exit code.
+    Wait(jobs::JobArgs),
+    /// Print a background job's result JSON and exit with its exit code (4 while it runs).
+    Result(jobs::JobArgs),
+    /// Stop a background job as SIGTERM stops a run: it stops its agent and records exit 9.
+    Cancel(jobs::JobArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -215,6 +226,13 @@ struct DelegateArgs {
     /// default off). Each entry is checked before anything starts.
     #[arg(long, value_name = "AGENT[@ACCOUNT][:MODEL],…")]
     failover: Option<String>,
+    /// Start the run as a background job and return at once, printing its id: it survives
+    /// this terminal; collect it with `handoff wait`, `handoff result`, `handoff cancel`.
+    #[arg(long)]
+    detach: bool,
+    /// With --detach: print the job as one JSON object (`handoff.job.v1`).
+    #[arg(long, requires = "detach")]
+    json: bool,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -282,6 +300,10 @@ fn verb_of(command: &Command) -> Option<Verb> {
         | Command::Man
         | Command::Doctor(_)
         | Command::Mcp
+        | Command::Jobs(_)
+        | Command::Wait(_)
+        | Command::Result(_)
+        | Command::Cancel(_)
         | Command::Attribute(_) => None,
     }
 }
@@ -440,7 +462,7 @@ pub(crate) fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
     }
 }
 
-async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
+pub(crate) async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     let rx = cancel_on_signals();
     let config = match load_config() {
         Ok(c) => c,
@@ -476,7 +498,7 @@ async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     outcome.exit_code
 }
 
-async fn rejected_early(input: RunInput, message: String) -> u8 {
+pub(crate) async fn rejected_early(input: RunInput, message: String) -> u8 {
     // Reuse the engine's rendering so an early rejection has the same shape as any result.
     let mut input = input;
     input.result = None;
@@ -573,6 +595,21 @@ fn main() -> ExitCode {
     handoff_core::allocator::return_large_blocks();
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
+    // `handoff __job <id> <dir>`: the supervisor of a background job.
+    if let [_, verb, id, dir] = &std::env::args_os().collect::<Vec<_>>()[..]
+        && verb == handoff_core::JOB_VERB
+    {
+        let (Some(id), Some(dir)) = (id.to_str(), dir.to_str()) else {
+            return ExitCode::from(handoff_core::exit::USAGE);
+        };
+        let code = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_or(handoff_core::exit::USAGE, |rt| {
+                rt.block_on(jobs::supervise(id, dir))
+            });
+        return ExitCode::from(code);
+    }
     // Arguments are text: one that is not UTF-8 is refused like any malformed argument (with
     // a `rejected` result for a run), never a panic.
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -630,10 +667,7 @@ fn main() -> ExitCode {
     if std::env::var(LIFELINE_ENV).is_ok_and(|v| v.strip_prefix("stdin:") == Some(parent.as_str()))
     {
         // `--note-file -` reads standard input itself: no lifeline then.
-        let note_on_stdin = args
-            .windows(2)
-            .any(|w| w[0] == "--note-file" && w[1] == "-")
-            || args.iter().any(|a| a == "--note-file=-");
+        let note_on_stdin = jobs::note_from_stdin(&args);
         LIFELINE.store(!note_on_stdin, std::sync::atomic::Ordering::SeqCst);
     }
     let code = runtime.block_on(async {
@@ -648,6 +682,20 @@ fn main() -> ExitCode {
             (_, Command::Man) => docs::man::<Cli>(),
             (_, Command::Doctor(d)) => doctor::main(d, load_config()).await,
             (_, Command::Mcp) => mcp::main().await,
+            (_, Command::Jobs(j)) => jobs::list(j),
+            (_, Command::Wait(j)) => jobs::wait(j).await,
+            (_, Command::Result(j)) => jobs::result(j),
+            (_, Command::Cancel(j)) => jobs::cancel(j),
+            (_, Command::Continue(c)) if c.detach => {
+                let stdin = jobs::note_from_stdin(&args).then(read_stdin).transpose();
+                match stdin {
+                    Ok(stdin) => jobs::detach("continue", jobs::after_verb(&args), stdin, false),
+                    Err(message) => {
+                        let _ = writeln!(std::io::stderr(), "handoff: {message}");
+                        handoff_core::exit::USAGE
+                    }
+                }
+            }
             (_, Command::Continue(c)) => {
                 let receiver =
                     c.to.as_deref()
@@ -667,7 +715,11 @@ fn main() -> ExitCode {
                     .filter(|v| !v.is_empty());
                 let quiet = a.quiet;
                 let quorum = a.quorum.clone();
+                let (detach, json) = (a.detach, a.json);
                 match input_of(verb, a) {
+                    Ok(input) if detach && context.is_none() => {
+                        jobs::detached(verb, input, &args, quorum.as_deref(), json).await
+                    }
                     Ok(input) => match context {
                         Some(ctx) => nested::main(input, &ctx).await,
                         None if panel::wanted(&input, quorum.as_deref()) => {

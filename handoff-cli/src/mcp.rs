@@ -408,7 +408,7 @@ pub async fn main() -> u8 {
             return 1;
         }
     };
-    let jobs = Arc::new(Jobs::new(exe, dir));
+    let jobs = Arc::new(Jobs::new(exe, dir, crate::jobs::mcp_store()));
     let server = Server { jobs: jobs.clone() };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (closed_tx, mut closed_rx) = tokio::sync::watch::channel(false);

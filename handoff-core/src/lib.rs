@@ -24,6 +24,7 @@ mod failure;
 pub mod flags;
 mod input;
 mod isolation;
+mod jobs;
 mod lease;
 mod mask;
 mod mcp;
@@ -93,6 +94,10 @@ pub use isolation::{
     cases as isolation_cases, confine, of_request as isolation_of, process_containment,
     render_markdown as render_isolation_table, table as isolation_table,
 };
+pub use jobs::{
+    Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_VERB, Job, JobOrigin, JobState, NewJob,
+    ProcessRef, SUPERVISOR_GRACE, cancel_job, detach_job, list_jobs, supervise_job, wait_job,
+};
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
     agents_working_in, check_ancestry, default_runtime_dir, private_dir_base, private_work_dir,
@@ -153,8 +158,9 @@ pub use supervisor::{
 };
 pub use task::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,
-    HandoffOutcome, HandoffRow, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route, StoreError,
-    Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_timestamp,
+    HandoffOutcome, HandoffRow, JobId, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route,
+    StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn,
+    check_timestamp,
 };
 pub use timestamp::{iso_from_unix_ms, now_iso};
 pub use transcript::{

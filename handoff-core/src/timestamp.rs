@@ -24,6 +24,11 @@ pub fn iso_from_unix_ms(ms: i64) -> Option<String> {
     (0..=9999).contains(&t.year()).then(|| iso(t))
 }
 
+/// The moment an RFC 3339 timestamp (as [`now_iso`] writes it) names.
+pub(crate) fn parse_iso(at: &str) -> Option<std::time::SystemTime> {
+    OffsetDateTime::parse(at, &Rfc3339).ok().map(Into::into)
+}
+
 /// `t` as ISO-8601 UTC with milliseconds.
 pub(crate) fn iso(t: OffsetDateTime) -> String {
     t.to_offset(UtcOffset::UTC)

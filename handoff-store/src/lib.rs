@@ -1,10 +1,10 @@
 //! handoff-store: the task store of handoff, an embedded SQLite file.
 //!
 //! [`SqliteStore`] implements [`handoff_core::TaskStore`]: tasks, their timelines (turns,
-//! handoffs, checkpoints, checks, delegated runs, fork markers) and handoff rows, kept in
-//! `$XDG_STATE_HOME/handoff/tasks.sqlite3` (else `~/.local/state/handoff/tasks.sqlite3`, or any
-//! path given to [`SqliteStore::open`]). SQLite is compiled in, so a fresh machine needs
-//! nothing installed.
+//! handoffs, checkpoints, checks, delegated runs, fork markers), handoff rows and background
+//! jobs, kept in `$XDG_STATE_HOME/handoff/tasks.sqlite3` (else
+//! `~/.local/state/handoff/tasks.sqlite3`, or any path given to [`SqliteStore::open`]). SQLite
+//! is compiled in, so a fresh machine needs nothing installed.
 //!
 //! # Safety under concurrent processes
 //!
@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+mod jobs;
 mod location;
 mod schema;
 mod sql;

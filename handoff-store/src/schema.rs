@@ -28,13 +28,43 @@ enum Migration {
 }
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [Migration; 5] = [
+const MIGRATIONS: [Migration; 6] = [
     Migration::Sql(V1),
     Migration::Sql(V2),
     Migration::Sql(V3),
     Migration::Scrub,
     Migration::Sql(V5),
+    Migration::Sql(V6),
 ];
+
+/// Background jobs (`--detach`, the MCP server's): who runs each, its command line (masked, a
+/// JSON array), its supervisor, and how it ended. Only `running` and `finished` are stored: a
+/// job is judged `lost` when read, from its supervisor. A finished job has its end time and exit
+/// code; a running one has neither, nor a result. Applying it again changes nothing, as with
+/// the scrub and V5.
+const V6: &str = "
+CREATE TABLE IF NOT EXISTS jobs (
+    id                    TEXT PRIMARY KEY CHECK (substr(id, 1, 4) = 'job-'),
+    origin                TEXT NOT NULL CHECK (origin IN ('cli', 'mcp')),
+    verb                  TEXT NOT NULL,
+    args                  TEXT NOT NULL CHECK (json_type(args) = 'array'),
+    cwd                   TEXT,
+    target                TEXT,
+    mode                  TEXT,
+    state                 TEXT NOT NULL CHECK (state IN ('running', 'finished')),
+    started_at            TEXT NOT NULL,
+    finished_at           TEXT,
+    supervisor_pid        INTEGER CHECK (supervisor_pid >= 0),
+    supervisor_start_time INTEGER CHECK (supervisor_start_time >= 0),
+    exit_code             INTEGER CHECK (exit_code BETWEEN 0 AND 255),
+    result                TEXT CHECK (result IS NULL OR json_valid(result)),
+    CHECK ((supervisor_pid IS NULL) = (supervisor_start_time IS NULL)),
+    CHECK ((state = 'finished') = (finished_at IS NOT NULL)),
+    CHECK ((state = 'finished') = (exit_code IS NOT NULL)),
+    CHECK (state = 'finished' OR result IS NULL)
+) STRICT;
+CREATE INDEX IF NOT EXISTS jobs_by_start ON jobs (started_at, id);
+";
 
 /// The record last in its row, so that it can be written in place through a `zeroblob` and
 /// incremental blob I/O: SQLite then never holds a whole row (a 100k-file record is about 8 MB)

@@ -9,10 +9,12 @@ use camino::{Utf8Path, Utf8PathBuf};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use handoff_core::{
-    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, Masker, NewHandoff, NewTask, Record,
-    StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, check_timestamp, now_iso,
+    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, Job, JobId, Masker, NewHandoff,
+    NewJob, NewTask, ProcessRef, Record, StoreError, Task, TaskAgent, TaskId, TaskStore,
+    TimelineEntry, check_timestamp, now_iso,
 };
 
+use crate::jobs;
 use crate::location::{default_path, prepare};
 use crate::schema;
 use crate::sql::{self, Ctx, Link, SqlResult};
@@ -269,6 +271,13 @@ fn no_handoff(id: &HandoffId) -> StoreError {
     }
 }
 
+fn no_job(id: &JobId) -> StoreError {
+    StoreError::NotFound {
+        what: "job",
+        id: id.to_string(),
+    }
+}
+
 /// The one spelling of a worktree its configuration state is kept under: its path with symbolic
 /// links resolved, so that a worktree reached another way (`core.worktree` naming it through a
 /// link) finds the state it kept, and is not a worktree with no state, which trusts everything.
@@ -510,5 +519,55 @@ impl TaskStore for SqliteStore {
             sql::insert_entry(conn, c, &task.id, &now, &marker)?;
             Ok(task)
         })
+    }
+
+    fn create_job(&self, job: &NewJob) -> Result<Job, StoreError> {
+        let job = &jobs::masked(&self.masker, job);
+        jobs::validate(job)?;
+        self.write(|conn, c| {
+            if sql::job(conn, c, &job.id)?.is_some() {
+                return Err(StoreError::Invalid {
+                    field: "id",
+                    reason: format!("job '{}' is recorded already", job.id),
+                });
+            }
+            sql::insert_job(conn, c, job)?;
+            sql::job(conn, c, &job.id)?.ok_or_else(|| no_job(&job.id))
+        })
+    }
+
+    fn set_job_supervisor(&self, id: &JobId, supervisor: ProcessRef) -> Result<(), StoreError> {
+        self.write(|conn, c| {
+            if sql::set_job_supervisor(conn, c, id, &supervisor)? {
+                Ok(())
+            } else {
+                Err(no_job(id))
+            }
+        })
+    }
+
+    fn finish_job(
+        &self,
+        id: &JobId,
+        exit_code: u8,
+        result: Option<&str>,
+    ) -> Result<Job, StoreError> {
+        let result = result
+            .map(|r| jobs::masked_result(&self.masker, r))
+            .transpose()?;
+        self.write(|conn, c| {
+            // A job that finished already keeps its first end: nothing is changed then.
+            sql::finish_job(conn, c, id, exit_code, result.as_deref(), &now_iso())?;
+            sql::job(conn, c, id)?.ok_or_else(|| no_job(id))
+        })
+    }
+
+    fn job(&self, id: &JobId) -> Result<Job, StoreError> {
+        self.read(|conn, c| sql::job(conn, c, id))?
+            .ok_or_else(|| no_job(id))
+    }
+
+    fn jobs(&self) -> Result<Vec<Job>, StoreError> {
+        self.read(sql::jobs)
     }
 }

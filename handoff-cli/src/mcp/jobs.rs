@@ -1,5 +1,6 @@
 //! The `handoff` child processes the MCP server runs: one [`Job`] each, kept for the server's
-//! life.
+//! life, and recorded in the task store while they run (`handoff jobs` lists them; they die
+//! with the server, and one still recorded as running after that is reported lost).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::sync::watch;
 
-use handoff_core::PrivateDir;
+use handoff_core::{JobId, JobOrigin, NewJob, PrivateDir, ProcessRef, TaskStore};
 
 /// How much of a child's stdout is kept (a result line is far smaller).
 const STDOUT_LIMIT: usize = 64 << 20;
@@ -183,15 +184,18 @@ pub struct Jobs {
     dir: PrivateDir,
     all: Mutex<Vec<Arc<Job>>>,
     closing: AtomicBool,
+    /// Where the jobs are recorded; `None` when the store cannot be opened (the jobs still run).
+    store: Option<Arc<dyn TaskStore>>,
 }
 
 impl Jobs {
-    pub fn new(exe: PathBuf, dir: PrivateDir) -> Jobs {
+    pub fn new(exe: PathBuf, dir: PrivateDir, store: Option<Arc<dyn TaskStore>>) -> Jobs {
         Jobs {
             exe,
             dir,
             all: Mutex::new(Vec::new()),
             closing: AtomicBool::new(false),
+            store,
         }
     }
 
@@ -210,9 +214,11 @@ impl Jobs {
         if self.closing.load(Ordering::SeqCst) {
             return Err("the handoff MCP server is shutting down".into());
         }
-        let uuid = uuid::Uuid::new_v4().simple().to_string();
-        let id = format!("job-{}", &uuid[..12]);
+        let job_id = JobId::generate();
+        let id = job_id.to_string();
         let mut args = launch.args;
+        // What the store shows: the command line before private files were added to it.
+        let shown = args.clone();
         let mut files = Vec::new();
         for (flag, text) in &launch.inline {
             let name = format!("{id}-{}.txt", flag.trim_start_matches('-'));
@@ -246,6 +252,27 @@ impl Jobs {
                 return Err(format!("cannot start {}: {e}", self.exe.display()));
             }
         };
+        let recorded = self.store.clone().filter(|store| {
+            let value = |flag: &str| {
+                shown
+                    .iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| shown.get(i + 1).cloned())
+            };
+            store
+                .create_job(&NewJob {
+                    id: job_id.clone(),
+                    origin: JobOrigin::Mcp,
+                    verb: launch.verb.to_owned(),
+                    args: shown.clone(),
+                    cwd: value("--cwd"),
+                    target: value("--harness").or_else(|| value("--to")),
+                    mode: value("--mode"),
+                    started_at: handoff_core::now_iso(),
+                    supervisor: child.id().and_then(ProcessRef::of),
+                })
+                .is_ok()
+        });
         let (tx, rx) = watch::channel(None);
         let job = Arc::new(Job {
             id,
@@ -273,13 +300,23 @@ impl Jobs {
                 Ok(s) => (s.code(), s.signal()),
                 Err(_) => (None, None),
             };
+            let stdout = stdout.ok().and_then(Result::ok).unwrap_or_default();
+            if let Some(store) = &recorded {
+                let code = exit_code
+                    .and_then(|c| u8::try_from(c).ok())
+                    .unwrap_or(handoff_core::exit::CANCELLED);
+                let text = String::from_utf8_lossy(&stdout);
+                let line = text
+                    .lines()
+                    .rev()
+                    .map(str::trim)
+                    .find(|l| l.starts_with('{') && serde_json::from_str::<Value>(l).is_ok());
+                let _ = store.finish_job(&job_id, code, line);
+            }
             let _ = tx.send(Some(Arc::new(Finished {
                 exit_code,
                 signal,
-                stdout: String::from_utf8_lossy(
-                    &stdout.ok().and_then(Result::ok).unwrap_or_default(),
-                )
-                .into_owned(),
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
                 stderr: String::from_utf8_lossy(
                     &stderr.ok().and_then(Result::ok).unwrap_or_default(),
                 )

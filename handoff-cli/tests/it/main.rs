@@ -19,6 +19,7 @@ mod doctor;
 mod evidence;
 mod failover;
 mod grok_community;
+mod jobs;
 mod leaks;
 mod leftovers;
 mod library;

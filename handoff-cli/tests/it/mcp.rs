@@ -448,6 +448,17 @@ async fn a_hanging_job_is_cancelled() {
     let handoff_pid = i32::try_from(structured(&started)["pid"].as_u64().unwrap()).unwrap();
     let agent = pid_in(&ready).await;
 
+    // `handoff jobs` lists the server's job while it runs.
+    let listed = sb.run(&["jobs", "--json"]);
+    let line = listed
+        .stdout
+        .lines()
+        .find(|l| l.contains(&job))
+        .unwrap_or_else(|| panic!("{job} not in `handoff jobs`: {listed:?}"));
+    let listed: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(listed["origin"], "mcp");
+    assert_eq!(listed["state"], "running");
+
     let pending = mcp
         .call("handoff_result", json!({ "jobId": job, "waitSeconds": 1 }))
         .await;
@@ -466,6 +477,9 @@ async fn a_hanging_job_is_cancelled() {
     assert!(is_error(&result), "{result:#?}");
     let r = structured(&result);
     assert_eq!(r["exitCode"], 9);
+    let recorded = sb.run(&["result", &job]);
+    assert_eq!(recorded.code, 9, "{recorded:?}");
+    assert_eq!(recorded.json["status"], "cancelled");
     assert_eq!(r["result"]["status"], "cancelled", "{r:#}");
     assert_eq!(r["result"]["exit"]["driver"], 9);
     assert_gone(agent, "the agent").await;
@@ -588,10 +602,15 @@ async fn killing_the_server_stops_its_jobs() {
     let handoff_pid = i32::try_from(structured(&started)["pid"].as_u64().unwrap()).unwrap();
     let agent = pid_in(&ready).await;
 
+    let job = structured(&started)["jobId"].as_str().unwrap().to_owned();
     kill(Pid::from_raw(server), nix::sys::signal::Signal::SIGKILL).unwrap();
     let _ = mcp.child.wait().await;
     assert_gone(handoff_pid, "the job's handoff process").await;
     assert_gone(agent, "the agent").await;
+    // It died with the server, which could not record its end: lost, not running.
+    let lost = sb.run(&["result", &job]);
+    assert_eq!(lost.code, 2, "{lost:?}");
+    assert!(lost.stderr.contains("was lost"), "{lost:?}");
     // A killed server cannot remove its directory; a later root run sweeps it once it is no
     // longer new. The test doesn't leave it in the shared work directory meanwhile.
     assert!(mcp.dir.is_dir(), "{:?}", mcp.dir);

@@ -98,6 +98,12 @@ prefixed_id! {
 }
 
 prefixed_id! {
+    /// Identifies a background job: `job-<uuid>`.
+    JobId, "job-",
+    "^job-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+}
+
+prefixed_id! {
     /// Identifies a handoff row: `handoff-<uuid>`.
     HandoffId, "handoff-",
     "^handoff-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -420,6 +426,32 @@ pub trait TaskStore: Send + Sync {
     fn check_writable(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    /// Records a new background job, `running`.
+    fn create_job(&self, job: &crate::NewJob) -> Result<crate::Job, StoreError>;
+
+    /// Records the supervisor of a job (only its `supervisor`; its state is left as it is).
+    fn set_job_supervisor(
+        &self,
+        id: &crate::JobId,
+        supervisor: crate::ProcessRef,
+    ) -> Result<(), StoreError>;
+
+    /// Records how a job ended: `finished`, its exit code and result line (masked as every
+    /// text the store keeps), and the time. A job that ended already keeps its first end.
+    fn finish_job(
+        &self,
+        id: &crate::JobId,
+        exit_code: u8,
+        result: Option<&str>,
+    ) -> Result<crate::Job, StoreError>;
+
+    /// The job with this id, as recorded ([`crate::Job::judged`] tells whether it was lost),
+    /// or [`StoreError::NotFound`].
+    fn job(&self, id: &crate::JobId) -> Result<crate::Job, StoreError>;
+
+    /// Every job, newest first, as recorded.
+    fn jobs(&self) -> Result<Vec<crate::Job>, StoreError>;
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 mod concurrency;
 mod files;
 mod fork;
+mod jobs;
 mod migrations;
 mod props;
 mod round_trip;

@@ -41,6 +41,7 @@ fn a_fresh_store_gets_the_latest_schema() {
         "checkpoint_files",
         "checks",
         "delegated_runs",
+        "jobs",
     ] {
         assert!(objects.contains(&format!("table {table}")), "{objects:?}");
     }
@@ -247,5 +248,56 @@ fn a_kept_stat_record_survives_moving_it_to_the_end_of_its_row() {
     // Written again in place, shorter.
     store.save_stat_record(wt, &record[..1000]).unwrap();
     assert_eq!(store.stat_record(wt).unwrap().unwrap().1, record[..1000]);
+    assert!(store.integrity_problems().unwrap().is_empty());
+}
+
+#[test]
+fn a_store_from_before_jobs_gets_its_jobs_table_and_keeps_its_data() {
+    let (_dir, fresh) = temp();
+    drop(open(&fresh));
+    let (_dir, path) = temp();
+    let wt = camino::Utf8Path::new("/p/w");
+    let (task, timeline, config) = {
+        let store = open(&path);
+        let task = store.create_task(&new_task(wt.as_str())).unwrap();
+        store.append(&task.id, &turn("kept")).unwrap();
+        store.save_stat_record(wt, b"record").unwrap();
+        let mut config = handoff_core::ConfigState::default();
+        config
+            .hooks
+            .insert(".git/hooks/pre-commit".into(), "file 100755 a".into());
+        assert!(store.save_config_state(&task.id, &config).unwrap());
+        (task.id.clone(), store.timeline(&task.id).unwrap(), config)
+    };
+    // As the last handoff before jobs left it: version 5, no jobs table (migration 6 adds it).
+    {
+        let conn = raw(&path);
+        conn.execute_batch("DROP TABLE jobs").unwrap();
+        conn.pragma_update(None, "user_version", 5).unwrap();
+    }
+    assert!(!schema_objects(&path).iter().any(|o| o.contains("jobs")));
+    let store = open(&path);
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(schema_objects(&path), schema_objects(&fresh));
+    assert_eq!(store.timeline(&task).unwrap(), timeline);
+    assert_eq!(store.config_state(&task).unwrap(), Some(config));
+    assert_eq!(
+        store.stat_record(wt).unwrap(),
+        Some((wt.to_owned(), b"record".to_vec()))
+    );
+    assert_eq!(store.jobs().unwrap(), vec![]);
+    let job = handoff_core::NewJob {
+        id: handoff_core::JobId::generate(),
+        origin: handoff_core::JobOrigin::Cli,
+        verb: "advice".into(),
+        args: vec!["--harness".into(), "codex".into()],
+        cwd: None,
+        target: Some("codex".into()),
+        mode: None,
+        started_at: handoff_core::now_iso(),
+        supervisor: None,
+    };
+    store.create_job(&job).unwrap();
+    assert_eq!(store.jobs().unwrap().len(), 1);
     assert!(store.integrity_problems().unwrap().is_empty());
 }

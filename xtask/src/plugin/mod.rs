@@ -15,6 +15,7 @@
 
 mod commands;
 mod files;
+mod jobs;
 mod manifests;
 mod prose;
 mod rules;
@@ -135,7 +136,7 @@ pub fn render() -> Vec<File> {
             skills::openai_yaml(&skill),
         );
     }
-    for command in commands::commands() {
+    for command in commands::commands().into_iter().chain(jobs::job_commands()) {
         add(format!("commands/{}.md", command.name), command.text);
     }
     for (path, value) in manifests::manifests() {
@@ -251,6 +252,6 @@ mod tests {
             .iter()
             .filter(|f| f.path.starts_with("commands/"))
             .count();
-        assert_eq!((skills, yamls, commands), (17, 17, 24));
+        assert_eq!((skills, yamls, commands), (17, 17, 27));
     }
 }

@@ -23,7 +23,7 @@ fn caller_value(host: Host) -> &'static str {
     }
 }
 
-const FIND_BINARY: &str = r#"## 1. Find handoff
+pub(super) const FIND_BINARY: &str = r#"## 1. Find handoff
 
 Run this once and note the absolute path it prints:
 
@@ -186,7 +186,9 @@ before the agent starts.\n",
     s.push_str(
         "- A run can take minutes (`--timeout-ms`, default 600000). Give the shell call the \
 longest timeout your tool allows, or run it in the background and wait for it; if your tool's \
-limit is shorter, pass a `--timeout-ms` below it.\n",
+limit is shorter, pass a `--timeout-ms` below it, or add `--detach`: handoff then prints a job \
+id at once and the run goes on by itself; `'<handoff>' wait <job-id>` later prints the same \
+result JSON and exits with the same code.\n",
     );
     s.push_str(
         "- If another run holds the worktree, handoff refuses (exit 5) and names it; add `--wait` \

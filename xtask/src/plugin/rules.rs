@@ -63,7 +63,13 @@ pub fn validate(dir: &Path) -> Vec<String> {
         .filter(|f| f.starts_with("commands/"))
         .collect();
     for f in &command_files {
-        validate_command(dir, f, &mut p);
+        match JOB_COMMANDS
+            .iter()
+            .find(|(name, _)| **f == format!("commands/{name}.md"))
+        {
+            Some((_, verb)) => validate_job_command(dir, f, verb, &mut p),
+            None => validate_command(dir, f, &mut p),
+        }
     }
     for f in files.iter().filter(|f| f.starts_with(".codex-plugin/")) {
         if f != ".codex-plugin/plugin.json" {
@@ -102,6 +108,11 @@ fn validate_surface(skill_dirs: &[String], command_files: &[&String], p: &mut Pr
             commands.push(format!("commands/{}-{m}-with-advice.md", t.id()));
         }
     }
+    commands.extend(
+        JOB_COMMANDS
+            .iter()
+            .map(|(name, _)| format!("commands/{name}.md")),
+    );
     for s in &skills {
         if !skill_dirs.contains(s) {
             p.add(&format!("skills/{s}"), "missing skill");
@@ -120,6 +131,52 @@ fn validate_surface(skill_dirs: &[String], command_files: &[&String], p: &mut Pr
     for c in command_files {
         if !commands.contains(c) {
             p.add(c, "unexpected command");
+        }
+    }
+}
+
+/// The commands for background jobs, and the handoff verb each one runs.
+const JOB_COMMANDS: [(&str, &str); 3] = [
+    ("jobs", "jobs"),
+    ("job-result", "result"),
+    ("job-cancel", "cancel"),
+];
+
+/// A job command finds handoff as every command does and runs its one verb; one that takes a
+/// job id has an `argument-hint` and uses `$ARGUMENTS`; only `job-cancel`, which stops work,
+/// is the person's alone to start.
+fn validate_job_command(dir: &Path, path: &str, verb: &str, p: &mut Problems) {
+    let Some(text) = read(dir, path, p) else {
+        return;
+    };
+    let (front, body) = match front_matter(&text) {
+        Ok(x) => x,
+        Err(e) => return p.add(path, e),
+    };
+    check_keys(&front, COMMAND_KEYS, path, p);
+    check_description(&front, path, p);
+    let takes_id = verb != "jobs";
+    if takes_id && (non_empty(&front["argument-hint"]).is_none() || !body.contains("$ARGUMENTS")) {
+        p.add(
+            path,
+            "a command for one job must take its id (`argument-hint`, `$ARGUMENTS`)",
+        );
+    }
+    match (&front["disable-model-invocation"], verb == "cancel") {
+        (Value::Bool(true), true) | (Value::Null, false) => {}
+        (_, true) => p.add(
+            path,
+            "stopping a job must set `disable-model-invocation: true`",
+        ),
+        (_, false) => p.add(path, "only stopping a job disables model invocation"),
+    }
+    for needle in [
+        "command -v handoff",
+        "~/.cargo/bin",
+        &format!("'<handoff>' {verb}"),
+    ] {
+        if !body.contains(needle) {
+            p.add(path, format!("does not say `{needle}`"));
         }
     }
 }
