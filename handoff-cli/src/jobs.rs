@@ -8,10 +8,6 @@ use std::time::Duration;
 use camino::Utf8PathBuf;
 use clap::Args;
 use handoff_core::{Cancel, EXIT_STILL_RUNNING, Job, JobId, JobState, TaskStore, exit, printable};
-use serde_json::json;
-
-/// Schema of the small JSON objects these commands print with `--json`.
-const JOB_SCHEMA: &str = "handoff.job.v1";
 
 /// How often `wait` reads the store.
 const POLL: Duration = Duration::from_millis(200);
@@ -59,22 +55,9 @@ fn job_id(text: &str) -> Result<JobId, u8> {
     })
 }
 
-/// The object `--json` prints for a job (its result not included: `handoff result`).
-fn job_json(job: &Job) -> serde_json::Value {
-    json!({
-        "schemaVersion": JOB_SCHEMA,
-        "id": job.id,
-        "state": job.state.as_str(),
-        "origin": job.origin.as_str(),
-        "verb": job.verb,
-        "target": job.target,
-        "mode": job.mode,
-        "cwd": job.cwd,
-        "startedAt": job.started_at,
-        "finishedAt": job.finished_at,
-        "exitCode": job.exit_code,
-        "supervisorPid": job.supervisor.map(|p| p.pid),
-    })
+/// The object `--json` prints for a job (`handoff.job.v1`; its result: `handoff result`).
+fn job_json(job: &Job) -> String {
+    serde_json::to_string(&handoff_core::JobReport::from(job)).unwrap_or_default()
 }
 
 /// `--detach`: records the job and starts its supervisor; prints its id (or `--json`, a
@@ -82,7 +65,7 @@ fn job_json(job: &Job) -> serde_json::Value {
 /// left out; `stdin` what `-` stood for.
 pub fn detach(verb: &str, args: Vec<String>, stdin: Option<Vec<u8>>, json: bool) -> u8 {
     if std::env::var_os(handoff_core::CONTEXT_ENV).is_some_and(|v| !v.is_empty()) {
-        return err("--detach is not accepted inside a worker: ask for advice in the foreground");
+        return refuse_inside_worker();
     }
     let store = match store() {
         Ok(s) => s,
@@ -119,6 +102,13 @@ pub fn detach(verb: &str, args: Vec<String>, stdin: Option<Vec<u8>>, json: bool)
         }
         Err(e) => err(&e.to_string()),
     }
+}
+
+/// A worker's nested request may not outlive the run that asked it.
+pub fn refuse_inside_worker() -> u8 {
+    err(
+        "--detach is not accepted inside a worker: nested advice is answered while its worker waits",
+    )
 }
 
 /// `handoff __job <id> <jobs dir>`: the supervisor of a detached job.

@@ -717,9 +717,10 @@ fn main() -> ExitCode {
                 let quorum = a.quorum.clone();
                 let (detach, json) = (a.detach, a.json);
                 match input_of(verb, a) {
-                    Ok(input) if detach && context.is_none() => {
-                        jobs::detached(verb, input, &args, quorum.as_deref(), json).await
-                    }
+                    Ok(input) if detach => match context {
+                        Some(_) => jobs::refuse_inside_worker(),
+                        None => jobs::detached(verb, input, &args, quorum.as_deref(), json).await,
+                    },
                     Ok(input) => match context {
                         Some(ctx) => nested::main(input, &ctx).await,
                         None if panel::wanted(&input, quorum.as_deref()) => {

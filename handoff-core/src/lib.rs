@@ -95,8 +95,9 @@ pub use isolation::{
     render_markdown as render_isolation_table, table as isolation_table,
 };
 pub use jobs::{
-    Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_VERB, Job, JobOrigin, JobState, NewJob,
-    ProcessRef, SUPERVISOR_GRACE, cancel_job, detach_job, list_jobs, supervise_job, wait_job,
+    Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_SCHEMA, JOB_VERB, Job, JobOrigin,
+    JobReport, JobState, NewJob, ProcessRef, SUPERVISOR_GRACE, cancel_job, detach_job, list_jobs,
+    supervise_job, wait_job,
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,

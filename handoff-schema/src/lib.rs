@@ -7,9 +7,9 @@
 use std::path::Path;
 
 use handoff_core::{
-    Capabilities, ContinueResult, Dag, Fingerprint, GitState, HandoffResult, McpDescriptor,
-    NestedReply, NestedRequest, NoteCheck, PanelResult, ProviderOutput, Request, SupervisorContext,
-    TimelineEntry,
+    Capabilities, ContinueResult, Dag, Fingerprint, GitState, HandoffResult, JobReport,
+    McpDescriptor, NestedReply, NestedRequest, NoteCheck, PanelResult, ProviderOutput, Request,
+    SupervisorContext, TimelineEntry,
 };
 use schemars::{JsonSchema, generate::SchemaSettings};
 
@@ -85,6 +85,7 @@ pub fn schemas() -> Vec<(&'static str, serde_json::Value)> {
             "panel.schema.json",
             schema_of::<PanelResult>("handoff.panel.v1"),
         ),
+        ("job.schema.json", schema_of::<JobReport>("handoff.job.v1")),
     ]
 }
 

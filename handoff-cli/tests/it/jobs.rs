@@ -144,6 +144,9 @@ fn json_prints_the_job_and_a_job_reads_its_instructions_from_stdin_now() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let started: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let typed: handoff_core::JobReport = serde_json::from_value(started.clone())
+        .unwrap_or_else(|e| panic!("not a handoff.job.v1 object: {e}: {started}"));
+    assert_eq!(typed.state, handoff_core::JobState::Running);
     assert_eq!(started["schemaVersion"], "handoff.job.v1");
     assert_eq!(started["verb"], "advice");
     let id = started["id"].as_str().unwrap();
@@ -303,4 +306,78 @@ fn bad_requests_and_ids_are_refused_in_the_foreground() {
     let json_alone = sb.run(&["run", "--json"]);
     assert_eq!(json_alone.code, 5, "{json_alone:?}");
     assert_eq!(sb.run(&["jobs"]).stdout.trim(), "no jobs");
+}
+
+#[test]
+fn a_continuation_runs_as_a_job_with_its_note_read_from_stdin_at_once() {
+    let sb = crate::continuation::sandbox();
+    let note = std::fs::read(crate::continuation::note_file(
+        &sb,
+        "note.md",
+        &crate::note::SECTIONS,
+    ))
+    .unwrap();
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.args([
+        "continue",
+        "--detach",
+        "--to",
+        "codex",
+        "--from",
+        "claude",
+        "--cwd",
+        &cwd,
+        "--note-file",
+        "-",
+        "--fallback",
+        "fresh-agent",
+    ])
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&note).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let id = text
+        .split_whitespace()
+        .find(|w| w.starts_with("job-"))
+        .unwrap()
+        .to_owned();
+    assert_eq!(job(&sb, &id)["verb"], "continue");
+    let waited = sb.run(&["wait", &id]);
+    assert_eq!(waited.code, 0, "{waited:?}");
+    assert_eq!(
+        waited.json["schemaVersion"], "handoff.continue.v1",
+        "{waited:?}"
+    );
+    assert_eq!(waited.json["target"]["provider"], "codex");
+}
+
+#[test]
+fn a_worker_cannot_detach_its_nested_requests() {
+    let sb = Sandbox::new();
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.env(handoff_core::CONTEXT_ENV, "v1.run-x.token");
+    cmd.args([
+        "advice",
+        "--detach",
+        "--harness",
+        "claude",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &sb.instructions("Q?"),
+    ]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(
+        run.stderr.contains("not accepted inside a worker"),
+        "{run:?}"
+    );
+    assert!(jobs(&sb).is_empty());
 }

@@ -201,6 +201,59 @@ impl Job {
     }
 }
 
+/// Schema version of [`JobReport`].
+pub const JOB_SCHEMA: &str = "handoff.job.v1";
+
+/// A job as `--detach --json` and `handoff jobs --json` print it: everything but its result
+/// (`handoff result` prints that) and its command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JobReport {
+    /// Always [`JOB_SCHEMA`].
+    pub schema_version: String,
+    /// The job's id.
+    pub id: JobId,
+    /// `running`, `finished` or `lost`, judged when printed.
+    pub state: JobState,
+    /// `cli` (`--detach`) or `mcp`.
+    pub origin: JobOrigin,
+    /// `run`, `advice`, `run-with-advice` or `continue`.
+    pub verb: String,
+    /// The agent (or destination) it names.
+    pub target: Option<String>,
+    /// The `--mode` of a run.
+    pub mode: Option<String>,
+    /// The `--cwd` it names.
+    pub cwd: Option<String>,
+    /// When it was started.
+    pub started_at: String,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// handoff's exit code for it, once it ended.
+    pub exit_code: Option<u8>,
+    /// The pid of its supervisor, once recorded.
+    pub supervisor_pid: Option<u32>,
+}
+
+impl From<&Job> for JobReport {
+    fn from(job: &Job) -> JobReport {
+        JobReport {
+            schema_version: JOB_SCHEMA.into(),
+            id: job.id.clone(),
+            state: job.state,
+            origin: job.origin,
+            verb: job.verb.clone(),
+            target: job.target.clone(),
+            mode: job.mode.clone(),
+            cwd: job.cwd.clone(),
+            started_at: job.started_at.clone(),
+            finished_at: job.finished_at.clone(),
+            exit_code: job.exit_code,
+            supervisor_pid: job.supervisor.map(|p| p.pid),
+        }
+    }
+}
+
 /// What `cancel` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cancel {
