@@ -170,6 +170,12 @@ pub struct ContinueArgs {
     /// first.
     #[arg(long)]
     pub trust_project_config: bool,
+    /// Why the task moves, when a hook moves it (`limit:<cause>`); recorded in the handoff.
+    #[arg(long, hide = true, value_name = "KIND:CAUSE")]
+    pub trigger: Option<String>,
+    /// The still-running process of the agent the task moves from (its hook started the move).
+    #[arg(long, hide = true, value_name = "PID")]
+    pub source_pid: Option<u32>,
 }
 
 impl ContinueArgs {
@@ -207,6 +213,8 @@ impl ContinueArgs {
             timeout: Duration::from_secs(self.timeout),
             run_hooks: self.run_hooks,
             trust_project_config: self.trust_project_config,
+            trigger: self.trigger,
+            source_pid: self.source_pid,
         }
     }
 }

@@ -11,6 +11,7 @@ mod continuation;
 mod docs;
 mod doctor;
 mod fingerprint;
+mod hook;
 mod jobs;
 mod live;
 mod log;
@@ -107,6 +108,9 @@ enum Command {
     Result(jobs::JobArgs),
     /// Stop a background job as SIGTERM stops a run: it stops its agent and records exit 9.
     Cancel(jobs::JobArgs),
+    /// What Claude Code's hooks run (the plugin registers them): on a turn that ended on an
+    /// API error, move the task or say what would ([failover] in the configuration).
+    Hook(hook::HookArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -304,6 +308,7 @@ fn verb_of(command: &Command) -> Option<Verb> {
         | Command::Wait(_)
         | Command::Result(_)
         | Command::Cancel(_)
+        | Command::Hook(_)
         | Command::Attribute(_) => None,
     }
 }
@@ -686,6 +691,7 @@ fn main() -> ExitCode {
             (_, Command::Wait(j)) => jobs::wait(j).await,
             (_, Command::Result(j)) => jobs::result(j),
             (_, Command::Cancel(j)) => jobs::cancel(j),
+            (_, Command::Hook(h)) => hook::main(h),
             (_, Command::Continue(c)) if c.detach => {
                 let stdin = jobs::note_from_stdin(&args).then(read_stdin).transpose();
                 match stdin {

@@ -21,6 +21,7 @@ pub mod checkpoint;
 mod continuation;
 pub mod destination;
 pub mod error;
+pub mod limit;
 mod private;
 pub mod ssh;
 pub mod timeline;

@@ -130,13 +130,98 @@ pub fn parse_failover(
     Ok(chain)
 }
 
-/// The `[failover]` table of the configuration: the chain runs use when they name none.
+/// The `[failover]` table of the configuration: the chain runs use when they name none, and
+/// what happens when the agent a person drives stops on its limit (Claude Code's
+/// `StopFailure` hook, `handoff hook claude-stop-failure`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FailoverConfig {
     /// Entries as `--failover` takes them, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<String>,
+    /// Who takes the task over, as `handoff continue` takes a destination
+    /// (`"codex gpt-5 high"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<String>,
+    /// `continue` (move the task to the receiver) or `notify` (the default: move nothing, say
+    /// what would).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_limit: Option<OnLimit>,
+    /// The errors that count, as Claude Code names them in its hook (default `["rate_limit"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<String>>,
+    /// Most moves on a limit per task per hour (default 1), so that a receiver limited too does
+    /// not bounce the task back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_hops: Option<u32>,
+}
+
+/// What a limit does to the task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnLimit {
+    /// Hand the task over to the receiver, in the background.
+    Continue,
+    /// Move nothing; tell the person what would.
+    Notify,
+}
+
+/// The error names Claude Code's `StopFailure` hook uses (its matcher values).
+pub const CLAUDE_STOP_ERRORS: [&str; 9] = [
+    "rate_limit",
+    "authentication_failed",
+    "oauth_org_not_allowed",
+    "billing_error",
+    "invalid_request",
+    "model_not_found",
+    "server_error",
+    "max_output_tokens",
+    "unknown",
+];
+
+impl FailoverConfig {
+    /// [`FailoverConfig::on_limit`], `notify` when unset.
+    pub fn on_limit(&self) -> OnLimit {
+        self.on_limit.unwrap_or(OnLimit::Notify)
+    }
+
+    /// [`FailoverConfig::errors`], `["rate_limit"]` when unset.
+    pub fn limit_errors(&self) -> Vec<String> {
+        self.errors
+            .clone()
+            .unwrap_or_else(|| vec!["rate_limit".to_owned()])
+    }
+
+    /// [`FailoverConfig::max_hops`], 1 when unset.
+    pub fn max_hops(&self) -> u32 {
+        self.max_hops.unwrap_or(1)
+    }
+
+    /// What is wrong with the limit settings, one line: an error name Claude Code does not
+    /// use, `continue` without a receiver, more than 10 hops an hour.
+    pub fn check_limit(&self) -> Result<(), String> {
+        for e in self.errors.iter().flatten() {
+            if !CLAUDE_STOP_ERRORS.contains(&e.as_str()) {
+                return Err(format!(
+                    "failover.errors: {e:?} is not an error Claude Code reports; expected some of: {}",
+                    CLAUDE_STOP_ERRORS.join(", ")
+                ));
+            }
+        }
+        if self.on_limit() == OnLimit::Continue && self.receiver.is_none() {
+            return Err(
+                "failover.on_limit = \"continue\" needs failover.receiver (e.g. \"codex gpt-5 high\")"
+                    .into(),
+            );
+        }
+        if self.max_hops() > 10 {
+            return Err(format!(
+                "failover.max_hops: {} is more than 10 an hour",
+                self.max_hops()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One attempt of a run that had a failover chain (`attempts[]` of the result).

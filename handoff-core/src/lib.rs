@@ -81,8 +81,8 @@ pub use engine::{
 };
 pub use env::{COMMON_ENV, agent_env, allowed as env_allowed};
 pub use failover::{
-    Attempt, FailoverConfig, FailoverEntry, MAX_FAILOVER_ENTRIES, continued_instructions,
-    parse_failover,
+    Attempt, CLAUDE_STOP_ERRORS, FailoverConfig, FailoverEntry, MAX_FAILOVER_ENTRIES, OnLimit,
+    continued_instructions, parse_failover,
 };
 pub use failure::{FailureCause, FailureReason, retry_after_in_text};
 pub use input::{
@@ -163,7 +163,7 @@ pub use task::{
     StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn,
     check_timestamp,
 };
-pub use timestamp::{iso_from_unix_ms, now_iso};
+pub use timestamp::{iso_from_unix_ms, now_iso, parse_iso};
 pub use transcript::{
     MAX_TOOL_TEXT_BYTES, Message, Part, Recap, Role, TRANSCRIPT_SCHEMA, Transcript,
     TranscriptError, TranscriptSource, bounded, recap,

@@ -25,7 +25,7 @@ pub fn iso_from_unix_ms(ms: i64) -> Option<String> {
 }
 
 /// The moment an RFC 3339 timestamp (as [`now_iso`] writes it) names.
-pub(crate) fn parse_iso(at: &str) -> Option<std::time::SystemTime> {
+pub fn parse_iso(at: &str) -> Option<std::time::SystemTime> {
     OffsetDateTime::parse(at, &Rfc3339).ok().map(Into::into)
 }
 

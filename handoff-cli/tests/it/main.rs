@@ -24,6 +24,7 @@ mod leaks;
 mod leftovers;
 mod library;
 mod lifecycle;
+mod limit_hook;
 mod live;
 mod mcp;
 mod note;

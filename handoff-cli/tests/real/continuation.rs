@@ -122,13 +122,13 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// A real CLI run the way the user would run it: the rig's environment (PATH, HOME,
 /// CODEX_HOME, XDG dirs) plus `env`, in `cwd`, stopped after [`TURN_BUDGET`].
-struct Cli {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Cli {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
-fn run_cli(rig: &Rig, cwd: &Path, env: &[(&str, String)], argv: &[String]) -> Cli {
+pub(crate) fn run_cli(rig: &Rig, cwd: &Path, env: &[(&str, String)], argv: &[String]) -> Cli {
     use std::os::unix::process::CommandExt;
     let base = rig.command();
     let mut cmd = Command::new(&argv[0]);
@@ -189,7 +189,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 
 /// The variables and model flags a user of the scripted server has in their own setup (the
 /// same values the rig's configuration gives handoff).
-fn user_env(rig: &Rig) -> Vec<(&'static str, String)> {
+pub(crate) fn user_env(rig: &Rig) -> Vec<(&'static str, String)> {
     match rig.cli {
         "claude" => vec![
             ("ANTHROPIC_BASE_URL", rig.server.url()),

@@ -15,6 +15,7 @@ mod continuation;
 mod failures;
 mod grok_community;
 mod leftovers;
+mod limit;
 mod opencode_sessions;
 mod own_sandbox;
 mod panel;

@@ -129,7 +129,7 @@ fn surface() -> (Vec<String>, Vec<String>) {
     };
     let skills = names("skills", "");
     let commands = names("commands", ".md");
-    assert_eq!((skills.len(), commands.len()), (17, 24));
+    assert_eq!((skills.len(), commands.len()), (17, 27));
     (skills, commands)
 }
 
@@ -183,6 +183,8 @@ fn claude_code_validates_installs_and_lists_the_plugin() {
 
     // Claude Code lists the commands with the skills.
     let details = host.ok("claude", &["plugin", "details", &id]);
+    // Its hooks too: StopFailure, SessionStart, UserPromptSubmit.
+    assert!(details.contains("Hooks (3)"), "{details}");
     let inventory = details
         .lines()
         .find(|l| l.trim_start().starts_with("Skills ("))

@@ -151,6 +151,12 @@ pub struct ContinueRequest {
     /// `opencode.json`, …) changed since the task's first event (a person's decision, after
     /// reviewing it).
     pub trust_project_config: bool,
+    /// Why the task moves when not on a person's request: `limit:<cause>` when a hook moved it
+    /// because its agent stopped on its limit (recorded in the handoff's details).
+    pub trigger: Option<String>,
+    /// The process of the agent the task moves from, when it still runs (a Claude Code whose
+    /// hook started the move): not counted as an agent working in the worktree.
+    pub source_pid: Option<u32>,
 }
 
 impl ContinueRequest {
@@ -194,6 +200,8 @@ impl ContinueRequest {
             timeout: DEFAULT_TIMEOUT,
             run_hooks: false,
             trust_project_config: false,
+            trigger: None,
+            source_pid: None,
         }
     }
 }
@@ -362,7 +370,14 @@ async fn run(
 
     // The worktree must be free: no root run or continuation, no agent working in it.
     let lease = worktree::hold(ctx.engine, &plan.root, req.wait, cancel.clone()).await?;
-    worktree::wait_for_agents(ctx.engine, &plan.root, req.wait, cancel.clone()).await?;
+    worktree::wait_for_agents(
+        ctx.engine,
+        &plan.root,
+        req.wait,
+        req.source_pid,
+        cancel.clone(),
+    )
+    .await?;
 
     let note_name = note::file_name(&plan.target.provider);
     note::predict(result, &plan, &note_name);
@@ -392,7 +407,19 @@ async fn run(
     }
     let carried = carry::perform(&mut conv, &moved.work_root).await?;
     result.carry = Some(conv.carry_report.clone());
-    let row = record::handoff(ctx, &moved, &written, &conv, carried.as_ref(), result)?;
+    let mut row = record::handoff(ctx, &moved, &written, &conv, carried.as_ref(), result)?;
+    if let Some(trigger) = &req.trigger {
+        let mut details = serde_json::Map::new();
+        let (kind, cause) = trigger.split_once(':').unwrap_or((trigger, ""));
+        details.insert("trigger".into(), kind.into());
+        if !cause.is_empty() {
+            details.insert("cause".into(), cause.into());
+        }
+        row = ctx
+            .store
+            .add_handoff_details(&row.id, &details)
+            .unwrap_or(row);
+    }
     if req.note_only {
         return record::note_only(ctx, &row, &written, req, result);
     }

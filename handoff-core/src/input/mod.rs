@@ -279,6 +279,7 @@ impl Config {
                 ));
             }
         }
+        self.failover.check_limit()?;
         if !self.failover.agents.is_empty() {
             crate::parse_failover(&self.failover.agents.join(","), &registry.ids(), self)
                 .map_err(|e| format!("failover.agents: {}", e.replacen("--failover ", "", 1)))?;

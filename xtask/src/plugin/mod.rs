@@ -15,6 +15,7 @@
 
 mod commands;
 mod files;
+mod hooks;
 mod jobs;
 mod manifests;
 mod prose;
@@ -142,6 +143,7 @@ pub fn render() -> Vec<File> {
     for (path, value) in manifests::manifests() {
         add(path.to_owned(), pretty(&value));
     }
+    add("hooks/hooks.json".to_owned(), pretty(&hooks::hooks_json()));
     add("README.md".to_owned(), README.to_owned());
     files.into_values().collect()
 }

@@ -77,6 +77,17 @@ pub fn validate(dir: &Path) -> Vec<String> {
         }
     }
     validate_manifests(dir, &skill_dirs, &mut p);
+    match std::fs::read(dir.join("hooks/hooks.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    {
+        Some(hooks) => {
+            for problem in super::hooks::problems(&hooks) {
+                p.add("hooks/hooks.json", problem);
+            }
+        }
+        None => p.add("hooks/hooks.json", "missing or not JSON"),
+    }
     validate_surface(&skill_dirs, &command_files, &mut p);
     p.0
 }

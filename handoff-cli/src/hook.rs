@@ -1,0 +1,281 @@
+//! `handoff hook <event>`: what Claude Code's hooks run. `claude-stop-failure` (a turn ended on
+//! an API error) moves the task or says what would, as `[failover]` configures;
+//! `claude-session-start` tells the person where the task went; `claude-prompt-submit` stops
+//! a prompt in a worktree whose task another agent took over on a limit. A hook never fails
+//! Claude Code: each exits 0, problems go to stderr. The deciding is the library's
+//! (`handoff_continue::limit`).
+
+use std::io::{Read, Write};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use clap::{Args, ValueEnum};
+use handoff_continue::limit::{
+    LimitPlan, NoticeFile, NoticeKind, Notices, StopFailure, plan, worktree_root,
+};
+use serde_json::json;
+
+/// Largest hook payload read.
+const MAX_PAYLOAD: u64 = 1 << 20;
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The hook event.
+    #[arg(value_enum)]
+    pub event: HookEvent,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HookEvent {
+    /// Claude Code's `StopFailure`: a turn ended on an API error.
+    #[value(name = "claude-stop-failure")]
+    StopFailure,
+    /// Claude Code's `SessionStart`: tells the person where a task went.
+    #[value(name = "claude-session-start")]
+    SessionStart,
+    /// Claude Code's `UserPromptSubmit`: stops a prompt while another agent holds the task.
+    #[value(name = "claude-prompt-submit")]
+    PromptSubmit,
+}
+
+fn warn(message: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "handoff hook: {}",
+        handoff_core::printable(message, true)
+    );
+}
+
+/// Set in the process a `StopFailure` hook hands its work to (see [`hand_over`]).
+const WORKER_ENV: &str = "HANDOFF_HOOK_WORKER";
+/// The Claude Code process the hook ran under, for that worker.
+const SOURCE_ENV: &str = "HANDOFF_HOOK_SOURCE_PID";
+
+fn read_stdin() -> Vec<u8> {
+    let mut bytes = Vec::new();
+    let _ = std::io::stdin().take(MAX_PAYLOAD).read_to_end(&mut bytes);
+    bytes
+}
+
+/// The payload's `cwd`, as the worktree holding it.
+fn payload() -> Option<(serde_json::Value, Utf8PathBuf)> {
+    parse(&read_stdin())
+}
+
+fn parse(bytes: &[u8]) -> Option<(serde_json::Value, Utf8PathBuf)> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let cwd = value.get("cwd")?.as_str()?.to_owned();
+    let root = worktree_root(Utf8Path::new(&cwd))?;
+    Some((value, root))
+}
+
+fn notices(store: &handoff_store::SqliteStore) -> Notices {
+    Notices::new(
+        store
+            .path()
+            .parent()
+            .map_or_else(|| Utf8PathBuf::from("notices"), |d| d.join("notices")),
+    )
+}
+
+pub fn main(args: HookArgs) -> u8 {
+    match args.event {
+        HookEvent::StopFailure => stop_failure(),
+        HookEvent::SessionStart => session_start(),
+        HookEvent::PromptSubmit => prompt_submit(),
+    }
+    handoff_core::exit::OK
+}
+
+/// The nearest ancestor of this process that is Claude Code (its hooks may run through a
+/// shell), else the parent.
+fn claude_pid() -> Option<u32> {
+    let mut pid = nix::unistd::getppid().as_raw().unsigned_abs();
+    let parent = pid;
+    for _ in 0..64 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() == "claude" || comm.trim().starts_with("claude") {
+            return Some(pid);
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok())?;
+        if ppid <= 1 {
+            break;
+        }
+        pid = ppid;
+    }
+    Some(parent)
+}
+
+/// Claude Code does not wait for a `StopFailure` hook once its turn is over (`claude -p`
+/// exits and its hooks die with it): the hook hands the payload to a copy of itself in a new
+/// session and returns at once; that copy decides and starts the move.
+fn hand_over(payload: &[u8]) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return warn("the path of this handoff binary is unknown");
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["hook", "claude-stop-failure"])
+        .env(WORKER_ENV, "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    if let Some(pid) = claude_pid() {
+        cmd.env(SOURCE_ENV, pid.to_string());
+    }
+    // SAFETY: `setsid` is async-signal-safe and touches nothing of the parent's state.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(mut child) => {
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(payload);
+            }
+        }
+        Err(e) => warn(&format!("cannot start: {e}")),
+    }
+}
+
+fn stop_failure() {
+    let bytes = read_stdin();
+    if std::env::var_os(WORKER_ENV).is_none() {
+        if parse(&bytes).is_none() {
+            return warn("no readable StopFailure payload with a cwd inside a git worktree");
+        }
+        return hand_over(&bytes);
+    }
+    let Some((value, root)) = parse(&bytes) else {
+        return warn("no readable StopFailure payload with a cwd inside a git worktree");
+    };
+    let payload = match StopFailure::parse(value.to_string().as_bytes()) {
+        Ok(p) => p,
+        Err(e) => return warn(&e),
+    };
+    let config = match crate::load_config() {
+        Ok(c) => c.config,
+        Err(e) => return warn(&e),
+    };
+    let store = match crate::open_store() {
+        Ok(s) => s,
+        Err(e) => return warn(&e),
+    };
+    let notices = notices(&store);
+    let mut kept = notices.load(&root);
+    let now = std::time::SystemTime::now();
+    let source = std::env::var(SOURCE_ENV).ok().and_then(|p| p.parse().ok());
+    match plan(&config.failover, &payload, &root, &kept, now, source) {
+        LimitPlan::Ignore => return,
+        LimitPlan::Notify(notice) => kept.notice = Some(notice),
+        LimitPlan::Continue {
+            mut args,
+            note,
+            mut notice,
+        } => {
+            args.extend(["--note-file".to_owned(), "-".to_owned()]);
+            let exe = std::env::current_exe()
+                .ok()
+                .and_then(|p| Utf8PathBuf::from_path_buf(p).ok());
+            let Some(exe) = exe else {
+                return warn("the path of this handoff binary is unknown");
+            };
+            let dir = store
+                .path()
+                .parent()
+                .map_or_else(|| Utf8PathBuf::from("jobs"), |d| d.join("jobs"));
+            let masked = args.clone();
+            match handoff_core::detach_job(
+                &store,
+                &exe,
+                &dir,
+                "continue",
+                args,
+                masked,
+                Some(note.into_bytes()),
+            ) {
+                Ok(started) => notice.job = Some(started.job.id.to_string()),
+                Err(e) => {
+                    warn(&format!("the task did not move: {e}"));
+                    notice.kind = NoticeKind::WouldMove;
+                }
+            }
+            if notice.kind == NoticeKind::Moved {
+                kept.hops.push(handoff_core::now_iso());
+            }
+            kept.notice = Some(notice);
+        }
+    }
+    if let Err(e) = notices.save(&root, &kept) {
+        warn(&format!("cannot keep the notice: {e}"));
+    }
+}
+
+fn session_start() {
+    let Some((_, root)) = payload() else { return };
+    let Ok(store) = crate::open_store() else {
+        return;
+    };
+    let notices = notices(&store);
+    let mut kept: NoticeFile = notices.load(&root);
+    let Some(notice) = kept.notice.as_mut().filter(|n| !n.shown) else {
+        return;
+    };
+    let text = notice.text();
+    notice.shown = true;
+    let _ = notices.save(&root, &kept);
+    let out = json!({
+        "systemMessage": text,
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text},
+    });
+    let _ = writeln!(std::io::stdout(), "{out}");
+}
+
+fn prompt_submit() {
+    let Some((_, root)) = payload() else { return };
+    let Ok(store) = crate::open_store() else {
+        return;
+    };
+    let notices = notices(&store);
+    let mut kept = notices.load(&root);
+    let Some(notice) = kept.notice.clone().filter(|n| n.kind == NoticeKind::Moved) else {
+        return;
+    };
+    let holder = handoff_core::TaskStore::task_for_worktree(&store, &root)
+        .ok()
+        .flatten()
+        .map(|t| t.agent.provider.to_string());
+    let job_running = notice
+        .job
+        .as_deref()
+        .and_then(handoff_core::JobId::parse)
+        .is_some_and(|id| {
+            handoff_core::TaskStore::job(&store, &id)
+                .map(|j| j.judged().state == handoff_core::JobState::Running)
+                .unwrap_or(false)
+        });
+    match holder.as_deref() {
+        // Taken back (or never moved): the notice is done with.
+        Some("claude") if !job_running => {
+            kept.notice = None;
+            let _ = notices.save(&root, &kept);
+        }
+        _ => {
+            let reason = format!(
+                "{} Until then this prompt is stopped, so that two agents do not work on one worktree.",
+                notice.text()
+            );
+            let _ = writeln!(
+                std::io::stdout(),
+                "{}",
+                json!({"decision": "block", "reason": reason})
+            );
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! `handoff hook claude-stop-failure|claude-session-start|claude-prompt-submit`: Claude Code
+//! stopped on its limit; `[failover]` moves the task in the background or says what would, the
+//! next session start says where it went, and a prompt is stopped while the receiver holds it.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+
+use handoff_testkit::keys::WAIT_FILE;
+use serde_json::{Value, json};
+
+use crate::support::{Run, Sandbox};
+
+/// Claude Code 2.1.332's `StopFailure` payload, as recorded, for the sandbox's worktree.
+fn payload(sb: &Sandbox, error: &str, transcript: &str) -> Vec<u8> {
+    json!({
+        "session_id": "e4deea45-17fa-4e8a-b3a5-b9183beb054e",
+        "transcript_path": transcript,
+        "cwd": sb.cwd(),
+        "prompt_id": "9e45fbbb-0000-4000-8000-000000000000",
+        "effort": {"level": "high"},
+        "hook_event_name": "StopFailure",
+        "error": error,
+        "last_assistant_message": "API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later.",
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn hook(sb: &Sandbox, event: &str, stdin: &[u8]) -> Run {
+    let mut cmd = sb.command();
+    cmd.args(["hook", event])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Waits (bounded) until `f` holds: the hook hands its work to a copy of itself in the
+/// background and returns at once.
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The next session start's output, once the background work has written it.
+fn next_start(sb: &Sandbox) -> Run {
+    let mut out = None;
+    eventually("a notice", || {
+        let run = hook(sb, "claude-session-start", &cwd_only(sb));
+        let shown = !run.stdout.is_empty();
+        if shown {
+            out = Some(run);
+        }
+        shown
+    });
+    out.unwrap()
+}
+
+fn cwd_only(sb: &Sandbox) -> Vec<u8> {
+    json!({"session_id": "s2", "cwd": sb.cwd(), "hook_event_name": "x"})
+        .to_string()
+        .into_bytes()
+}
+
+fn write_config(sb: &Sandbox, text: &str) {
+    let dir = sb.root.join("home/.config/handoff");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A Claude Code session file (the shape 2.1.x writes) with one exchange, then the API error.
+fn transcript(sb: &Sandbox) -> String {
+    let path = sb
+        .private
+        .join("e4deea45-17fa-4e8a-b3a5-b9183beb054e.jsonl");
+    let cwd = sb.cwd();
+    let common = |uuid: &str, parent: Value, at: &str| {
+        json!({"parentUuid": parent, "sessionId": "e4deea45-17fa-4e8a-b3a5-b9183beb054e",
+               "cwd": cwd, "version": "2.1.332", "isSidechain": false, "userType": "external",
+               "uuid": uuid, "timestamp": at})
+    };
+    let mut user = common("u1", Value::Null, "2026-12-06T10:00:01.000Z");
+    user["type"] = "user".into();
+    user["message"] = json!({"role": "user", "content": "Add a --verbose flag to the CLI."});
+    let mut answer = common("a1", "u1".into(), "2026-12-06T10:00:02.000Z");
+    answer["type"] = "assistant".into();
+    answer["message"] = json!({"id": "msg_a1", "type": "message", "role": "assistant",
+        "model": "claude-opus-5-5",
+        "content": [{"type": "text", "text": "I added the flag to src/lib.rs; tests next."}]});
+    let mut failed = common("a2", "a1".into(), "2026-12-06T10:00:03.000Z");
+    failed["type"] = "assistant".into();
+    failed["isApiErrorMessage"] = true.into();
+    failed["message"] = json!({"id": "msg_a2", "type": "message", "role": "assistant",
+        "model": "<synthetic>", "content": [{"type": "text", "text": "API Error: Request rejected (429)"}]});
+    let text: Vec<String> = [user, answer, failed]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    std::fs::write(&path, text.join("\n") + "\n").unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn jobs(sb: &Sandbox) -> Vec<Value> {
+    sb.run(&["jobs", "--json"])
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn by_default_nothing_moves_and_the_next_session_says_what_would() {
+    let sb = crate::continuation::sandbox();
+    let stopped = hook(
+        &sb,
+        "claude-stop-failure",
+        &payload(&sb, "rate_limit", &transcript(&sb)),
+    );
+    assert_eq!(stopped.code, 0, "{stopped:?}");
+    assert!(stopped.stdout.is_empty(), "{stopped:?}");
+    let start = next_start(&sb);
+    assert!(jobs(&sb).is_empty());
+    let message = start.json["systemMessage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{start:?}"));
+    assert!(
+        message.contains("nothing moved") && message.contains("handoff continue"),
+        "{message}"
+    );
+    assert_eq!(
+        start.json["hookSpecificOutput"]["additionalContext"].as_str(),
+        Some(message)
+    );
+    // Shown once.
+    assert!(
+        hook(&sb, "claude-session-start", &cwd_only(&sb))
+            .stdout
+            .is_empty()
+    );
+    // Nothing holds the task: prompts go through.
+    assert!(
+        hook(&sb, "claude-prompt-submit", &cwd_only(&sb))
+            .stdout
+            .is_empty()
+    );
+}
+
+#[test]
+fn continue_moves_the_task_in_the_background_once_an_hour() {
+    let sb = crate::continuation::sandbox();
+    write_config(
+        &sb,
+        "[failover]\nreceiver = \"codex\"\non_limit = \"continue\"\n",
+    );
+    let go = sb.root.join("go");
+    sb.agents.set(&format!("{WAIT_FILE}@codex"), &go);
+    sb.record();
+    let stopped = hook(
+        &sb,
+        "claude-stop-failure",
+        &payload(&sb, "rate_limit", &transcript(&sb)),
+    );
+    assert_eq!(stopped.code, 0, "{stopped:?}");
+    // The hook returned; the move runs in the background while the receiver still waits.
+    eventually("the job", || !jobs(&sb).is_empty());
+    let listed = jobs(&sb);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["verb"], "continue");
+    assert_eq!(listed[0]["state"], "running", "{listed:?}");
+    let id = listed[0]["id"].as_str().unwrap().to_owned();
+
+    // A prompt is stopped while the receiver holds the task.
+    let prompt = hook(&sb, "claude-prompt-submit", &cwd_only(&sb));
+    assert_eq!(prompt.json["decision"], "block", "{prompt:?}");
+    assert!(
+        prompt.json["reason"]
+            .as_str()
+            .unwrap()
+            .contains("moved this task to codex"),
+        "{prompt:?}"
+    );
+
+    std::fs::write(&go, "go").unwrap();
+    let waited = sb.run(&["wait", &id]);
+    assert_eq!(waited.code, 0, "{waited:?}");
+    assert_eq!(
+        waited.json["target"]["provider"], "codex",
+        "{}",
+        waited.json
+    );
+    // The receiver was told the note was generated, and got one that says so.
+    let received = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .filter(|r| r["exe"] == "codex")
+        .map(|r| r.to_string())
+        .find(|r| r.contains("Handoff note"))
+        .unwrap_or_else(|| panic!("codex never received the task"));
+    let stdin = received.as_str();
+    assert!(stdin.contains("generated by handoff"), "{stdin}");
+    assert!(stdin.contains("Add a --verbose flag"), "{stdin}");
+
+    // The timeline records the handoff with its trigger and cause.
+    let log = sb.run(&["log", "--cwd", &sb.cwd(), "--json"]);
+    assert!(
+        log.stdout.contains("\"trigger\":\"limit\""),
+        "{}",
+        log.stdout
+    );
+    assert!(
+        log.stdout.contains("\"cause\":\"rate_limited\""),
+        "{}",
+        log.stdout
+    );
+
+    // The next session start says where the task went, and prompts stay stopped.
+    let start = next_start(&sb);
+    assert!(
+        start.json["systemMessage"].as_str().unwrap().contains(&id),
+        "{start:?}"
+    );
+    assert_eq!(
+        hook(&sb, "claude-prompt-submit", &cwd_only(&sb)).json["decision"],
+        "block"
+    );
+
+    // Limited again within the hour: nothing moves (max_hops = 1).
+    let again = hook(
+        &sb,
+        "claude-stop-failure",
+        &payload(&sb, "rate_limit", &transcript(&sb)),
+    );
+    assert_eq!(again.code, 0);
+    let start = next_start(&sb);
+    assert_eq!(jobs(&sb).len(), 1, "a second move within the hour");
+    assert!(
+        start.json["systemMessage"]
+            .as_str()
+            .unwrap()
+            .contains("max_hops"),
+        "{start:?}"
+    );
+}
+
+#[test]
+fn errors_the_configuration_does_not_name_and_bad_payloads_change_nothing() {
+    let sb = crate::continuation::sandbox();
+    write_config(
+        &sb,
+        "[failover]\nreceiver = \"codex\"\non_limit = \"continue\"\n",
+    );
+    let other = hook(
+        &sb,
+        "claude-stop-failure",
+        &payload(&sb, "server_error", "/nonexistent"),
+    );
+    assert_eq!(other.code, 0, "{other:?}");
+    // Given the time the background work takes to decide, nothing happened.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(jobs(&sb).is_empty());
+    assert!(
+        hook(&sb, "claude-session-start", &cwd_only(&sb))
+            .stdout
+            .is_empty()
+    );
+    let garbage = hook(&sb, "claude-stop-failure", b"not json");
+    assert_eq!(garbage.code, 0, "a hook never fails Claude Code");
+    assert!(garbage.stderr.contains("handoff hook:"), "{garbage:?}");
+
+    write_config(&sb, "[failover]\non_limit = \"continue\"\n");
+    let bad = sb.run(&["config", "check"]);
+    assert_ne!(bad.code, 0, "{bad:?}");
+    assert!(bad.stderr.contains("failover.receiver"), "{bad:?}");
+    write_config(&sb, "[failover]\nerrors = [\"rate-limit\"]\n");
+    let bad = sb.run(&["config", "check"]);
+    assert!(bad.stderr.contains("failover.errors"), "{bad:?}");
+}
