@@ -176,6 +176,9 @@ pub struct ContinueArgs {
     /// The still-running process of the agent the task moves from (its hook started the move).
     #[arg(long, hide = true, value_name = "PID")]
     pub source_pid: Option<u32>,
+    /// The note was written by handoff, not by the agent (its front matter says so).
+    #[arg(long, hide = true)]
+    pub generated_note: bool,
 }
 
 impl ContinueArgs {
@@ -215,6 +218,7 @@ impl ContinueArgs {
             trust_project_config: self.trust_project_config,
             trigger: self.trigger,
             source_pid: self.source_pid,
+            generated_note: self.generated_note,
         }
     }
 }

@@ -133,6 +133,7 @@ fn render(args: &RenderArgs) -> Result<String, String> {
         created_at: Some(now_iso()),
         source_provider,
         source_model: args.source_model.clone(),
+        generated: false,
     };
     Ok(render_note(&note, &git, &origin))
 }

@@ -257,6 +257,7 @@ pub fn plan(
         "--fallback".to_owned(),
         "fresh-agent".to_owned(),
         "--wait".to_owned(),
+        "--generated-note".to_owned(),
         "--trigger".to_owned(),
         format!("limit:{}", cause_of(payload.error())),
         "--message".to_owned(),
@@ -490,6 +491,48 @@ mod tests {
             ),
             LimitPlan::Continue { .. }
         ));
+    }
+
+    /// Every error class Claude Code's hook reports: acted on only when `errors` names it,
+    /// `rate_limit` alone by default; each maps to handoff's cause in the handoff's trigger.
+    #[test]
+    fn every_error_class_the_hook_reports() {
+        let now = SystemTime::now();
+        let w = Utf8Path::new("/w");
+        let kept = NoticeFile::default();
+        let mut all = config(OnLimit::Continue);
+        all.errors = Some(
+            handoff_core::CLAUDE_STOP_ERRORS
+                .iter()
+                .map(|e| (*e).to_owned())
+                .collect(),
+        );
+        assert!(all.check_limit().is_ok());
+        for error in handoff_core::CLAUDE_STOP_ERRORS {
+            let by_default = plan(
+                &config(OnLimit::Continue),
+                &payload(error),
+                w,
+                &kept,
+                now,
+                None,
+            );
+            assert_eq!(
+                matches!(by_default, LimitPlan::Continue { .. }),
+                error == "rate_limit",
+                "{error}"
+            );
+            match plan(&all, &payload(error), w, &kept, now, None) {
+                LimitPlan::Continue { args, .. } => {
+                    let trigger = format!("limit:{}", cause_of(error));
+                    assert!(args.contains(&trigger), "{error}: {args:?}");
+                }
+                other => panic!("{error}: {other:?}"),
+            }
+        }
+        let mut bad = config(OnLimit::Continue);
+        bad.errors = Some(vec!["rate-limit".into()]);
+        assert!(bad.check_limit().unwrap_err().contains("rate-limit"));
     }
 
     #[test]

@@ -13,6 +13,8 @@ use crate::error::{Failed, OrFail, Phase};
 
 /// The task after the checkpoint: where the receiver works and what it gets.
 pub(super) struct Moved {
+    /// The note was written by handoff, not by the agent (`--generated-note`).
+    pub generated_note: bool,
     /// The checkpoint commit.
     pub commit: String,
     /// The task the receiver works on (the new one with a new thread).
@@ -168,6 +170,7 @@ pub(super) fn make(
         });
     }
     Ok(Moved {
+        generated_note: false,
         commit,
         work_task,
         work_root,

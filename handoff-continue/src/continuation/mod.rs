@@ -157,6 +157,9 @@ pub struct ContinueRequest {
     /// The process of the agent the task moves from, when it still runs (a Claude Code whose
     /// hook started the move): not counted as an agent working in the worktree.
     pub source_pid: Option<u32>,
+    /// handoff wrote the note (its agent stopped on its limit): the note's front matter says
+    /// `generated: true`.
+    pub generated_note: bool,
 }
 
 impl ContinueRequest {
@@ -202,6 +205,7 @@ impl ContinueRequest {
             trust_project_config: false,
             trigger: None,
             source_pid: None,
+            generated_note: false,
         }
     }
 }
@@ -394,7 +398,8 @@ async fn run(
     }
 
     // From here on, things change. The checkpoint first.
-    let moved = checkpoint::make(ctx, plan, result)?;
+    let mut moved = checkpoint::make(ctx, plan, result)?;
+    moved.generated_note = req.generated_note;
     let written = note::write(&moved, &note_name, &mut conv, &known, result)?;
     if let Some(rp) = remote_plan {
         result.carry = Some(conv.carry_report.clone());

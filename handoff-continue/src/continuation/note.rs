@@ -76,6 +76,7 @@ pub(super) fn write(
         created_at: Some(now_iso()),
         source_provider: Some(moved.from.provider.clone()),
         source_model: moved.from.model.clone(),
+        generated: moved.generated_note,
     };
     let (rendered, note_secrets) = redact(&render_note(&moved.note, &git_state, &origin), known);
     conv.carry_report.secrets_masked += note_secrets;

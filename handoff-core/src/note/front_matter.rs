@@ -85,7 +85,8 @@ const REQUIRED_KEYS: [&str; 9] = [
     "pushed",
     "uncommitted",
 ];
-const OPTIONAL_KEYS: [&str; 4] = [
+const OPTIONAL_KEYS: [&str; 5] = [
+    "generated",
     "created_at",
     "source_provider",
     "source_model",
@@ -130,6 +131,9 @@ impl FrontMatter {
         }
         if let Some(model) = &self.origin.source_model {
             line("source_model", json(model));
+        }
+        if self.origin.generated {
+            line("generated", "true".to_owned());
         }
         let git = &self.git;
         line("repository", json(git.repository.as_str()));
@@ -312,6 +316,11 @@ impl FrontMatter {
                 created_at: string("created_at")?,
                 source_provider,
                 source_model: string("source_model")?,
+                generated: match values.get("generated").map(|(_, v)| v) {
+                    None => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => return Err(bad("generated", "true or false")),
+                },
             },
             git: GitState {
                 repository: Utf8PathBuf::from(repository),

@@ -51,6 +51,10 @@ pub struct NoteOrigin {
     pub source_provider: Option<AgentId>,
     /// The model it ran.
     pub source_model: Option<String>,
+    /// handoff wrote the note, not the agent (its agent stopped on its limit): a receiver
+    /// checks the repository rather than trust it.
+    #[serde(default)]
+    pub generated: bool,
 }
 
 /// `url` without the credentials it may carry: the user information of a `scheme://user:pass@host`

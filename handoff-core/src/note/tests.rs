@@ -54,6 +54,7 @@ fn origin() -> NoteOrigin {
         created_at: Some("2026-01-02T03:04:05.678Z".into()),
         source_provider: Some(AgentId::CLAUDE),
         source_model: Some("opus".into()),
+        generated: false,
     }
 }
 
