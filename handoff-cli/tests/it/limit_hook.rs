@@ -295,3 +295,49 @@ fn errors_the_configuration_does_not_name_and_bad_payloads_change_nothing() {
     let bad = sb.run(&["config", "check"]);
     assert!(bad.stderr.contains("failover.errors"), "{bad:?}");
 }
+
+/// The Claude Code that ran the hook stays open in the worktree (an interactive session): the
+/// move does not wait for it as for another agent working there.
+#[test]
+fn the_claude_code_that_ran_the_hook_is_not_an_agent_in_the_way() {
+    let sb = crate::continuation::sandbox();
+    write_config(
+        &sb,
+        "[failover]\nreceiver = \"codex\"\non_limit = \"continue\"\n",
+    );
+    let payload_file = sb.private.join("payload.json");
+    std::fs::write(&payload_file, payload(&sb, "rate_limit", &transcript(&sb))).unwrap();
+    // A process named `claude`, working in the worktree, that runs the hook and stays.
+    let bin = sb.root.join("session-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        format!(
+            "#!/bin/bash\n'{}' hook claude-stop-failure < '{}'\nexec -a claude sleep 60\n",
+            env!("CARGO_BIN_EXE_handoff"),
+            payload_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = sb.command();
+    let mut session = std::process::Command::new(&claude);
+    session.current_dir(sb.repo.path()).env_clear().envs(
+        cmd.get_envs()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+    );
+    let _ = &mut cmd;
+    let mut session = session.spawn().unwrap();
+    eventually("the job", || !jobs(&sb).is_empty());
+    let id = jobs(&sb)[0]["id"].as_str().unwrap().to_owned();
+    // The move ends while that session is still there (it stays for a minute).
+    eventually("the move to end", || jobs(&sb)[0]["state"] != "running");
+    let still_there = session.try_wait().unwrap().is_none();
+    let waited = sb.run(&["wait", &id]);
+    let _ = session.kill();
+    let _ = session.wait();
+    assert!(still_there, "the session ended before the move did");
+    assert_eq!(waited.code, 0, "{waited:?}");
+    assert_eq!(waited.json["target"]["provider"], "codex");
+}
