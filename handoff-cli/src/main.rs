@@ -372,16 +372,7 @@ fn salvage(args: &[String]) -> Option<RunInput> {
         _ => return None,
     };
     let mut input = RunInput::new(verb);
-    let value = |flag: &str| {
-        let eq = format!("{flag}=");
-        args.iter().enumerate().find_map(|(i, a)| {
-            if a == flag {
-                args.get(i + 1).cloned()
-            } else {
-                a.strip_prefix(&eq).map(str::to_owned)
-            }
-        })
-    };
+    let value = |flag: &str| handoff_core::flag_value(args, flag);
     input.caller_harness = value("--caller-harness").filter(|v| AgentId::parse(v).is_some());
     input.harness = value("--harness").filter(|v| AgentId::parse(v).is_some());
     input.mode = value("--mode");

@@ -96,8 +96,8 @@ pub use isolation::{
 };
 pub use jobs::{
     Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_SCHEMA, JOB_VERB, Job, JobOrigin,
-    JobReport, JobState, NewJob, ProcessRef, SUPERVISOR_GRACE, cancel_job, detach_job, list_jobs,
-    supervise_job, wait_job,
+    JobReport, JobState, NewJob, ProcessRef, SUPERVISOR_GRACE, cancel_job, detach_job, flag_value,
+    list_jobs, supervise_job, wait_job,
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
@@ -160,7 +160,7 @@ pub use supervisor::{
 pub use task::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, Fork, ForkMarker, HandoffContext, HandoffId,
     HandoffOutcome, HandoffRow, JobId, MAX_NAME_BYTES, NewHandoff, NewTask, Record, Route,
-    StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn,
+    StoreError, Task, TaskAgent, TaskId, TaskStore, TimelineEntry, TimelineEvent, Turn, check_name,
     check_timestamp,
 };
 pub use timestamp::{iso_from_unix_ms, now_iso, parse_iso};

@@ -2,7 +2,7 @@
 //! the other text it names are masked as every free text the store writes, then checked (a
 //! known verb, a real timestamp, bounded names); its result line is masked as JSON.
 
-use handoff_core::{MAX_NAME_BYTES, Masker, NewJob, StoreError, check_timestamp};
+use handoff_core::{Masker, NewJob, StoreError, check_name, check_timestamp};
 
 /// The verbs a job runs.
 const VERBS: [&str; 4] = ["run", "advice", "run-with-advice", "continue"];
@@ -21,20 +21,6 @@ fn invalid(field: &'static str, reason: impl Into<String>) -> StoreError {
     StoreError::Invalid {
         field,
         reason: reason.into(),
-    }
-}
-
-/// A name (the target, the mode): 1 to [`MAX_NAME_BYTES`] bytes, one line of text.
-fn check_name(field: &'static str, value: Option<&str>) -> Result<(), StoreError> {
-    match value {
-        Some(v) if v.is_empty() || v.len() > MAX_NAME_BYTES => Err(invalid(
-            field,
-            format!("must be 1 to {MAX_NAME_BYTES} bytes, not {}", v.len()),
-        )),
-        Some(v) if v.chars().any(char::is_control) => {
-            Err(invalid(field, "contains a control character"))
-        }
-        _ => Ok(()),
     }
 }
 

@@ -253,12 +253,7 @@ impl Jobs {
             }
         };
         let recorded = self.store.clone().filter(|store| {
-            let value = |flag: &str| {
-                shown
-                    .iter()
-                    .position(|a| a == flag)
-                    .and_then(|i| shown.get(i + 1).cloned())
-            };
+            let value = |flag: &str| handoff_core::flag_value(&shown, flag);
             store
                 .create_job(&NewJob {
                     id: job_id.clone(),

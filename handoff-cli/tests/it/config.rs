@@ -7,12 +7,7 @@ use serde_json::Value;
 use crate::support::{Run, Sandbox};
 
 fn write_config(sb: &Sandbox, text: &str) -> String {
-    let dir = sb.root.join("home/.config/handoff");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-    path.to_string_lossy().into_owned()
+    sb.write_config(text)
 }
 
 fn run_of(sb: &Sandbox) -> Value {

@@ -2,8 +2,6 @@
 //! a missing CLI or a failed preflight), the same request runs on the next entry; never after a
 //! policy block, a cancel, a timeout or the agent's own answer.
 
-use std::os::unix::fs::PermissionsExt;
-
 use serde_json::Value;
 
 use crate::support::{Run, Sandbox};
@@ -34,11 +32,7 @@ fn attempts(run: &Run) -> Vec<(String, String, Value)> {
 }
 
 fn write_config(sb: &Sandbox, text: &str) {
-    let dir = sb.root.join("home/.config/handoff");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    sb.write_config(text);
 }
 
 #[test]

@@ -116,34 +116,24 @@ fn a_detached_run_returns_at_once_and_is_collected_later() {
 fn json_prints_the_job_and_a_job_reads_its_instructions_from_stdin_now() {
     let sb = Sandbox::new();
     let cwd = sb.cwd();
-    let mut cmd = sb.command();
-    cmd.args([
-        "advice",
-        "--detach",
-        "--json",
-        "--caller-harness",
-        "codex",
-        "--harness",
-        "claude",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        "-",
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"What is the riskiest part of this change?")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let started: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = sb.run_stdin(
+        &[
+            "advice",
+            "--detach",
+            "--json",
+            "--caller-harness",
+            "codex",
+            "--harness",
+            "claude",
+            "--cwd",
+            &cwd,
+            "--instructions",
+            "-",
+        ],
+        b"What is the riskiest part of this change?",
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let started: Value = serde_json::from_str(out.stdout.trim()).unwrap();
     let typed: handoff_core::JobReport = serde_json::from_value(started.clone())
         .unwrap_or_else(|e| panic!("not a handoff.job.v1 object: {e}: {started}"));
     assert_eq!(typed.state, handoff_core::JobState::Running);
@@ -318,30 +308,25 @@ fn a_continuation_runs_as_a_job_with_its_note_read_from_stdin_at_once() {
     ))
     .unwrap();
     let cwd = sb.cwd();
-    let mut cmd = sb.command();
-    cmd.args([
-        "continue",
-        "--detach",
-        "--to",
-        "codex",
-        "--from",
-        "claude",
-        "--cwd",
-        &cwd,
-        "--note-file",
-        "-",
-        "--fallback",
-        "fresh-agent",
-    ])
-    .stdin(std::process::Stdio::piped())
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(&note).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let text = String::from_utf8(out.stdout).unwrap();
+    let out = sb.run_stdin(
+        &[
+            "continue",
+            "--detach",
+            "--to",
+            "codex",
+            "--from",
+            "claude",
+            "--cwd",
+            &cwd,
+            "--note-file",
+            "-",
+            "--fallback",
+            "fresh-agent",
+        ],
+        &note,
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let text = out.stdout;
     let id = text
         .split_whitespace()
         .find(|w| w.starts_with("job-"))

@@ -2,9 +2,7 @@
 //! stopped on its limit; `[failover]` moves the task in the background or says what would, the
 //! next session start says where it went, and a prompt is stopped while the receiver holds it.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
 
 use handoff_testkit::keys::WAIT_FILE;
 use serde_json::{Value, json};
@@ -28,21 +26,7 @@ fn payload(sb: &Sandbox, error: &str, transcript: &str) -> Vec<u8> {
 }
 
 fn hook(sb: &Sandbox, event: &str, stdin: &[u8]) -> Run {
-    let mut cmd = sb.command();
-    cmd.args(["hook", event])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
-        stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    sb.run_stdin(&["hook", event], stdin)
 }
 
 /// Waits (bounded) until `f` holds: the hook hands its work to a copy of itself in the
@@ -79,11 +63,7 @@ fn cwd_only(sb: &Sandbox) -> Vec<u8> {
 }
 
 fn write_config(sb: &Sandbox, text: &str) {
-    let dir = sb.root.join("home/.config/handoff");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("config.toml");
-    std::fs::write(&path, text).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    sb.write_config(text);
 }
 
 /// A Claude Code session file (the shape 2.1.x writes) with one exchange, then the API error.

@@ -199,6 +199,38 @@ impl Sandbox {
         run
     }
 
+    /// Writes the user configuration handoff reads (`~/.config/handoff/config.toml`, 0600) and
+    /// returns its path.
+    pub fn write_config(&self, text: &str) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.root.join("home/.config/handoff");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+
+    /// `handoff <args…>` with `stdin` on its standard input.
+    pub fn run_stdin(&self, args: &[&str], stdin: &[u8]) -> Run {
+        use std::io::Write;
+        let mut cmd = self.command();
+        cmd.args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            json: serde_json::from_str(stdout.trim()).unwrap_or(Value::Null),
+            stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     /// Records every agent invocation from now on.
     pub fn record(&self) -> PathBuf {
         self.agents.record_dir()

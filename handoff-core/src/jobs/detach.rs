@@ -234,7 +234,7 @@ fn private_write(path: &Utf8Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// The value of `flag` in a command line (`--flag v` or `--flag=v`).
-fn flag_value(args: &[String], flag: &str) -> Option<String> {
+pub fn flag_value(args: &[String], flag: &str) -> Option<String> {
     let eq = format!("{flag}=");
     args.iter().enumerate().find_map(|(i, a)| {
         if a == flag {

@@ -24,7 +24,7 @@ pub use self::timeline::{
     AgentRef, CheckRun, Checkpoint, DelegatedRun, ForkMarker, HandoffContext, HandoffOutcome,
     HandoffRow, NewHandoff, Record, Route, TimelineEntry, TimelineEvent, Turn,
 };
-pub use self::validate::check_timestamp;
+pub use self::validate::{check_name, check_timestamp};
 use crate::names::AgentId;
 use crate::timestamp::now_iso;
 

@@ -25,7 +25,9 @@ fn check_absolute(field: &'static str, path: &Utf8Path) -> Result<(), StoreError
     Ok(())
 }
 
-fn check_name(field: &'static str, value: Option<&str>) -> Result<(), StoreError> {
+/// A name a store keeps (a model, account, branch, target or mode): 1 to [`MAX_NAME_BYTES`]
+/// bytes, no control character; `None` passes.
+pub fn check_name(field: &'static str, value: Option<&str>) -> Result<(), StoreError> {
     match value {
         Some(v) if v.is_empty() || v.len() > MAX_NAME_BYTES => Err(invalid(
             field,

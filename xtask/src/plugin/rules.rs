@@ -157,15 +157,9 @@ const JOB_COMMANDS: [(&str, &str); 3] = [
 /// job id has an `argument-hint` and uses `$ARGUMENTS`; only `job-cancel`, which stops work,
 /// is the person's alone to start.
 fn validate_job_command(dir: &Path, path: &str, verb: &str, p: &mut Problems) {
-    let Some(text) = read(dir, path, p) else {
+    let Some((front, body)) = read_command(dir, path, p) else {
         return;
     };
-    let (front, body) = match front_matter(&text) {
-        Ok(x) => x,
-        Err(e) => return p.add(path, e),
-    };
-    check_keys(&front, COMMAND_KEYS, path, p);
-    check_description(&front, path, p);
     let takes_id = verb != "jobs";
     if takes_id && (non_empty(&front["argument-hint"]).is_none() || !body.contains("$ARGUMENTS")) {
         p.add(
@@ -318,16 +312,27 @@ fn validate_skill(dir: &Path, name: &str, p: &mut Problems) {
     }
 }
 
-fn validate_command(dir: &Path, path: &str, p: &mut Problems) {
-    let Some(text) = read(dir, path, p) else {
-        return;
-    };
+/// A command's front matter and body, its keys and description checked; `None` (with the
+/// problem added) when it cannot be read.
+fn read_command(dir: &Path, path: &str, p: &mut Problems) -> Option<(Value, String)> {
+    let text = read(dir, path, p)?;
     let (front, body) = match front_matter(&text) {
-        Ok(x) => x,
-        Err(e) => return p.add(path, e),
+        Ok((front, body)) => (front, body.to_owned()),
+        Err(e) => {
+            p.add(path, e);
+            return None;
+        }
     };
     check_keys(&front, COMMAND_KEYS, path, p);
     check_description(&front, path, p);
+    Some((front, body))
+}
+
+fn validate_command(dir: &Path, path: &str, p: &mut Problems) {
+    let Some((front, body)) = read_command(dir, path, p) else {
+        return;
+    };
+    let body = body.as_str();
     if non_empty(&front["argument-hint"]).is_none() {
         p.add(path, "front matter has no `argument-hint`");
     }
