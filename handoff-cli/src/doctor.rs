@@ -122,6 +122,11 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         .collect();
 
     let plugins: Vec<PluginStatus> = plugin_status(&env).await;
+    // The programs handoff itself starts, as it finds them: never from a worktree it works on.
+    let programs: serde_json::Map<String, Value> = ["git", "bwrap", "socat", "ssh"]
+        .into_iter()
+        .map(|name| (name.to_owned(), json!(handoff_core::program(name))))
+        .collect();
 
     let report = json!({
         "schemaVersion": "handoff.doctor.v1",
@@ -136,6 +141,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         "taskStore": store_report,
         "runtimeDir": runtime,
         "sandbox": caps.sandbox,
+        "programs": programs,
         "agents": agents,
         "plugin": plugins,
     });
@@ -187,6 +193,13 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
         )?,
         (Some(true), _) => writeln!(out, "task store  {} (not created yet)", s(&t["path"]))?,
         _ => writeln!(out, "task store  BROKEN: {}", s(&t["error"]))?,
+    }
+    if let Some(programs) = r["programs"].as_object() {
+        let found: Vec<String> = programs
+            .iter()
+            .map(|(name, path)| format!("{name} {}", path.as_str().unwrap_or("(not found)")))
+            .collect();
+        writeln!(out, "programs    {}", found.join(", "))?;
     }
     let d = &r["runtimeDir"];
     if d["ok"] == true {

@@ -118,6 +118,9 @@ fn hand_over(payload: &[u8]) {
         return warn("the path of this handoff binary is unknown");
     };
     let mut cmd = std::process::Command::new(exe);
+    if let Some(path) = handoff_core::original_path() {
+        cmd.env("PATH", path);
+    }
     cmd.args(["hook", "claude-stop-failure"])
         .env(WORKER_ENV, "1")
         .stdin(std::process::Stdio::piped())

@@ -587,10 +587,32 @@ async fn capabilities(json: bool) -> u8 {
     0
 }
 
+/// The worktrees this command works on (its `--cwd`, and where it runs) are where an agent
+/// writes: no program handoff starts, itself or through a library, comes from inside them.
+fn guard_programs() {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if let Some(cwd) = handoff_core::flag_value(&args, "--cwd") {
+        handoff_core::guard_worktrees_of(camino::Utf8Path::new(&cwd));
+    }
+    if let Ok(here) = std::env::current_dir()
+        && let Ok(here) = camino::Utf8PathBuf::from_path_buf(here)
+    {
+        handoff_core::guard_worktrees_of(&here);
+    }
+    // SAFETY: first thing in `main`, before the runtime or any other thread starts.
+    #[allow(unsafe_code)]
+    unsafe {
+        handoff_core::sanitize_process_path();
+    }
+}
+
 fn main() -> ExitCode {
     handoff_core::allocator::return_large_blocks();
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
+    guard_programs();
     // `handoff __job <id> <dir>`: the supervisor of a background job.
     if let [_, verb, id, dir] = &std::env::args_os().collect::<Vec<_>>()[..]
         && verb == handoff_core::JOB_VERB

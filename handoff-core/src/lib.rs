@@ -37,6 +37,7 @@ mod preflight;
 mod printable;
 mod private_dir;
 mod process;
+mod programs;
 mod progress;
 mod prompt;
 mod provider;
@@ -136,6 +137,10 @@ pub use private_dir::{PrivateDir, PrivateDirKind};
 pub use process::{
     Containment, Ending, OUTPUT_LIMIT, ProcessReport, ReaperSpec, run_command, supervise,
     supervise_with_tap,
+};
+pub use programs::{
+    guard_dir, guard_worktrees_of, is_guarded, original_path, program, program_or_missing,
+    sanitize_process_path, worktrees_of,
 };
 pub use progress::{MAX_DETAIL_CHARS, ProgressEvent, ProgressHook, ProgressSink, ProgressUpdate};
 pub use prompt::build_prompt;

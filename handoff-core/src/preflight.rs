@@ -39,9 +39,10 @@ fn path_dirs(env: &BTreeMap<String, String>) -> impl Iterator<Item = String> + '
         .flat_map(|p| p.split(':').map(str::to_owned))
 }
 
-/// The first executable file `name` in one of `dirs` that is absolute.
+/// The first executable file `name` in one of `dirs` that is absolute and not guarded (a
+/// worktree handoff works on, its own run and work directories: see [`crate::programs`]).
 fn search(name: &str, dirs: impl Iterator<Item = String>) -> Option<Utf8PathBuf> {
-    dirs.filter(|d| d.starts_with('/'))
+    dirs.filter(|d| d.starts_with('/') && !crate::programs::is_guarded(Utf8Path::new(d)))
         .map(|d| Utf8PathBuf::from(d).join(name))
         .find(|candidate| is_executable(candidate))
 }

@@ -148,10 +148,13 @@ pub struct Git {
 }
 
 impl Git {
-    /// Git run at `root` (a worktree root, or any directory inside one).
+    /// Git run at `root` (a worktree root, or any directory inside one). Every worktree of
+    /// that repository is guarded from then on: no program is started from inside one.
     pub fn new(root: impl Into<Utf8PathBuf>) -> Git {
+        let root = root.into();
+        handoff_core::guard_worktrees_of(&root);
         Git {
-            root: root.into(),
+            root,
             index: None,
             trust: Trust::default(),
             policy: Arc::default(),
@@ -218,7 +221,7 @@ impl Git {
     /// The command, ready to run: environment scrubbed, forced settings first, the
     /// repository's programs left out unless trusted, stdin closed.
     pub fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
-        let mut c = Command::new("git");
+        let mut c = git_program();
         scrub(&mut c, std::env::vars_os().map(|(k, _)| k));
         c.arg("--no-pager");
         for (key, value) in FORCED_CONFIG {
@@ -408,10 +411,16 @@ impl Drop for PrivateIndex {
     }
 }
 
+/// The `git` program, as [`handoff_core::program`] finds it: never one from a worktree handoff
+/// works on (the repository's own worktrees are guarded first).
+fn git_program() -> Command {
+    Command::new(handoff_core::program_or_missing("git"))
+}
+
 /// `git` in `dir` with the caller's `GIT_*` variables removed and nothing else added: for
 /// reading the configuration itself, which runs no program.
 pub(crate) fn plain_command(dir: &std::path::Path) -> Command {
-    let mut c = Command::new("git");
+    let mut c = git_program();
     scrub(&mut c, std::env::vars_os().map(|(k, _)| k));
     c.current_dir(dir)
         .env("GIT_OPTIONAL_LOCKS", "0")

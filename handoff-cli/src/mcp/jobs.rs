@@ -235,6 +235,9 @@ impl Jobs {
             }
         }
         let mut command = tokio::process::Command::new(&self.exe);
+        if let Some(path) = handoff_core::original_path() {
+            command.env("PATH", path);
+        }
         command
             .arg(launch.verb)
             .args(&args)

@@ -30,6 +30,7 @@ mod mcp;
 mod note;
 mod own_sandbox;
 mod panel;
+mod planting;
 mod remote;
 mod statuses;
 mod support;

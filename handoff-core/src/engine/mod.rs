@@ -143,7 +143,12 @@ impl EngineOptions {
     /// directories take their default place (not `$TMPDIR`: the environment does not move
     /// them).
     pub fn from_process() -> EngineOptions {
-        let env: BTreeMap<String, String> = std::env::vars().collect();
+        let mut env: BTreeMap<String, String> = std::env::vars().collect();
+        // Agents run with the PATH the process started with, not the one it cleaned for its own
+        // programs (every lookup of handoff's filters it the same way: `crate::programs`).
+        if let Some(path) = crate::original_path() {
+            env.insert("PATH".into(), path);
+        }
         let cache = env
             .get("XDG_CACHE_HOME")
             .filter(|v| v.starts_with('/'))

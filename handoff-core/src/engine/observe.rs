@@ -30,6 +30,8 @@ impl Engine {
         draft: &mut Draft,
     ) -> Result<Fingerprint, Ended> {
         let cwd = Utf8PathBuf::from(&request.cwd);
+        // No program handoff starts from here on comes from a directory the agent may write.
+        crate::guard_worktrees_of(&cwd);
         let workspace = self.evidence_workspace(request)?;
         // The record the last run in this worktree left, if the task store keeps one: trusted
         // rather than the index, which an agent may have rewritten since.

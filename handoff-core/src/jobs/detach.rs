@@ -92,6 +92,10 @@ pub fn detach_job(
         supervisor: None,
     })?;
     let mut cmd = std::process::Command::new(exe);
+    // The job's own handoff cleans its PATH as this one did; it starts from the user's.
+    if let Some(path) = crate::original_path() {
+        cmd.env("PATH", path);
+    }
     cmd.arg(JOB_VERB)
         .arg(id.as_str())
         .arg(jobs_dir)
@@ -151,6 +155,9 @@ pub async fn supervise_job(
         return finish(crate::exit::PROVIDER_UNAVAILABLE, None);
     };
     let mut cmd = tokio::process::Command::new(exe);
+    if let Some(path) = crate::original_path() {
+        cmd.env("PATH", path);
+    }
     cmd.arg(&verb)
         .args(&args)
         .stdin(Stdio::null())
