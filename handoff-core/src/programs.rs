@@ -33,6 +33,10 @@ fn canonical(p: &Utf8Path) -> Utf8PathBuf {
 /// Adds `dir` to the directories no program is started from (for this process).
 pub fn guard_dir(dir: &Utf8Path) {
     let dir = canonical(dir);
+    // Only a real directory below the root: an empty or relative path would guard everything.
+    if !dir.is_absolute() || dir.parent().is_none() {
+        return;
+    }
     if let Ok(mut g) = guarded().lock()
         && !g.contains(&dir)
     {
@@ -166,6 +170,7 @@ pub fn worktrees_of(dir: &Utf8Path) -> Vec<Utf8PathBuf> {
             let gitdir = e.path().join("gitdir");
             if let Ok(text) = std::fs::read_to_string(gitdir)
                 && let Some(wt) = Utf8Path::new(text.trim()).parent()
+                && wt.is_absolute()
             {
                 out.push(canonical(wt));
             }

@@ -115,5 +115,7 @@ fn programs_planted_in_the_worktree_never_run() {
     assert_eq!(checkpoint.code, 0, "{checkpoint:?}");
     let log = run_in_repo(&sb, &bin, &["log", "--cwd", &cwd]);
     assert_eq!(log.code, 0, "{log:?}");
+    let attribute = run_in_repo(&sb, &bin, &["attribute", "--cwd", &cwd]);
+    assert_eq!(attribute.code, 0, "{attribute:?}");
     assert_eq!(planted_runs(&sb), Vec::<String>::new());
 }

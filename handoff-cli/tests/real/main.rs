@@ -159,9 +159,13 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 
+    /// `handoff` as a person runs it: from a directory of their own (not from this repository,
+    /// whose worktree holds the installed CLIs under `target/`: handoff never starts a program
+    /// from inside the worktree it runs in).
     fn command(&self) -> Command {
         let mut c = Command::new(HANDOFF);
-        c.env_clear()
+        c.current_dir(&self.root)
+            .env_clear()
             .env("PATH", &self.path)
             .env("HOME", self.root.join("home"))
             .env("CODEX_HOME", self.root.join("codex-home"))
