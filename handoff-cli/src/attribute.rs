@@ -69,7 +69,7 @@ pub async fn main(args: AttributeArgs) -> u8 {
             print(&format!("{}\n", check.line()));
             let mut err = std::io::stderr().lock();
             for line in &check.output_tail {
-                let _ = writeln!(err, "  | {line}");
+                let _ = writeln!(err, "  | {}", handoff_core::printable(line, false));
             }
         }
     };
@@ -95,13 +95,20 @@ pub async fn main(args: AttributeArgs) -> u8 {
     }
 }
 
+/// Prints `text` with the control characters an agent may have put in a file name or a check's
+/// output escaped (a file named with an OSC 52 or a screen clear must not reach the terminal
+/// as one); JSON output escapes them by itself.
 fn print(text: &str) {
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
+    let _ = out.write_all(handoff_core::printable(text, true).as_bytes());
     let _ = out.flush();
 }
 
 fn fail(message: &str, code: u8) -> u8 {
-    let _ = writeln!(std::io::stderr(), "handoff: {message}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "handoff: {}",
+        handoff_core::printable(message, false)
+    );
     code
 }

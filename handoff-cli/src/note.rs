@@ -75,8 +75,9 @@ pub fn main(command: NoteCommand) -> u8 {
         NoteCommand::Check(args) => check(&args),
         NoteCommand::Render(args) => match render(&args) {
             Ok(text) => {
+                // The note's body is the agent's text: its control characters are escaped.
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(text.as_bytes());
+                let _ = out.write_all(handoff_core::printable(&text, true).as_bytes());
                 let _ = out.flush();
                 exit::OK
             }
@@ -157,6 +158,10 @@ fn usable(git: &GitState) -> Result<(), String> {
 }
 
 fn fail(message: &str) -> u8 {
-    let _ = writeln!(std::io::stderr(), "handoff: {message}");
+    let _ = writeln!(
+        std::io::stderr(),
+        "handoff: {}",
+        handoff_core::printable(message, false)
+    );
     exit::USAGE
 }

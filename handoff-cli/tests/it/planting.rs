@@ -119,3 +119,58 @@ fn programs_planted_in_the_worktree_never_run() {
     assert_eq!(attribute.code, 0, "{attribute:?}");
     assert_eq!(planted_runs(&sb), Vec::<String>::new());
 }
+
+/// File names and note bodies an agent wrote reach the terminal escaped: an OSC 52 clipboard
+/// write or a screen clear in them is shown, not obeyed.
+#[test]
+fn attribute_and_note_render_print_agent_text_escaped() {
+    let sb = crate::continuation::sandbox();
+    let cwd = sb.cwd();
+    let ins = sb.instructions("Make the change described here, then report.");
+    let build = sb.run(&[
+        "run",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex",
+        "--mode",
+        "build",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    assert_eq!(build.code, 0, "{build:?}");
+    let hostile = "osc\u{1b}]52;c;aGk=\u{7}clear\u{1b}[2J.txt";
+    sb.repo.write(hostile, "x\n");
+    let attribute = sb.run(&["attribute", "--cwd", &cwd]);
+    assert!(
+        !attribute.stdout.contains('\u{1b}'),
+        "{:?}",
+        attribute.stdout
+    );
+    assert!(
+        !attribute.stderr.contains('\u{1b}'),
+        "{:?}",
+        attribute.stderr
+    );
+
+    let mut note = String::from("# Handoff note\n");
+    for section in crate::note::SECTIONS {
+        note.push_str(&format!(
+            "\n## {section}\n\nText \u{1b}[2J with an escape.\n"
+        ));
+    }
+    let file = sb.private.join("hostile-note.md");
+    std::fs::write(&file, note).unwrap();
+    let rendered = sb.run(&["note", "render", &file.to_string_lossy(), "--cwd", &cwd]);
+    assert_eq!(rendered.code, 0, "{rendered:?}");
+    assert!(!rendered.stdout.contains('\u{1b}'), "{:?}", rendered.stdout);
+    assert!(
+        rendered.stdout.contains("\\x1b[2J"),
+        "{:?}",
+        rendered.stdout
+    );
+    let bad = sb.run(&["attribute", "--task", "task-\u{1b}[2J"]);
+    assert!(!bad.stderr.contains('\u{1b}'), "{:?}", bad.stderr);
+}
