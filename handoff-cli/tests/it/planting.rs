@@ -126,20 +126,7 @@ fn programs_planted_in_the_worktree_never_run() {
 fn attribute_and_note_render_print_agent_text_escaped() {
     let sb = crate::continuation::sandbox();
     let cwd = sb.cwd();
-    let ins = sb.instructions("Make the change described here, then report.");
-    let build = sb.run(&[
-        "run",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "codex",
-        "--mode",
-        "build",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]);
+    let build = sb.delegate("claude", "codex", "build", &[]);
     assert_eq!(build.code, 0, "{build:?}");
     let hostile = "osc\u{1b}]52;c;aGk=\u{7}clear\u{1b}[2J.txt";
     sb.repo.write(hostile, "x\n");
