@@ -24,7 +24,8 @@ pub fn default_path(env: &BTreeMap<String, String>) -> Result<Utf8PathBuf, Store
 
 /// Creates the file's missing directories (`0700`) and the file itself (`0600`, empty) unless
 /// it exists. SQLite gives the `-wal` and `-shm` files it makes next to it the file's mode.
-pub(crate) fn prepare(path: &Utf8Path) -> Result<(), StoreError> {
+/// Whether this call created the file.
+pub(crate) fn prepare(path: &Utf8Path) -> Result<bool, StoreError> {
     let io = |path: &Utf8Path| {
         let path = path.to_owned();
         move |source| StoreError::Io { path, source }
@@ -36,15 +37,34 @@ pub(crate) fn prepare(path: &Utf8Path) -> Result<(), StoreError> {
             .create(dir)
             .map_err(io(dir))?;
     }
-    fs::OpenOptions::new()
+    match fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(io(path))?;
-    Ok(())
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(io(path)(e)),
+    }
+}
+
+/// Whether the store file at `path`, which existed before this process opened it, is empty:
+/// a store truncated to nothing (its history gone), not one another process is creating (that
+/// one has its first page within moments: this waits up to two seconds for it).
+pub(crate) fn is_empty_store(path: &Utf8Path) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match fs::metadata(path) {
+            Ok(m) if m.len() == 0 => {}
+            _ => return false,
+        }
+        if std::time::Instant::now() >= deadline {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// What is wrong with who may read the store at `path` and its directory: each one a line

@@ -97,7 +97,14 @@ impl SqliteStore {
             path: path.as_ref().to_owned(),
             waited_ms: u64::try_from(options.busy_timeout.as_millis()).unwrap_or(u64::MAX),
         };
-        prepare(&ctx.path)?;
+        let created = prepare(&ctx.path)?;
+        // A store file that was there and holds nothing lost its history: it is never
+        // re-created silently.
+        if !created && crate::location::is_empty_store(&ctx.path) {
+            return Err(StoreError::Empty {
+                path: ctx.path.clone(),
+            });
+        }
         // No CREATE: the file exists with its mode. No URI: a path is a path.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(&ctx.path, flags).ctx(&ctx)?;

@@ -205,3 +205,34 @@ fn capabilities_and_doctor_place_each_cli_against_its_tested_versions() {
         assert!(text.stdout.contains(&codex), "{}", text.stdout);
     }
 }
+
+/// A task store truncated to nothing is not re-created as if new: doctor says so (exit 1),
+/// the commands that read history refuse it naming the file (exit 5), and a run goes on,
+/// saying it was not recorded, without touching the file.
+#[test]
+fn an_emptied_task_store_is_reported_and_never_recreated() {
+    let sb = Sandbox::new();
+    let path = store_with_a_task(&sb);
+    std::fs::write(&path, b"").unwrap();
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{side}", path.display()));
+    }
+    let doctor = sb.run(&["doctor", "--json"]);
+    assert_eq!(doctor.code, 1, "{doctor:?}");
+    let error = doctor.json["taskStore"]["error"].as_str().unwrap_or("");
+    assert!(error.contains("is empty"), "{}", doctor.json["taskStore"]);
+    let log = sb.run(&["log", "--cwd", &sb.cwd()]);
+    assert_eq!(log.code, 5, "{log:?}");
+    assert!(
+        log.stderr.contains("is empty") && log.stderr.contains("tasks.sqlite3"),
+        "{log:?}"
+    );
+    let run = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("not recorded"), "{run:?}");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        0,
+        "the store was re-created"
+    );
+}

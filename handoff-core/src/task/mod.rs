@@ -255,6 +255,15 @@ pub enum StoreError {
         /// When its outcome was set.
         finished_at: String,
     },
+    /// The store file exists but is empty (0 bytes): its history is gone. handoff does not
+    /// re-create it silently.
+    #[error(
+        "task store '{path}' is empty (0 bytes): its history is gone; move the file aside to start a new store"
+    )]
+    Empty {
+        /// The database file.
+        path: Utf8PathBuf,
+    },
     /// Neither `XDG_STATE_HOME` nor `HOME` names an absolute directory.
     #[error("no state directory: neither XDG_STATE_HOME nor HOME is an absolute path")]
     NoStateDir,
