@@ -69,12 +69,7 @@ fn parse(bytes: &[u8]) -> Option<(serde_json::Value, Utf8PathBuf)> {
 }
 
 fn notices(store: &handoff_store::SqliteStore) -> Notices {
-    Notices::new(
-        store
-            .path()
-            .parent()
-            .map_or_else(|| Utf8PathBuf::from("notices"), |d| d.join("notices")),
-    )
+    Notices::new(store.sibling_dir("notices"))
 }
 
 pub fn main(args: HookArgs) -> u8 {
@@ -84,29 +79,6 @@ pub fn main(args: HookArgs) -> u8 {
         HookEvent::PromptSubmit => prompt_submit(),
     }
     handoff_core::exit::OK
-}
-
-/// The nearest ancestor of this process that is Claude Code (its hooks may run through a
-/// shell), else the parent.
-fn claude_pid() -> Option<u32> {
-    let mut pid = nix::unistd::getppid().as_raw().unsigned_abs();
-    let parent = pid;
-    for _ in 0..64 {
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if comm.trim() == "claude" || comm.trim().starts_with("claude") {
-            return Some(pid);
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok())?;
-        if ppid <= 1 {
-            break;
-        }
-        pid = ppid;
-    }
-    Some(parent)
 }
 
 /// Claude Code does not wait for a `StopFailure` hook once its turn is over (`claude -p`
@@ -126,7 +98,7 @@ fn hand_over(payload: &[u8]) {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    if let Some(pid) = claude_pid() {
+    if let Some(pid) = handoff_continue::limit::claude_ancestor() {
         cmd.env(SOURCE_ENV, pid.to_string());
     }
     // SAFETY: `setsid` is async-signal-safe and touches nothing of the parent's state.
@@ -189,10 +161,7 @@ fn stop_failure() {
             let Some(exe) = exe else {
                 return warn("the path of this handoff binary is unknown");
             };
-            let dir = store
-                .path()
-                .parent()
-                .map_or_else(|| Utf8PathBuf::from("jobs"), |d| d.join("jobs"));
+            let dir = store.sibling_dir("jobs");
             let masked = args.clone();
             match handoff_core::detach_job(
                 &store,

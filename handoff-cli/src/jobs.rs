@@ -31,10 +31,7 @@ pub struct JobArgs {
 
 /// Where detached jobs keep their private files: `jobs/` next to the task store.
 fn jobs_dir(store: &handoff_store::SqliteStore) -> Utf8PathBuf {
-    store
-        .path()
-        .parent()
-        .map_or_else(|| Utf8PathBuf::from("jobs"), |d| d.join("jobs"))
+    store.sibling_dir("jobs")
 }
 
 fn err(message: &str) -> u8 {

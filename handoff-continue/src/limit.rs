@@ -186,6 +186,24 @@ impl Notices {
     }
 }
 
+/// The Claude Code process a hook runs under: the nearest ancestor of this process whose
+/// command name is `claude` (its hooks may run through a shell), else the parent.
+pub fn claude_ancestor() -> Option<u32> {
+    let parent = handoff_core::parent_pid(std::process::id())?;
+    let mut pid = parent;
+    for _ in 0..64 {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim().starts_with("claude") {
+            return Some(pid);
+        }
+        match handoff_core::parent_pid(pid) {
+            Some(p) if p > 1 => pid = p,
+            _ => break,
+        }
+    }
+    Some(parent)
+}
+
 /// The worktree holding `cwd`: the nearest directory up from it with a `.git` entry.
 pub fn worktree_root(cwd: &Utf8Path) -> Option<Utf8PathBuf> {
     let real = cwd.canonicalize_utf8().ok()?;

@@ -236,9 +236,6 @@ pub(crate) fn open_options(level: Option<gix::sec::Trust>) -> gix::open::Options
     options.permissions.env.git_prefix = gix::sec::Permission::Deny;
     options.permissions.env.objects = gix::sec::Permission::Deny;
     options.permissions.config.env = false;
-    // gix would ask `git` (by name, on PATH) where its installation's configuration is: a `git`
-    // planted in a worktree on a developer's PATH would run. The system file is read directly.
-    options.permissions.config.git_binary = false;
     options
 }
 

@@ -132,6 +132,15 @@ impl SqliteStore {
         &self.ctx.path
     }
 
+    /// The private directory next to the store file named `name` (`jobs`, `notices`): where
+    /// what belongs with the store but not in it is kept.
+    pub fn sibling_dir(&self, name: &str) -> Utf8PathBuf {
+        self.ctx
+            .path
+            .parent()
+            .map_or_else(|| Utf8PathBuf::from(name), |d| d.join(name))
+    }
+
     /// The file's schema version (`PRAGMA user_version`).
     pub fn schema_version(&self) -> Result<u32, StoreError> {
         let conn = self.lock();

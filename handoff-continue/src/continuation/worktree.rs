@@ -41,30 +41,6 @@ pub(super) async fn hold(
     }
 }
 
-/// Whether `pid` is `ancestor` or one of its descendants, as `/proc` shows now.
-fn descends_from(pid: u32, ancestor: u32) -> bool {
-    let mut current = pid;
-    for _ in 0..4096 {
-        if current == ancestor {
-            return true;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{current}/stat")).unwrap_or_default();
-        // Field 4 (ppid), counted after the command name's closing parenthesis.
-        let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            return false;
-        };
-        if ppid == 0 || ppid == current {
-            return false;
-        }
-        current = ppid;
-    }
-    false
-}
-
 /// Refuses (or with `wait`, waits) while an agent process works in the worktree.
 pub(super) async fn wait_for_agents(
     engine: &Engine,
@@ -83,7 +59,7 @@ pub(super) async fn wait_for_agents(
         // The agent the task moves from, still running after its hook started the move (and
         // its own descendants: its shells and tools): it is the source, not another agent.
         if let Some(source) = source {
-            working.retain(|a| !descends_from(a.pid, source));
+            working.retain(|a| !handoff_core::descends_from(a.pid, source));
         }
         let Some(first) = working.first() else {
             return Ok(());

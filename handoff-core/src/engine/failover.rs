@@ -8,16 +8,14 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 use super::draft::Draft;
-use super::verdict::{Ended, summary as ended_summary};
+use super::verdict::{Ended, own_reason, summary as ended_summary};
 use super::{Engine, Launch};
 use crate::input::{InputRejection, RunInput, Validated};
 use crate::mcp::McpDescriptor;
 use crate::request::Request;
 use crate::result::{OutputInfo, Usage};
 use crate::workspace::Fingerprint;
-use crate::{
-    Attempt, FailoverEntry, FailureCause, FailureReason, continued_instructions, parse_failover,
-};
+use crate::{Attempt, FailoverEntry, FailureCause, continued_instructions, parse_failover};
 
 /// The entries a root run fails over to, each validated as its own request.
 pub(super) type Chain = Vec<(FailoverEntry, Validated)>;
@@ -129,12 +127,7 @@ impl Engine {
     /// Adds the attempt that just ended to the result's `attempts`.
     fn record_attempt(&self, draft: &mut Draft, entry: &FailoverEntry, ended: &Ended) {
         let (verdict, message) = ended_summary(ended);
-        let reason = match ended {
-            Ended::AgentFailure { reason, .. } => *reason,
-            Ended::NotInstalled(_) => FailureReason::new(FailureCause::NotInstalled),
-            Ended::PreflightFailed(_) => FailureReason::new(FailureCause::Preflight),
-            _ => FailureReason::new(FailureCause::Other),
-        };
+        let reason = own_reason(ended);
         let message = message.map(|m| crate::redact(&m, &draft.secrets).0);
         draft.result.attempts.push(Attempt {
             harness: entry.harness.clone(),
@@ -183,13 +176,7 @@ impl Engine {
 
 /// The cause an attempt ended for, when that cause fails over.
 fn failover_cause(ended: &Ended) -> Option<FailureCause> {
-    let cause = match ended {
-        Ended::AgentFailure { reason, .. } => reason.cause,
-        Ended::NotInstalled(_) => FailureCause::NotInstalled,
-        Ended::PreflightFailed(_) => FailureCause::Preflight,
-        _ => return None,
-    };
-    cause.fails_over().then_some(cause)
+    Some(own_reason(ended).cause).filter(|c| c.fails_over())
 }
 
 /// The draft without what the failed attempt's agent left in it: its answer, usage, exit,

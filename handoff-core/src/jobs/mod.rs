@@ -116,6 +116,28 @@ impl ProcessRef {
     }
 }
 
+/// The parent of `pid`, as `/proc` shows it now; `None` without one (or without `/proc`).
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    crate::reaper::tree::read(&pid.to_string())
+        .map(|p| p.ppid)
+        .filter(|ppid| *ppid != 0 && *ppid != pid)
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants, as `/proc` shows now.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut current = pid;
+    for _ in 0..4096 {
+        if current == ancestor {
+            return true;
+        }
+        match parent_pid(current) {
+            Some(parent) => current = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
 fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;

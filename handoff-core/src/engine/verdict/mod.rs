@@ -257,9 +257,16 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
 /// Why a run that did not succeed failed: what its end says when the verdict is that end's
 /// own (a policy block or a contract failure found afterwards is `other`).
 fn reason(ended: &Ended, verdict: Verdict) -> FailureReason {
-    let own = ended_verdict(ended) == verdict;
+    if ended_verdict(ended) == verdict {
+        own_reason(ended)
+    } else {
+        FailureReason::new(FailureCause::Other)
+    }
+}
+
+/// Why the step a run (or a failover attempt) ended at failed, on its own.
+pub(super) fn own_reason(ended: &Ended) -> FailureReason {
     let cause = match ended {
-        _ if !own => FailureCause::Other,
         Ended::AgentFailure { reason, .. } => return *reason,
         Ended::NotInstalled(_) => FailureCause::NotInstalled,
         Ended::PreflightFailed(_) => FailureCause::Preflight,
