@@ -254,8 +254,17 @@ pub async fn try_continue_task(
     cancel: watch::Receiver<bool>,
 ) -> Result<ContinueResult, Stopped> {
     let mut result = ContinueResult::new(ContinueOutcome::Rejected, exit::USAGE);
-    let masker = handoff_core::Masker::new(ctx.engine.known_secrets());
-    match run(request, ctx, &mut result, cancel).await {
+    // The secrets handoff knows, and those the note and message show (see `validate`).
+    let mut known = ctx.engine.known_secrets();
+    let outcome = match handoff_core::Masker::try_new(&known) {
+        Ok(_) => run(request, ctx, &mut result, &mut known, cancel).await,
+        Err(e) => Err(ContinueError::Rejected(crate::error::Rejection::new(
+            "masking",
+            e.to_string(),
+        ))),
+    };
+    let masker = handoff_core::Masker::new(&known);
+    match outcome {
         Ok(code) => {
             result.exit_code = code;
             Ok(masked(result, &masker))
@@ -347,19 +356,20 @@ async fn run(
     req: &ContinueRequest,
     ctx: &ContinueContext<'_>,
     result: &mut ContinueResult,
+    known: &mut Vec<String>,
     cancel: watch::Receiver<bool>,
 ) -> Result<u8, ContinueError> {
     let (resolved, destination) =
         crate::destination::resolve(req, ctx.engine.registry()).rejected("destination")?;
     result.destination = destination;
     let req = &resolved;
-    let plan = validate::validate(req, ctx, result)?;
+    let plan = validate::validate(req, ctx, result, known)?;
     if !req.dry_run {
         ctx.store.check_writable().rejected("task store")?;
     }
-    let known = ctx.engine.known_secrets();
+    let known: &[String] = known;
     let scratch = Scratch::new(ctx.engine)?;
-    let mut conv = prepare::conversation(req, ctx, &plan, &scratch.path, &known, result).await?;
+    let mut conv = prepare::conversation(req, ctx, &plan, &scratch.path, known, result).await?;
     if let Some(why) = prepare::earlier_copy(&mut conv, &plan).await {
         record::earlier_copy_kept(result, &conv, &why, &plan.source.provider);
         return Ok(NOT_STARTED);
@@ -386,7 +396,7 @@ async fn run(
     let note_name = note::file_name(&plan.target.provider);
     note::predict(result, &plan, &note_name);
     if req.dry_run {
-        note::predict_recap(result, &conv, &known)?;
+        note::predict_recap(result, &conv, known)?;
         result.outcome = ContinueOutcome::DryRun;
         drop(lease);
         return Ok(exit::OK);
@@ -400,11 +410,11 @@ async fn run(
     // From here on, things change. The checkpoint first.
     let mut moved = checkpoint::make(ctx, plan, result)?;
     moved.generated_note = req.generated_note;
-    let written = note::write(&moved, &note_name, &mut conv, &known, result)?;
+    let written = note::write(&moved, &note_name, &mut conv, known, result)?;
     if let Some(rp) = remote_plan {
         result.carry = Some(conv.carry_report.clone());
         let code = remote::finish(
-            req, ctx, &rp, &moved, &written, &conv, &known, result, cancel,
+            req, ctx, &rp, &moved, &written, &conv, known, result, cancel,
         )
         .await?;
         drop(lease);
@@ -412,7 +422,15 @@ async fn run(
     }
     let carried = carry::perform(&mut conv, &moved.work_root).await?;
     result.carry = Some(conv.carry_report.clone());
-    let mut row = record::handoff(ctx, &moved, &written, &conv, carried.as_ref(), result)?;
+    let mut row = record::handoff(
+        ctx,
+        &moved,
+        &written,
+        &conv,
+        carried.as_ref(),
+        known,
+        result,
+    )?;
     if let Some(trigger) = &req.trigger {
         let mut details = serde_json::Map::new();
         let (kind, cause) = trigger.split_once(':').unwrap_or((trigger, ""));

@@ -22,6 +22,7 @@ pub(super) fn handoff(
     written: &Written,
     conv: &Conversation,
     carried: Option<&Carried>,
+    known: &[String],
     result: &mut ContinueResult,
 ) -> Result<HandoffRow, Failed> {
     let target = &moved.target;
@@ -54,7 +55,12 @@ pub(super) fn handoff(
                     note_path: Some(written.path.clone()),
                     note_digest: Some(written.digest.clone()),
                     transcript_messages: carried.map(|c| c.baseline.messages.len() as u64),
-                    message: moved.message.clone(),
+                    // Masked with what the request showed as secrets too (the store knows
+                    // only the configured ones).
+                    message: moved
+                        .message
+                        .as_deref()
+                        .map(|m| handoff_core::redact(m, known).0),
                     details: Some(details),
                 },
                 route: moved.route,

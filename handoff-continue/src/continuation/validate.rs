@@ -58,6 +58,7 @@ pub(super) fn validate(
     req: &ContinueRequest,
     ctx: &ContinueContext<'_>,
     result: &mut ContinueResult,
+    known: &mut Vec<String>,
 ) -> Result<Plan, Rejection> {
     let registry = ctx.engine.registry();
     let cwd = check_cwd(&req.cwd).rejected("--cwd")?;
@@ -116,6 +117,15 @@ pub(super) fn validate(
             .map_err(|e| format!("note {path}: {e}"))
             .rejected("note")?,
     };
+    // A value the note or the message shows as a secret (`DATABASE_PASSWORD=…`) is masked
+    // wherever the continuation prints or keeps it, alone too.
+    known.extend(handoff_core::Masker::recognised(&text));
+    if let Some(m) = &req.message {
+        known.extend(handoff_core::Masker::recognised(m));
+    }
+    handoff_core::Masker::try_new(known.iter())
+        .map_err(|e| e.to_string())
+        .rejected("masking")?;
     let note = parse_note(&text);
     check_note(&note)
         .map_err(|errors| format!("note {label}: {errors}"))

@@ -185,7 +185,7 @@ impl Engine {
             &request.lineage.run_id,
             request.lineage.parent_run_id.is_none(),
             label,
-            &invocation.secrets,
+            &draft.secrets,
         );
         // The reaper holds the worktree lease until the agent's tree is gone, even if handoff
         // is killed first.

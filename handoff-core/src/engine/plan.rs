@@ -106,6 +106,7 @@ impl Engine {
             draft.secrets.push(context.token.clone());
             invocation.env.insert(CONTEXT_ENV.into(), context.to_env());
         }
+        request_masking(&request.instructions, &mut draft.secrets)?;
         Ok(Plan {
             provider,
             run_dir,
@@ -116,6 +117,16 @@ impl Engine {
             nested: launch.access.clone(),
         })
     }
+}
+
+/// Completes the secrets a run masks with the values its instructions show as secrets
+/// (`DATABASE_PASSWORD=…`), so that they are masked wherever the run prints them, alone too (an
+/// answer quoting one); and refuses the run when masking cannot be built, as it would fail
+/// open.
+fn request_masking(instructions: &str, secrets: &mut Vec<String>) -> Result<(), Ended> {
+    secrets.extend(crate::Masker::recognised(instructions));
+    crate::Masker::try_new(secrets.iter()).map_err(|e| Ended::Rejected(e.to_string()))?;
+    Ok(())
 }
 
 /// The JSON Schema of the answer every agent must give: self-contained (no `$ref`), enums as
@@ -248,4 +259,30 @@ fn configuration_receipt(
         "file": path.map(|p| p.to_string()),
         "applied": applied,
     })
+}
+
+#[cfg(test)]
+mod masking_tests {
+    use super::*;
+
+    #[test]
+    fn instructions_add_what_they_show_as_secrets() {
+        let mut secrets = vec!["configured-secret-1".to_owned()];
+        request_masking(
+            "Use API_TOKEN=Zq8wXk2Lm9Pv4Rt7 for the staging box.",
+            &mut secrets,
+        )
+        .unwrap();
+        assert_eq!(secrets, ["configured-secret-1", "Zq8wXk2Lm9Pv4Rt7"]);
+    }
+
+    #[test]
+    fn a_run_whose_masking_cannot_be_built_is_refused() {
+        let mut secrets = vec![crate::mask::FAIL_TO_BUILD.to_owned()];
+        let refused = request_masking("review it", &mut secrets).unwrap_err();
+        let Ended::Rejected(why) = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(why.starts_with("secrets cannot be masked"), "{why}");
+    }
 }

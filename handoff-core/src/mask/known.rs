@@ -4,6 +4,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::encode::forms;
+use super::view::{Leave, View};
 use super::{Edit, REDACTED};
 
 /// Known secrets at least this long are masked wherever they appear; shorter ones only as a
@@ -16,6 +17,9 @@ pub const MIN_FREE_LEN: usize = 8;
 pub(super) struct Known {
     /// Every form of every long secret, matched leftmost-longest in one pass.
     long: Option<AhoCorasick>,
+    /// The same forms without what a [`View`] of [`Leave::Breaks`] leaves out, for secrets
+    /// broken up by line breaks, quotes or escape sequences.
+    broken: Option<AhoCorasick>,
     /// The short secrets and their JSON-escaped forms.
     short: Option<AhoCorasick>,
     /// The short secrets, sorted, for whole-value comparison.
@@ -23,7 +27,8 @@ pub(super) struct Known {
 }
 
 impl Known {
-    pub(super) fn new<I, S>(known: I) -> Self
+    /// The automata over `known`, or why they cannot be built.
+    pub(super) fn new<I, S>(known: I) -> Result<Self, String>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
@@ -43,17 +48,27 @@ impl Known {
         }
         long.sort();
         long.dedup();
+        // Broken up, a form must still be long enough not to cut ordinary words.
+        let mut broken: Vec<String> = long
+            .iter()
+            .filter_map(|f| View::of(f, Leave::Breaks).map(|v| v.text))
+            .chain(long.iter().cloned())
+            .filter(|f| f.len() >= MIN_FREE_LEN)
+            .collect();
+        broken.sort();
+        broken.dedup();
         short_values.sort();
         short_values.dedup();
         let mut short: Vec<String> = short_values.clone();
         short.extend(short_values.iter().map(|s| super::encode::json_escaped(s)));
         short.sort();
         short.dedup();
-        Self {
-            long: automaton(&long, MatchKind::Standard),
-            short: automaton(&short, MatchKind::LeftmostLongest),
+        Ok(Self {
+            long: automaton(&long, MatchKind::Standard)?,
+            broken: automaton(&broken, MatchKind::Standard)?,
+            short: automaton(&short, MatchKind::LeftmostLongest)?,
             short_values,
-        }
+        })
     }
 
     /// Every occurrence of a long secret in any of its forms.
@@ -66,6 +81,23 @@ impl Known {
         ac.find_overlapping_iter(text)
             .map(|m| Edit::new(m.start(), m.end(), REDACTED))
             .collect()
+    }
+
+    /// Every occurrence of a long secret broken up by line breaks (base64 wrapped at 76
+    /// columns), quotes and backslashes (shell-quoted pieces) or escape sequences, as spans of
+    /// `text`.
+    pub(super) fn broken_edits(&self, text: &str) -> Vec<Edit> {
+        let Some(ac) = &self.broken else {
+            return Vec::new();
+        };
+        let Some(view) = View::of(text, Leave::Breaks) else {
+            return Vec::new();
+        };
+        let edits = ac
+            .find_overlapping_iter(&view.text)
+            .map(|m| Edit::new(m.start(), m.end(), REDACTED))
+            .collect();
+        view.edits_in_text(edits, text)
     }
 
     /// Every occurrence of a short secret that is a whole value: after `=` or `:` (a quote
@@ -88,12 +120,25 @@ impl Known {
     }
 }
 
-fn automaton(patterns: &[String], kind: MatchKind) -> Option<AhoCorasick> {
+/// The automaton over `patterns` (`None` when there are none), or why it cannot be built.
+fn automaton(patterns: &[String], kind: MatchKind) -> Result<Option<AhoCorasick>, String> {
     if patterns.is_empty() {
-        return None;
+        return Ok(None);
     }
-    AhoCorasick::builder().match_kind(kind).build(patterns).ok()
+    #[cfg(test)]
+    if patterns.iter().any(|p| p == FAIL_TO_BUILD) {
+        return Err("refused for the test".into());
+    }
+    AhoCorasick::builder()
+        .match_kind(kind)
+        .build(patterns)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
+
+/// A known secret that makes building fail, for the tests of what fails closed.
+#[cfg(test)]
+pub(crate) const FAIL_TO_BUILD: &str = "the automaton cannot be built 5c1d";
 
 /// Whether `text[start..end]` is a whole value: the whole text, or preceded by `=` or `:` (then
 /// spaces, then an optional quote) and followed by the end of the value (end of text,

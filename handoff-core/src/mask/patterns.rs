@@ -17,6 +17,15 @@ pub const REDACTED_TOKEN: &str = "[REDACTED_TOKEN]";
 /// What a private key block is replaced with.
 pub const REDACTED_PRIVATE_KEY: &str = "[REDACTED_PRIVATE_KEY]";
 
+/// Every span any pattern finds in `text` (overlapping spans are merged when applied).
+pub(super) fn all(text: &str) -> Vec<Edit> {
+    let mut edits = private_keys(text);
+    edits.extend(urls(text));
+    edits.extend(tokens(text));
+    edits.extend(assignments(text));
+    edits
+}
+
 fn compile(pattern: &str) -> Option<Regex> {
     Regex::new(pattern).ok()
 }
@@ -721,15 +730,20 @@ fn looks_generated(body: &str) -> bool {
     looks_random(body) || !body.contains(['-', '_'])
 }
 
-/// Panics when a pattern does not compile (they are compiled lazily, and a failure would
-/// silently disable the pass).
-#[cfg(test)]
-pub(super) fn check_compiled() {
-    assert!(PRIVATE_KEY.is_some(), "private key");
-    assert!(USERINFO.is_some(), "userinfo");
-    assert_eq!(WEBHOOKS.len(), 2, "webhooks");
-    assert!(FAMILY_SET.is_some(), "token families");
-    assert!(BEARER.is_some(), "bearer");
-    assert!(NAME_ANCHORS.is_some(), "name anchors");
-    assert!(ASSIGNMENT.is_some(), "assignment");
+/// Whether every pattern compiled (they are compiled lazily, and a failure would silently
+/// disable its pass), or the name of the first that did not.
+pub(super) fn compiled() -> Result<(), &'static str> {
+    let each = [
+        (PRIVATE_KEY.is_some(), "private key"),
+        (USERINFO.is_some(), "userinfo"),
+        (WEBHOOKS.len() == 2, "webhooks"),
+        (FAMILY_SET.is_some(), "token families"),
+        (BEARER.is_some(), "bearer"),
+        (NAME_ANCHORS.is_some(), "name anchors"),
+        (ASSIGNMENT.is_some(), "assignment"),
+    ];
+    match each.iter().find(|(ok, _)| !ok) {
+        Some((_, name)) => Err(name),
+        None => Ok(()),
+    }
 }

@@ -66,7 +66,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 
 #[test]
 fn every_pattern_compiles() {
-    patterns::check_compiled();
+    assert_eq!(patterns::compiled(), Ok(()));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -826,7 +826,7 @@ fn masking_is_linear_on_adversarial_text() {
 // Properties
 
 /// Whether any base64 run of `text`, decoded at any alignment, holds `secret`.
-fn decodes_to(text: &str, secret: &[u8]) -> bool {
+pub(super) fn decodes_to(text: &str, secret: &[u8]) -> bool {
     let lenient = GeneralPurposeConfig::new()
         .with_decode_allow_trailing_bits(true)
         .with_decode_padding_mode(DecodePaddingMode::Indifferent);
