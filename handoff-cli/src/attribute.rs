@@ -46,6 +46,7 @@ pub async fn main(args: AttributeArgs) -> u8 {
         task: args.task,
         cwd: args.cwd,
         verify: args.verify,
+        secrets: crate::known_secrets(),
     };
     let store = crate::task_store();
     let attribution = match attribute(&request, &store) {

@@ -58,6 +58,7 @@ pub fn main(args: CheckpointArgs) -> u8 {
         agent: args.agent,
         model: args.model,
         run_hooks: args.run_hooks,
+        secrets: crate::known_secrets(),
     };
     let mut show = |status: &[u8]| {
         let _ = std::io::stderr().write_all(status);

@@ -75,9 +75,7 @@ pub fn detach(verb: &str, args: Vec<String>, stdin: Option<Vec<u8>>, json: bool)
         Some(p) => p,
         None => return err("cannot start the job: the path of this handoff binary is unknown"),
     };
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let config = crate::load_config().map(|c| c.config).unwrap_or_default();
-    let masker = handoff_core::Masker::new(handoff_core::known_secrets(&env, &config));
+    let masker = handoff_core::Masker::new(crate::known_secrets());
     let masked = args
         .iter()
         .map(|a| masker.mask(a).text.into_owned())

@@ -385,6 +385,14 @@ pub(crate) fn open_store() -> Result<handoff_store::SqliteStore, String> {
     handoff_store::SqliteStore::open_default(&env).map_err(|e| e.to_string())
 }
 
+/// The secrets handoff knows from its environment and configuration, to mask in what a command
+/// prints.
+pub(crate) fn known_secrets() -> Vec<String> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let config = load_config().map(|c| c.config).unwrap_or_default();
+    handoff_core::known_secrets(&env, &config)
+}
+
 /// The default task store, opened when first needed (a refused request leaves none behind).
 pub(crate) fn task_store() -> handoff_core::SharedTaskStore {
     handoff_core::SharedTaskStore::lazy(|| {

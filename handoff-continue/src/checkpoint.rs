@@ -10,7 +10,7 @@
 
 use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, AgentRef, Checkpoint, NOTE_SCHEMA, NewTask, Record, Registry, SharedTaskStore,
+    AgentId, AgentRef, Checkpoint, Masker, NOTE_SCHEMA, NewTask, Record, Registry, SharedTaskStore,
     TaskAgent, TaskId, check_cwd, check_model,
 };
 use handoff_git::{Git, PrivateIndex, split_z, tail};
@@ -42,6 +42,10 @@ pub struct CheckpointRequest {
     /// Run the commit's hooks even when hooks or hook managers' configuration changed since
     /// the task's first event (a person's decision, after reviewing them).
     pub run_hooks: bool,
+    /// The secrets to mask in what the checkpoint reports (file names included): the
+    /// configuration's and the environment's ([`handoff_core::known_secrets`]). What the
+    /// message shows as a secret is added.
+    pub secrets: Vec<String>,
 }
 
 /// A checkpoint made and recorded.
@@ -87,7 +91,57 @@ pub type StatusSink<'a> = &'a mut dyn FnMut(&[u8]);
 /// Commits the selected files and records the checkpoint in `store` (opened once the request
 /// and the selection are checked, so a refused request leaves no store behind). `show_status`
 /// receives `git status --short` of the worktree before anything is committed.
+///
+/// Every path and message it reports or shows goes through the masking service (an agent can
+/// name a file after a secret); the commit and the evidence are made on the real paths.
 pub fn checkpoint(
+    request: &CheckpointRequest,
+    store: &SharedTaskStore,
+    registry: &Registry,
+    show_status: Option<StatusSink<'_>>,
+) -> Result<CheckpointReport, CheckpointError> {
+    let known = request
+        .secrets
+        .iter()
+        .cloned()
+        .chain(Masker::recognised(&request.message));
+    let masker = Masker::try_new(known).map_err(|e| Rejection::new("masking", e.to_string()))?;
+    let mut masked_status;
+    let show_status: Option<StatusSink<'_>> = match show_status {
+        Some(show) => {
+            masked_status = |status: &[u8]| {
+                let text = String::from_utf8_lossy(status);
+                let masked = masker.mask(&text);
+                if masked.count > 0 {
+                    show(masked.text.as_bytes());
+                } else {
+                    show(status);
+                }
+            };
+            Some(&mut masked_status)
+        }
+        None => None,
+    };
+    match commit_and_record(request, store, registry, show_status) {
+        Ok(mut report) => {
+            masker.mask_paths(&mut report.committed);
+            masker.mask_paths(&mut report.uncommitted);
+            masker.mask_paths(&mut report.hooks_skipped);
+            report.message = masker.mask(&report.message).text.into_owned();
+            Ok(report)
+        }
+        Err(CheckpointError::Rejected(mut r)) => {
+            r.reason = masker.mask(&r.reason).text.into_owned();
+            Err(CheckpointError::Rejected(r))
+        }
+        Err(CheckpointError::Failed(mut f)) => {
+            f.message = masker.mask(&f.message).text.into_owned();
+            Err(CheckpointError::Failed(f))
+        }
+    }
+}
+
+fn commit_and_record(
     request: &CheckpointRequest,
     store: &SharedTaskStore,
     registry: &Registry,

@@ -105,8 +105,8 @@ pub use lease::{
     agents_working_in, check_ancestry, default_runtime_dir, private_dir_base, private_work_dir,
 };
 pub use mask::{
-    MIN_FREE_LEN, Masked, Masker, MaskerError, REDACTED, REDACTED_PRIVATE_KEY, REDACTED_TOKEN,
-    codex_secret_key, is_credential_name,
+    KeptRecord, MIN_FREE_LEN, Masked, Masker, MaskerError, REDACTED, REDACTED_PRIVATE_KEY,
+    REDACTED_TOKEN, codex_secret_key, is_credential_name,
 };
 pub use mcp::{
     MAX_MCP_BYTES, MCP_SCHEMA, MCP_SCHEMA_V03, McpDescriptor, McpServer, RemoteServer, SecretRef,

@@ -29,7 +29,7 @@ pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
 
 /// A masker for `known`: callers mask many strings with the same secrets (every message of a
 /// transcript), so the last one built on this thread is reused.
-fn masker(known: &[String]) -> Masker {
+pub(crate) fn masker(known: &[String]) -> Masker {
     thread_local! {
         static LAST: RefCell<Option<(Vec<String>, Masker)>> = const { RefCell::new(None) };
     }

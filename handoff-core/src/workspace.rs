@@ -298,6 +298,14 @@ pub struct GitEvidence {
     /// attributes, hook managers, agents' configuration), in `changedFiles` order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<crate::flags::Flag>,
+    /// How many distinct paths held a secret and are shown masked (`leak-[REDACTED].txt`);
+    /// left out when none did. The evidence was taken on the real paths.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub masked_paths: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Fingerprint {
@@ -384,6 +392,7 @@ impl GitEvidence {
             changed: false,
             changed_files: Vec::new(),
             flags: Vec::new(),
+            masked_paths: 0,
         }
     }
 }
@@ -475,6 +484,7 @@ pub(crate) fn compare_states<K: AsRef<str>, S: AsRef<str>>(
         changed,
         changed_files: files.into_iter().map(|(f, _)| f).collect(),
         flags,
+        masked_paths: 0,
     }
 }
 

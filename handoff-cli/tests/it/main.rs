@@ -26,6 +26,7 @@ mod library;
 mod lifecycle;
 mod limit_hook;
 mod live;
+mod masking;
 mod mcp;
 mod note;
 mod own_sandbox;

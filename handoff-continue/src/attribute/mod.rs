@@ -107,6 +107,9 @@ pub struct AttributeRequest {
     /// Also prepare the commands under "How to verify" in the latest handoff note, to be run
     /// with [`Attribution::verify`].
     pub verify: bool,
+    /// The secrets to mask in what the report and the checks show (file names included): the
+    /// configuration's and the environment's ([`handoff_core::known_secrets`]).
+    pub secrets: Vec<String>,
 }
 
 /// Why attribution stopped.
@@ -136,6 +139,8 @@ pub struct Attribution {
     git: Git,
     /// With `verify`: the commands, and HEAD when they were planned.
     checks: Option<(Vec<String>, String)>,
+    /// What everything shown goes through.
+    masker: handoff_core::Masker,
 }
 
 /// Attributes the task `request` names, read from `store` (opened once the request is checked).
@@ -143,6 +148,25 @@ pub struct Attribution {
 pub fn attribute(
     request: &AttributeRequest,
     store: &SharedTaskStore,
+) -> Result<Attribution, AttributeError> {
+    let masker = handoff_core::Masker::try_new(&request.secrets)
+        .map_err(|e| Rejection::new("masking", e.to_string()))?;
+    attribute_with(request, store, masker.clone()).map_err(|e| match e {
+        AttributeError::Rejected(mut r) => {
+            r.reason = masker.mask(&r.reason).text.into_owned();
+            AttributeError::Rejected(r)
+        }
+        AttributeError::Failed(mut f) => {
+            f.message = masker.mask(&f.message).text.into_owned();
+            AttributeError::Failed(f)
+        }
+    })
+}
+
+fn attribute_with(
+    request: &AttributeRequest,
+    store: &SharedTaskStore,
+    masker: handoff_core::Masker,
 ) -> Result<Attribution, AttributeError> {
     let id =
         match &request.task {
@@ -238,6 +262,7 @@ pub fn attribute(
         segments,
         git,
         checks,
+        masker,
     })
 }
 
@@ -250,15 +275,19 @@ impl Attribution {
         }
     }
 
-    /// The report for a person.
+    /// The report for a person, secrets masked (an agent can name a file after one).
     pub fn human(&self) -> String {
-        self.report().human()
+        self.masker.mask(&self.report().human()).text.into_owned()
     }
 
-    /// The report as one `handoff.attribution.v1` object, with the checks that ran.
+    /// The report as one `handoff.attribution.v1` object, with the checks that ran, secrets
+    /// masked.
     pub fn json(&self, checks: Option<&Checks>) -> Value {
-        self.report()
-            .json(checks.map(|c| c.results.iter().map(CheckResult::json).collect()))
+        let mut value = self
+            .report()
+            .json(checks.map(|c| c.results.iter().map(CheckResult::json).collect()));
+        self.masker.mask_json(&mut value);
+        value
     }
 
     /// Whether verification was asked for (and is ready to run).
@@ -278,6 +307,15 @@ impl Attribution {
         let Some((commands, head)) = &self.checks else {
             return Checks::default();
         };
+        // Each check is shown with its command and output masked.
+        let mut show = |check: &CheckResult| {
+            let mut check = check.clone();
+            check.command = self.masker.mask(&check.command).text.into_owned();
+            for line in &mut check.output_tail {
+                *line = self.masker.mask(line).text.into_owned();
+            }
+            on_check(&check);
+        };
         run_checks(
             self.store.as_ref(),
             &self.task,
@@ -285,7 +323,7 @@ impl Attribution {
             (commands, head),
             env,
             cancel,
-            on_check,
+            &mut show,
         )
         .await
     }

@@ -223,12 +223,19 @@ impl Draft {
         }
         for f in &mut result.output.findings {
             mask(&mut f.summary);
+            if let Some(file) = f.file.as_mut() {
+                mask(file);
+            }
             if let Some(title) = f.title.as_mut() {
                 mask(title);
             }
             if let Some(category) = f.category.as_mut() {
                 mask(category);
             }
+        }
+        // Paths an agent named after a secret: shown masked, counted in `git.maskedPaths`.
+        if let Some(git) = result.git.as_mut() {
+            crate::redact::masker(&self.secrets).mask_evidence(git);
         }
         result.diagnostics = Diagnostics {
             message: (!msg.is_empty()).then_some(msg),

@@ -165,9 +165,13 @@ impl Engine {
         };
         let now = tokio::task::spawn_blocking(move || workspace.fingerprint(&cwd)).await;
         match (now, draft.before.as_mut()) {
+            // The next agent is told these paths: one named after a secret goes masked.
             (Ok(Ok(now)), Some(before)) => before
                 .compare_summaries(&now)
-                .map(|e| e.changed_files)
+                .map(|mut e| {
+                    crate::redact::masker(&draft.secrets).mask_paths(&mut e.changed_files);
+                    e.changed_files
+                })
                 .unwrap_or_default(),
             _ => Vec::new(),
         }

@@ -123,9 +123,23 @@ impl Engine {
 
     /// Keeps the record of a root run's "after" (of the worktree at `root`) in the task store,
     /// for the next run.
-    async fn keep_record(&self, root: Utf8PathBuf, record: Arc<StatRecord>) {
+    async fn keep_record(&self, root: Utf8PathBuf, record: Arc<StatRecord>, secrets: &[String]) {
         let Some(store) = self.options.task_store.clone() else {
             return;
+        };
+        // A path that holds a secret is never kept: its file is hashed every time instead.
+        let mut known = self.known_secrets();
+        known.extend(secrets.iter().cloned());
+        let masker = crate::redact::masker(&known);
+        let record = match tokio::task::spawn_blocking(move || {
+            let kept = masker.record_to_keep(&record);
+            (record, kept)
+        })
+        .await
+        {
+            Ok((record, crate::KeptRecord::AsIs)) => record,
+            Ok((_, crate::KeptRecord::Without(kept))) => Arc::new(*kept),
+            Ok((_, crate::KeptRecord::Nothing)) | Err(_) => return,
         };
         // The record the store held when it was read, which an unchanged worktree repeats page
         // for page, need not be written again if the store still holds it: an agent may have
@@ -256,10 +270,11 @@ impl Engine {
         if let Some(sweep) = &sweep {
             sweep.record(&mut draft.result.policy);
         }
-        let keep = draft
+        let root_run = draft
             .request
             .as_ref()
             .is_some_and(|r| r.lineage.parent_run_id.is_none());
+        let keep = root_run.then_some(draft.secrets.as_slice());
         let (after, evidence) = self.compare(before, &cwd, workspace, keep).await;
         let (after, evidence) = with_kept(after, evidence, sweep.as_ref());
         if let Some(evidence) = evidence {
@@ -270,13 +285,13 @@ impl Engine {
 
     /// The worktree containing `cwd` now, compared with `before` (taken there earlier), and
     /// the evidence to record; with `keep`, the record of "now" is kept in the task store for
-    /// the next run.
+    /// the next run, without the paths that hold a secret (those `keep` names or any other).
     pub(super) async fn compare(
         &self,
         mut before: ParkedFingerprint,
         cwd: &Utf8Path,
         workspace: Arc<dyn Workspace>,
-        keep: bool,
+        keep: Option<&[String]>,
     ) -> (After, Option<GitEvidence>) {
         // The record goes with the request for the "after" alone, which lets go of it once it
         // has read it.
@@ -294,6 +309,7 @@ impl Engine {
                             changed: true,
                             changed_files: Vec::new(),
                             flags: Vec::new(),
+                            masked_paths: 0,
                         };
                         return (After::Unnamed(e.to_string()), Some(evidence));
                     }
@@ -302,11 +318,11 @@ impl Engine {
                 drop(before);
                 let record = after.record.clone();
                 drop(after);
-                if keep
+                if let Some(secrets) = keep
                     && let Some(record) = record
                     && let Some(root) = evidence.after.as_ref().map(|a| a.root.clone())
                 {
-                    self.keep_record(root, record).await;
+                    self.keep_record(root, record, secrets).await;
                 }
                 let after = After::Compared {
                     changed: evidence.changed,

@@ -172,7 +172,7 @@ impl SharedEvidence {
     async fn compare(&self, engine: &Engine, before: ParkedFingerprint) {
         let sweep = self.sweep();
         let (after, evidence) = engine
-            .compare(before, &self.cwd, Arc::clone(&self.workspace), true)
+            .compare(before, &self.cwd, Arc::clone(&self.workspace), Some(&[]))
             .await;
         let (after, evidence) = super::observe::with_kept(after, evidence, sweep.as_ref());
         self.done.send_replace(Some((after, evidence, sweep)));

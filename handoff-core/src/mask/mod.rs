@@ -28,6 +28,7 @@ mod broken_tests;
 mod encode;
 mod known;
 mod names;
+mod paths;
 mod patterns;
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ pub(crate) use known::FAIL_TO_BUILD;
 pub use known::MIN_FREE_LEN;
 pub(crate) use names::is_secret_variable;
 pub use names::{codex_secret_key, is_credential_name};
+pub use paths::KeptRecord;
 pub use patterns::{REDACTED_PRIVATE_KEY, REDACTED_TOKEN};
 use view::{Leave, View};
 

@@ -206,6 +206,20 @@ impl StatRecord {
         self.blocks.reserve(paths / RECORD_BLOCK + 1);
     }
 
+    /// This record, in memory, without the paths `drop` picks (given each one's place in the
+    /// record and its bytes); `None` when a parked page does not read back as written.
+    pub fn without(&self, mut drop: impl FnMut(usize, &[u8]) -> bool) -> Option<StatRecord> {
+        let mut out = StatRecord::new(self.id_len());
+        let mut i = 0;
+        let whole = self.for_each(|path, stamp, id| {
+            if !drop(i, path) {
+                out.push(path, stamp, id);
+            }
+            i += 1;
+        });
+        whole.then_some(out)
+    }
+
     fn id_len(&self) -> usize {
         usize::from(self.bytes[4])
     }
