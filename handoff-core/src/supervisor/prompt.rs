@@ -31,7 +31,9 @@ pub(crate) fn nested_text(
          exit code 0 with status \"succeeded\" means the adviser answered. Optional flags: --model \
          NAME, --effort LEVEL, --bash false, --web-search true (only if you have web search), \
          --timeout-ms N, --dependency advises:<runId> (a lineage.runId from an earlier result). \
-         Do not pass --caller-harness or budget flags. The adviser reads this worktree as it is \
+         Do not pass --caller-harness or budget flags. An adviser that would be less isolated \
+         than you runs with fewer grants (its result's grants say which), or is refused. The \
+         adviser reads this worktree as it is \
          while you wait (read-only: in place, or a snapshot when its sandbox could write) and \
          cannot change your files; change nothing until it answers: a change made meanwhile, \
          even by a process you left running, fails the advice. Limits for the \
