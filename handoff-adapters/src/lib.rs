@@ -22,7 +22,7 @@ mod store;
 
 use std::sync::Arc;
 
-pub use claude::{Claude, SPEC as CLAUDE_SPEC};
+pub use claude::{Claude, SHARED_AREAS as CLAUDE_SHARED_AREAS, SPEC as CLAUDE_SPEC};
 pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
 pub use cursor::{Cursor, SPEC as CURSOR_SPEC};
 pub use grok::{

@@ -90,10 +90,10 @@ pub use input::{
     InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
 };
 pub use isolation::{
-    Confinement, Dimension, Enforcement, FilesystemRead, FilesystemWrite, Isolation, IsolationCase,
-    IsolationRow, Network, ProcessContainment, RunShape, UnixSockets, WeakerDimension,
-    cases as isolation_cases, confine, of_request as isolation_of, process_containment,
-    render_markdown as render_isolation_table, table as isolation_table,
+    Attenuation, Confinement, Dimension, Enforcement, FilesystemRead, FilesystemWrite, Isolation,
+    IsolationCase, IsolationRow, Network, ProcessContainment, RunShape, UnixSockets,
+    WeakerDimension, WeakerLevel, cases as isolation_cases, confine, of_request as isolation_of,
+    process_containment, render_markdown as render_isolation_table, table as isolation_table,
 };
 pub use jobs::{
     Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_SCHEMA, JOB_VERB, Job, JobOrigin,

@@ -114,6 +114,29 @@ impl RunDir {
     pub fn file(&self, name: &str) -> Utf8PathBuf {
         self.path.join(name)
     }
+
+    /// The agent's temporary directory for this run: its `TMPDIR` (and `TMP`, `TEMP`), made
+    /// before it starts and removed with the run directory, so that nothing written there
+    /// outlives the run. An adapter whose CLI keeps a temporary area of its own moves it here
+    /// when the CLI allows it.
+    pub fn temp(&self) -> Utf8PathBuf {
+        self.path.join(RUN_TEMP)
+    }
+}
+
+/// The name of the run's temporary directory inside its run directory ([`RunDir::temp`]).
+pub const RUN_TEMP: &str = "tmp";
+
+/// Points `invocation`'s temporary-directory variables at `temp` and has it made before the
+/// agent starts. handoff's own sandbox, where it wraps the agent, replaces them with a `/tmp`
+/// of the run's own.
+pub fn give_run_temp(invocation: &mut Invocation, temp: &Utf8Path) {
+    for k in ["TMPDIR", "TMP", "TEMP"] {
+        invocation.env.insert(k.into(), temp.to_string());
+    }
+    if !invocation.dirs.iter().any(|d| d == temp) {
+        invocation.dirs.push(temp.to_owned());
+    }
 }
 
 /// A finished run that ran under handoff's sandbox, as [`Provider::import_sandboxed_state`]

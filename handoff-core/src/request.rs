@@ -193,8 +193,9 @@ pub struct GrantsResolved {
     pub write: bool,
 }
 
-/// A grant a nested request can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A grant a nested request can ask for (and the supervisor may withhold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub enum GrantKind {
     /// Shell access.
     Bash,
@@ -224,6 +225,9 @@ pub enum GrantSource {
     OperationDefault,
     /// Limited by the parent node.
     ParentAttenuated,
+    /// Withheld by the supervisor: with it, the nested adviser would have been less isolated
+    /// than the node that asked for it (`dag.nodes[].attenuated` says why).
+    IsolationAttenuated,
     /// Implied by the mode.
     ModeDerived,
 }

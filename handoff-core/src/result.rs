@@ -351,6 +351,11 @@ pub struct DagNode {
     /// snapshot of it (absent for the root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<crate::workspace::WorktreeView>,
+    /// For a nested node whose adviser would have been less isolated than the node that asked
+    /// with the grants it asked for: the grants withheld so that it was not, and why (absent
+    /// when it ran with the grants it asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attenuated: Option<crate::isolation::Attenuation>,
 }
 
 /// State of a DAG node.

@@ -29,14 +29,27 @@ const PROTECTED_IN_CWD: &[&str] = &[
     ".claude/agents",
 ];
 
+/// The places Claude Code's bash sandbox lets every command write that outlive a run: its
+/// fixed temporary directory (unused once `CLAUDE_CODE_TMPDIR` moves it into the run's own)
+/// and the log directories under the home directory it runs with (`~` is Claude Code's own).
+/// Denied to the sandbox, never removed: they are the user's.
+pub const SHARED_AREAS: &[&str] = &[
+    "/tmp/claude",
+    "/private/tmp/claude",
+    "~/.claude/debug",
+    "~/.npm/_logs",
+];
+
 /// The `--settings` JSON: native sandbox on, no fallback to unsandboxed commands, the worktree
-/// the only readable (and, for writing runs, writable) place. A read-only worktree is denied
+/// the only readable (and, for writing runs, writable) place, and none of the
+/// [`SHARED_AREAS`] writable: what its commands write outside the worktree lands only in the
+/// run's own temporary directory. A read-only worktree is denied
 /// after Claude's own protected names, so that its sandboxed Bash can start at all. A worker
 /// that may ask for nested advice must reach its mailbox from its sandboxed Bash: the
 /// mailbox's `in/` is writable and the mailbox readable, and nothing else is opened (no Unix
 /// socket, no domain).
 pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_json::Value {
-    let mut deny_write: Vec<String> = Vec::new();
+    let mut deny_write: Vec<String> = SHARED_AREAS.iter().map(|p| (*p).to_owned()).collect();
     if !write {
         let root = Utf8Path::new(cwd);
         deny_write.extend(PROTECTED_IN_CWD.iter().map(|p| root.join(p).to_string()));
@@ -65,6 +78,20 @@ pub fn settings(cwd: &str, write: bool, nested: Option<&NestedAccess>) -> serde_
     })
 }
 
+/// The variable that moves Claude Code's temporary directory (its sandboxed commands' `TMPDIR`
+/// is `<it>/claude-<uid>`).
+pub const TMPDIR_VAR: &str = "CLAUDE_CODE_TMPDIR";
+
+/// The policy receipt's account of where sandboxed commands write temporary files.
+pub(super) fn temp_receipt(run: &RunDir) -> serde_json::Value {
+    json!({
+        "dir": run.temp(),
+        "variables": ["TMPDIR", TMPDIR_VAR],
+        "removed": "with the run",
+        "deniedShared": SHARED_AREAS,
+    })
+}
+
 /// The policy receipt's account of what a nested-advice worker's sandbox opens.
 fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
     json!({
@@ -87,12 +114,12 @@ pub(super) fn isolation(shape: &RunShape) -> Isolation {
     Isolation {
         enforcement: Enforcement::Native,
         // Write and Edit, allowed by name, write wherever the user can. Without them only the
-        // sandboxed Bash writes: the worktree is denied, and what the sandbox always allows
-        // writing is Claude's own temporary directory (`/tmp/claude`) and log directories.
+        // sandboxed Bash writes: the worktree is denied, so are the places its sandbox lets
+        // every command write that outlive the run ([`SHARED_AREAS`]), and what is left is
+        // its temporary directory, moved into the run's own (`CLAUDE_CODE_TMPDIR`) and
+        // removed with it.
         filesystem_write: if g.write {
             FilesystemWrite::Anywhere
-        } else if g.bash {
-            FilesystemWrite::Temp
         } else {
             FilesystemWrite::None
         },
@@ -184,6 +211,8 @@ impl Claude {
         let mut env = agent_env(spec, &run.parent_env);
         // A run must not update the CLI under itself.
         env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
+        // Its sandbox's temporary directory, in the run's own.
+        env.insert(TMPDIR_VAR.into(), run.temp().to_string());
         let mut secrets = Vec::new();
         let mcp = mcp_file(run, &mut secrets)?;
         let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
@@ -239,6 +268,7 @@ impl Claude {
             "toolAllowlist": tools(request, &mcp_names),
             "maxTurns": turns,
             "network": "sandboxed commands have no network; web tools only when granted",
+            "temp": temp_receipt(run),
             "structuredResult": "native JSON Schema (StructuredOutput) in the stream-json result event",
             "mcpServers": mcp_names,
             "sessionPersistence": false,

@@ -24,6 +24,7 @@ use handoff_core::{
 };
 
 use crate::probe;
+pub use invocation::SHARED_AREAS;
 use invocation::settings;
 use parse::{parse, runtime_check};
 

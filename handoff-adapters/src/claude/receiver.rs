@@ -29,6 +29,7 @@ impl Claude {
         let spec = &*SPEC;
         let mut env = agent_env(spec, &run.parent_env);
         env.insert("DISABLE_AUTOUPDATER".into(), "1".into());
+        env.insert(super::invocation::TMPDIR_VAR.into(), run.temp().to_string());
         let grants = receiver_grants(request.role);
         let write = grants.write;
         let tool_names = tools_for(&grants, &[]);

@@ -489,16 +489,29 @@ fn read_only_modes_are_read_only() {
             let fs = &settings["sandbox"]["filesystem"];
             let cwd = json!([fx.cwd.as_str()]);
             assert_eq!(fs["allowRead"], cwd, "{name}");
+            // The places every sandboxed command could write that outlive the run are denied
+            // first, in every mode.
+            let deny = fs["denyWrite"].as_array().unwrap();
+            assert_eq!(
+                deny[..4],
+                [
+                    json!("/tmp/claude"),
+                    json!("/private/tmp/claude"),
+                    json!("~/.claude/debug"),
+                    json!("~/.npm/_logs")
+                ],
+                "{name}"
+            );
             if write {
                 assert_eq!(fs["allowWrite"], cwd, "{name}");
-                assert_eq!(fs["denyWrite"], json!([]), "{name}");
+                assert_eq!(deny.len(), 4, "{name}");
             } else {
                 assert_eq!(fs["allowWrite"], json!([]), "{name}");
                 // The worktree is denied last, after Claude's protected names inside it.
-                let deny = fs["denyWrite"].as_array().unwrap();
                 assert_eq!(deny.last(), Some(&json!(fx.cwd.as_str())), "{name}");
                 assert!(
-                    deny.iter()
+                    deny[4..]
+                        .iter()
                         .all(|d| d.as_str().unwrap().starts_with(fx.cwd.as_str())),
                     "{name}"
                 );
@@ -710,7 +723,12 @@ fn environment_is_an_allowlist() {
                 assert!(!inv.env.contains_key(k), "{name}: {k} passed to Codex");
             }
         } else {
-            assert_allowlisted(&name, &inv.env, &CLAUDE_SPEC, &["DISABLE_AUTOUPDATER"]);
+            assert_allowlisted(
+                &name,
+                &inv.env,
+                &CLAUDE_SPEC,
+                &["DISABLE_AUTOUPDATER", "CLAUDE_CODE_TMPDIR"],
+            );
             assert_eq!(
                 inv.env.get("DISABLE_AUTOUPDATER").map(String::as_str),
                 Some("1")
@@ -741,8 +759,15 @@ fn an_empty_parent_environment_gives_an_almost_empty_child_environment() {
     let claude = fx
         .plan_with(&fx.input("claude", Some("build")), BTreeMap::new())
         .unwrap();
+    // Its sandbox's temporary directory is the run's own.
     assert_eq!(
         claude.env,
-        BTreeMap::from([("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned())])
+        BTreeMap::from([
+            ("DISABLE_AUTOUPDATER".to_owned(), "1".to_owned()),
+            (
+                "CLAUDE_CODE_TMPDIR".to_owned(),
+                fx.run_path.join("tmp").to_string()
+            ),
+        ])
     );
 }

@@ -137,7 +137,8 @@ fn writes_are_ranked_as_the_plan_allows_them() {
                     "codex {case}"
                 );
                 // Claude Code: Write by name writes anywhere; the sandboxed Bash of a
-                // read-only run writes only Claude's temporary directory; neither, nothing.
+                // read-only run writes only its temporary directory, the run's own (removed
+                // with it), and none of the shared areas; neither, nothing.
                 let (inv, iso) = plan(&fx, &with(&fx, "claude", mode, bash), nested);
                 let tools = arg_after(&inv.args, "--allowedTools").unwrap();
                 let tools: Vec<&str> = tools.split(',').collect();
@@ -152,7 +153,22 @@ fn writes_are_ranked_as_the_plan_allows_them() {
                     FilesystemWrite::Anywhere
                 } else if tools.contains(&"Bash") {
                     assert_eq!(sandbox_writes, 0, "claude {case}");
-                    FilesystemWrite::Temp
+                    assert_eq!(
+                        inv.env.get("CLAUDE_CODE_TMPDIR").map(String::as_str),
+                        Some(fx.run_path.join("tmp").as_str()),
+                        "claude {case}"
+                    );
+                    let denied = &claude_settings(&inv)["sandbox"]["filesystem"]["denyWrite"];
+                    for area in ["/tmp/claude", "~/.claude/debug", "~/.npm/_logs"] {
+                        assert!(
+                            denied
+                                .as_array()
+                                .unwrap()
+                                .contains(&serde_json::json!(area)),
+                            "claude {case}: {area}"
+                        );
+                    }
+                    FilesystemWrite::None
                 } else {
                     FilesystemWrite::None
                 };

@@ -202,7 +202,13 @@ fn claude_read_only_runs_deny_its_protected_names_before_the_worktree() {
     assert_eq!(deny.last(), Some(&cwd), "the worktree is denied last");
     assert!(deny.contains(&format!("{cwd}/.gitconfig")), "{deny:?}");
     assert!(deny.contains(&format!("{cwd}/.claude/agents")), "{deny:?}");
-    assert!(deny.iter().all(|d| d.starts_with(&cwd)), "{deny:?}");
+    // Besides the worktree, only the shared areas every sandboxed command could write.
+    assert!(
+        deny.iter()
+            .all(|d| d.starts_with(&cwd)
+                || handoff_adapters::CLAUDE_SHARED_AREAS.contains(&d.as_str())),
+        "{deny:?}"
+    );
     // The mailbox's in/ is the one writable path; the mailbox is readable; no socket, no
     // domain.
     let access = access(&fx);
@@ -213,9 +219,12 @@ fn claude_read_only_runs_deny_its_protected_names_before_the_worktree() {
     );
     assert_eq!(sandbox["network"], json!({"allowedDomains": []}));
 
-    // A writing worker keeps its worktree writable and denies nothing more.
+    // A writing worker keeps its worktree writable and denies only the shared areas.
     let sandbox = claude_sandbox(&plan(&fx, "claude", "build", true));
-    assert_eq!(sandbox["filesystem"]["denyWrite"], json!([]));
+    assert_eq!(
+        sandbox["filesystem"]["denyWrite"],
+        json!(handoff_adapters::CLAUDE_SHARED_AREAS)
+    );
     assert_eq!(
         sandbox["filesystem"]["allowWrite"],
         json!([cwd, access.inbox()])

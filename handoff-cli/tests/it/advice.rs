@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use handoff_testkit::keys::{
     ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP, CONTEXT_FILE,
-    MODE, READY_FILE, WAIT_FILE,
+    MODE, READY_FILE, SHELL, WAIT_FILE,
 };
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -174,34 +174,57 @@ fn assert_dag_consistent(dag: &Value) {
 // The 6×6 matrix and one root consulting all six targets
 // ---------------------------------------------------------------------------------------------
 
-/// The advisers each review worker (default grants: a shell, no web search) may consult: those
-/// no less isolated than itself on any dimension (the README's isolation table).
-fn admitted_for(worker: &str) -> &'static [&'static str] {
-    match worker {
-        // Writes nothing, no network: Claude Code's sandboxed Bash writes /tmp/claude, and
-        // Grok, Kiro, OpenCode and Cursor reach the network from their shell.
-        "codex" => &["codex"],
-        // Writes nothing but reaches the network.
-        "grok" => &["codex", "grok"],
-        // Writes only temporary directories, no network.
-        "claude" => &["codex", "claude"],
-        // Writes temporary directories and reaches the network.
-        "cursor" => &["codex", "grok", "claude", "cursor"],
-        // Unconfined: every adviser is at least as isolated.
-        "kiro" | "opencode" => &AGENTS,
-        other => panic!("no expectation for {other}"),
+/// What the supervisor does with an adviser (asking with the worker's grants: a shell, no web
+/// search) for a review worker, here, where handoff's own sandbox cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    /// No less isolated than the worker on any dimension: it runs with the grants it asked for.
+    AsIs,
+    /// Weaker with its shell, no weaker without: it runs without the shell.
+    WithoutShell,
+    /// Weaker even without a shell, or a CLI that cannot run without one: refused, naming
+    /// each dimension with both levels.
+    Refused(&'static str),
+}
+
+/// The worker × adviser table (the README's isolation table, without handoff's sandbox).
+fn cell(worker: &str, adviser: &str) -> Cell {
+    use Cell::*;
+    // Cursor's shell cannot be withheld, and its sandbox is not known to close the network,
+    // sockets or temporary directories.
+    const CURSOR_FOR_SEALED: &str = "filesystem write temp (caller: none), network any (caller: \
+                                     none), unix sockets all (caller: none)";
+    match (worker, adviser) {
+        // Unconfined with a shell: every adviser is at least as isolated.
+        ("kiro" | "opencode", _) => AsIs,
+        // Claude Code's sandboxed Bash writes only the run's own temporary directory, and
+        // Codex in review writes nothing: both are as sealed as any worker.
+        (_, "codex" | "claude") => AsIs,
+        // Writes temporary directories and reaches the network: only Kiro's and OpenCode's
+        // unconfined shells (which write anywhere) are weaker.
+        ("cursor", "grok" | "cursor") => AsIs,
+        ("cursor", "kiro" | "opencode") => WithoutShell,
+        // Grok reaches the network: only writes make an adviser weaker.
+        ("grok", "grok") => AsIs,
+        ("grok", "kiro" | "opencode") => WithoutShell,
+        ("grok", "cursor") => Refused("filesystem write temp (caller: none)"),
+        // Write nothing, no network: every shell that reaches the network or writes goes.
+        ("codex" | "claude", "grok" | "kiro" | "opencode") => WithoutShell,
+        ("codex" | "claude", "cursor") => Refused(CURSOR_FOR_SEALED),
+        other => panic!("no expectation for {other:?}"),
     }
 }
 
-/// Every agent as a worker asks every agent for advice (six calls per root, 36 in all); an
-/// adviser no less isolated than the worker runs on the live worktree when it cannot write it
-/// (else on a snapshot), is recorded in the DAG with the worker as derived caller and its view,
-/// and its reply is the result the DAG hashed; a weaker one is refused (exit 5) naming the
-/// dimensions, and nothing of it runs.
+/// Every agent as a worker asks every agent for advice (six calls per root, 36 in all), and
+/// each cell of the worker × adviser table is what [`cell`] says. An admitted adviser runs on
+/// the live worktree when it cannot write it (else on a snapshot), is recorded in the DAG with
+/// the worker as derived caller and its view, and its reply is the result the DAG hashed; one
+/// admitted without its shell says so in its grants (`isolation-attenuated`) and its node
+/// (`attenuated`: the shell withheld, and the dimensions that made it weaker); a refused one
+/// exits 5 naming the dimensions, and nothing of it runs.
 #[test]
 fn every_worker_asks_every_target() {
     for worker_agent in AGENTS {
-        let admitted = admitted_for(worker_agent);
         let sb = advising(AGENTS.join(","));
         let run = root(&sb, "run-with-advice", worker_agent, Some("review"), &[]);
         assert_eq!(run.code, 0, "{worker_agent}: {run:?}");
@@ -223,17 +246,23 @@ fn every_worker_asks_every_target() {
         let calls = nested(&w);
         assert_eq!(calls.len(), 6);
         let nodes = dag_nodes(&run);
-        assert_eq!(nodes.len(), 1 + admitted.len(), "{:#}", run.json["dag"]);
+        let admitted = AGENTS
+            .iter()
+            .filter(|a| !matches!(cell(worker_agent, a), Cell::Refused(_)))
+            .count();
+        assert_eq!(nodes.len(), 1 + admitted, "{:#}", run.json["dag"]);
         for (target, code, result) in &calls {
-            if !admitted.contains(&target.as_str()) {
+            let expected = cell(worker_agent, target);
+            if let Cell::Refused(levels) = expected {
                 assert_eq!(*code, 5, "{worker_agent}→{target}: {result:#}");
                 assert_eq!(result["status"], "rejected");
                 let m = result["diagnostics"]["message"].as_str().unwrap();
                 assert!(
-                    m.contains(&format!(
-                        "adviser {target} is less isolated than its caller {worker_agent}: "
+                    m.ends_with(&format!(
+                        "adviser {target} is less isolated than its caller {worker_agent}: \
+                         {levels}"
                     )),
-                    "{m}"
+                    "{worker_agent}→{target}: {m}"
                 );
                 assert!(
                     !nodes
@@ -253,8 +282,19 @@ fn every_worker_asks_every_target() {
             assert_eq!(result["lineage"]["depth"], 1);
             assert_eq!(result["grants"]["resolved"]["write"], false);
             assert_eq!(result["git"]["changed"], false);
+            let shell = expected == Cell::AsIs;
+            assert_eq!(result["grants"]["resolved"]["bash"], shell, "{result:#}");
+            assert_eq!(
+                result["grants"]["provenance"]["bash"],
+                if shell {
+                    "parent-attenuated"
+                } else {
+                    "isolation-attenuated"
+                },
+                "{worker_agent}→{target}"
+            );
             // Only Kiro and OpenCode with a shell could write the worktree they run in.
-            let live = !matches!(target.as_str(), "kiro" | "opencode");
+            let live = !(shell && matches!(target.as_str(), "kiro" | "opencode"));
             let view = if live { "live" } else { "snapshot" };
             assert_eq!(result["view"], view, "{worker_agent}→{target}: {result:#}");
             let snap = &result["snapshot"];
@@ -279,6 +319,20 @@ fn every_worker_asks_every_target() {
             assert_eq!(node["parentRunId"], root_id.as_str());
             assert_eq!(node["requestHash"], result["requestHash"]);
             assert_eq!(node["view"], view);
+            if shell {
+                assert!(node.get("attenuated").is_none(), "{node:#}");
+            } else {
+                let a = &node["attenuated"];
+                assert_eq!(a["withheld"], serde_json::json!(["bash"]), "{node:#}");
+                let because = a["because"].as_array().unwrap();
+                assert!(!because.is_empty(), "{node:#}");
+                for b in because {
+                    // Each reason is a dimension the worker holds tighter than the shell did.
+                    let d = b["dimension"].as_str().unwrap();
+                    assert_eq!(b["caller"], nodes[0]["isolation"][d], "{node:#}");
+                    assert_ne!(b["asked"], b["caller"], "{node:#}");
+                }
+            }
             let raw = w["nested"]
                 .as_array()
                 .unwrap()
@@ -603,32 +657,27 @@ fn runs_of(sb: &Sandbox, exe: &str) -> usize {
         .count()
 }
 
-/// A review worker in Codex's sandbox (writes nothing, no network) asks three advisers with a
-/// shell: OpenCode and Claude Code are weaker and refused — exit 5, naming each weaker
-/// dimension with both levels, no process of theirs started, no budget spent (one advice node
-/// is all the root allows) — and Codex is admitted; every node records its isolation.
+/// A review worker in Codex's sandbox (writes nothing, no network) asks two advisers with a
+/// shell. Cursor cannot run without its shell, and with it writes temporary directories and
+/// reaches the network: refused — exit 5, naming each weaker dimension with both levels, no
+/// process of its started, no budget spent (one advice node is all the root allows) — and
+/// Codex is admitted as asked; every node records its isolation.
 #[test]
 fn a_weaker_adviser_is_refused_before_anything_starts() {
     let (sb, run, calls) = consult(
         "codex",
-        "opencode,claude,codex",
+        "cursor,codex",
         None,
         &["--max-advice-nodes", "1", "--max-nodes", "2"],
     );
     assert_eq!(run.code, 0, "{run:?}");
     refused_with(
         &calls[0],
-        "adviser opencode is less isolated than its caller codex: filesystem write anywhere \
-         (caller: none), network any (caller: none)",
+        "adviser cursor is less isolated than its caller codex: filesystem write temp (caller: \
+         none), network any (caller: none), unix sockets all (caller: none)",
     );
-    refused_with(
-        &calls[1],
-        "adviser claude is less isolated than its caller codex: filesystem write temp (caller: \
-         none)",
-    );
-    assert_eq!(calls[2].1, 0, "{:#}", calls[2].2);
-    assert_eq!(runs_of(&sb, "opencode"), 0, "OpenCode never started");
-    assert_eq!(runs_of(&sb, "claude"), 0, "Claude Code never started");
+    assert_eq!(calls[1].1, 0, "{:#}", calls[1].2);
+    assert_eq!(runs_of(&sb, "cursor-agent"), 0, "Cursor never started");
     assert_eq!(runs_of(&sb, "codex"), 2, "the worker and its Codex adviser");
     let codex_worker = serde_json::json!({
         "enforcement": "native",
@@ -643,6 +692,158 @@ fn a_weaker_adviser_is_refused_before_anything_starts() {
     assert_eq!(nodes[0]["isolation"], codex_worker);
     assert_eq!(nodes[1]["targetHarness"], "codex");
     assert_eq!(nodes[1]["isolation"], codex_worker);
+    assert!(nodes[1].get("attenuated").is_none(), "{:#}", nodes[1]);
+}
+
+/// The same Codex worker asks OpenCode (unconfined here: its shell writes anywhere and reaches
+/// any host) and Claude Code (its sandboxed shell writes only the run's own temporary
+/// directory). Claude Code runs as asked, with its shell. OpenCode runs without its shell —
+/// the least that makes it as isolated as the worker — its result says the grant was withheld
+/// for isolation, and its node records what was withheld and why, both levels of each
+/// dimension; its agent is started without a shell.
+#[test]
+fn a_weaker_adviser_runs_without_what_makes_it_weaker() {
+    let (sb, run, calls) = consult("codex", "opencode,claude", None, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let (_, code, opencode) = &calls[0];
+    assert_eq!(*code, 0, "{opencode:#}");
+    assert_eq!(opencode["status"], "succeeded");
+    assert_eq!(opencode["grants"]["resolved"]["bash"], false);
+    assert_eq!(
+        opencode["grants"]["provenance"]["bash"],
+        "isolation-attenuated"
+    );
+    let (_, code, claude) = &calls[1];
+    assert_eq!(*code, 0, "{claude:#}");
+    assert_eq!(claude["grants"]["resolved"]["bash"], true);
+    assert_eq!(claude["grants"]["provenance"]["bash"], "parent-attenuated");
+    let nodes = dag_nodes(&run);
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    let node = |agent: &str| {
+        nodes
+            .iter()
+            .find(|n| n["targetHarness"] == agent && n["parentRunId"].is_string())
+            .unwrap()
+            .clone()
+    };
+    let opencode = node("opencode");
+    assert_eq!(
+        opencode["attenuated"],
+        serde_json::json!({
+            "withheld": ["bash"],
+            "because": [
+                {"dimension": "filesystemWrite", "caller": "none", "asked": "anywhere"},
+                {"dimension": "network", "caller": "none", "asked": "any"},
+                {"dimension": "unixSockets", "caller": "none", "asked": "all"},
+            ],
+        })
+    );
+    assert_eq!(opencode["isolation"]["filesystemWrite"], "none");
+    assert_eq!(opencode["isolation"]["network"], "none");
+    // Without a shell OpenCode cannot write the worktree: it works on it live.
+    assert_eq!(opencode["view"], "live");
+    let claude = node("claude");
+    assert!(claude.get("attenuated").is_none(), "{claude:#}");
+    assert_eq!(claude["isolation"]["filesystemWrite"], "none");
+    // OpenCode's permissions, as its agent got them, deny the shell.
+    let adviser = agent_runs(&sb)
+        .into_iter()
+        .find(|(r, p)| {
+            p.contains(ADVICE_PROMPT)
+                && r["exe"]
+                    .as_str()
+                    .is_some_and(|e| std::path::Path::new(e).ends_with("opencode"))
+        })
+        .map(|(r, _)| r)
+        .unwrap();
+    let config = adviser["env"]["OPENCODE_CONFIG_CONTENT"].as_str().unwrap();
+    assert!(config.contains(r#""bash":"deny""#), "{config}");
+}
+
+/// Hostile advisers of a Codex review worker try to write their temporary directory, the
+/// asking worktree and `~/.bashrc`, and nothing of it is left that a later run or the user
+/// sees. OpenCode runs under handoff's own sandbox (as isolated as the worker, with its shell):
+/// its writes land nowhere. Claude Code's sandbox is its CLI's own, which the fake does not
+/// reproduce, so only its temporary directory is tried: it is the run's own, made for it and
+/// removed with the run, never the user's `$TMPDIR`.
+#[test]
+fn a_hostile_adviser_leaves_nothing_behind() {
+    let sb = crate::support::confined();
+    sb.record();
+    sb.agents.set(ADVICE, "opencode,claude");
+    let home = sb.root.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let bashrc = home.join(".bashrc");
+    std::fs::write(&bashrc, "# the user's\n").unwrap();
+    let planted = sb.repo.path().join("planted.txt");
+    let trail = sb.root.join("claude-temp.txt");
+    let q = crate::support::q;
+    sb.agents.set(
+        &format!("{SHELL}@opencode"),
+        format!(
+            "echo x > \"$TMPDIR/left-behind\"; echo pwned >> {}; echo x > {}",
+            q(&bashrc),
+            q(&planted)
+        ),
+    );
+    sb.agents.set(
+        &format!("{SHELL}@claude"),
+        format!(
+            "echo x > \"$CLAUDE_CODE_TMPDIR/left-behind\"; echo x > \"$TMPDIR/also\"; \
+             printf '%s\\n%s\\n' \"$CLAUDE_CODE_TMPDIR\" \"$TMPDIR\" > {}",
+            q(&trail)
+        ),
+    );
+    let run = root(&sb, "run-with-advice", "codex", Some("review"), &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let calls = nested(&worker(&sb));
+    for (target, code, result) in &calls {
+        assert_eq!(*code, 0, "{target}: {result:#}");
+        assert_eq!(result["grants"]["resolved"]["bash"], true, "{target}");
+        assert_eq!(result["git"]["changed"], false, "{target}: {result:#}");
+    }
+    let nodes = dag_nodes(&run);
+    assert_eq!(nodes.len(), 3, "{nodes:#?}");
+    assert!(nodes.iter().all(|n| n.get("attenuated").is_none()));
+    // OpenCode's writes landed nowhere.
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# the user's\n");
+    assert!(!planted.exists(), "the asking worktree was written");
+    // Claude Code's temporary directory was the run's own, inside its run directory, and is
+    // gone with it; the user's temporary directory holds nothing of either adviser.
+    let written = std::fs::read_to_string(&trail).unwrap();
+    let dirs: Vec<&str> = written.lines().collect();
+    assert_eq!(dirs.len(), 2, "{written}");
+    assert_eq!(dirs[0], dirs[1], "{written}");
+    let temp = std::path::Path::new(dirs[0]);
+    assert!(temp.ends_with("tmp"), "{written}");
+    let run_dir = temp.parent().unwrap();
+    assert!(run_dir.starts_with(crate::support::work_dir()), "{written}");
+    assert!(!run_dir.exists(), "{} outlived the run", run_dir.display());
+    let left: Vec<_> = walkdir(&sb.tmp)
+        .into_iter()
+        .chain(walkdir(std::path::Path::new("/tmp")))
+        .filter(|p| p.ends_with("left-behind") || p.ends_with("also"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// Every path under `dir` (one level of directories deep is enough for what is looked for).
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(
+                std::fs::read_dir(&p)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        }
+        out.push(p);
+    }
+    out
 }
 
 /// Without a shell the same advisers are as isolated as the Codex worker, and admitted: OpenCode

@@ -881,9 +881,9 @@ fn directories_left_by_a_killed_run_are_removed_by_the_next() {
     assert!(handed.iter().all(|d| !d.exists()), "{handed:?}");
 }
 
-/// A Codex `workspace-write` worker may write `$TMPDIR` and `/tmp`. Its run directory (the
-/// output schema it is held to, the file its answer is read from, MCP configuration) is not
-/// there: it is a private (0700) directory in handoff's private work directory, which the
+/// A Codex `workspace-write` worker may write `$TMPDIR` (the run's own temporary directory)
+/// and `/tmp`. Its run directory (the output schema it is held to, the file its answer is read
+/// from, MCP configuration) is not there: it is a private (0700) directory in handoff's private work directory, which the
 /// worker's sandbox does not open — so the worker cannot rewrite its own settings or answer
 /// file, nor an adviser's.
 #[test]
@@ -915,17 +915,22 @@ fn a_run_directory_is_out_of_reach_of_what_its_agent_may_write() {
         .iter()
         .find_map(|e| e.strip_prefix("TMPDIR=").map(PathBuf::from))
         .unwrap();
-    assert_eq!(agent_tmp, sb.tmp);
-    let writable = [agent_tmp, PathBuf::from("/tmp"), std::env::temp_dir()];
     let work = work_dir();
     let dirs = run_dirs_of(agent);
     assert_eq!(dirs.len(), 1, "{dirs:?}");
     let dir = dirs.first().unwrap();
+    // Its temporary directory is the run's own, beside what it must not rewrite.
+    assert_eq!(agent_tmp, dir.join("tmp"));
+    assert!(agent_tmp.is_dir(), "{agent_tmp:?}");
+    let writable = [agent_tmp, PathBuf::from("/tmp"), std::env::temp_dir()];
     for path in &handed {
         assert_eq!(path.parent(), Some(dir.as_path()), "{path:?}");
+        for place in &writable {
+            assert!(!path.starts_with(place), "{path:?} is under {place:?}");
+        }
     }
     assert_eq!(dir.parent(), Some(work.as_path()), "{dir:?}");
-    for place in &writable {
+    for place in &writable[1..] {
         assert!(!dir.starts_with(place), "{dir:?} is under {place:?}");
     }
     assert!(!work.starts_with("/tmp"), "{work:?}");

@@ -637,17 +637,43 @@ fn result_line(output: &str) -> Option<Value> {
 /// on the same scripted server, whose conversations are routed to a script of their own by
 /// their prompt (`Operation: advice`); the worker then answers with the advice in hand.
 fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
-    worker_asks_for_nested_advice(cli, adviser, None);
+    worker_asks_for_nested_advice(cli, adviser, Expect::AsAsked, true);
+}
+
+/// What the supervisor does with a real adviser.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// It runs with the grants it asked for.
+    AsAsked,
+    /// It runs with these grants withheld (`dag.nodes[].attenuated.withheld`).
+    Attenuated(&'static [&'static str]),
+    /// It is refused, the message holding this.
+    Refused(&'static str),
 }
 
 /// [`worker_gets_nested_advice`] for an adviser less isolated than `cli`: the supervisor
 /// refuses it (exit 5, `refusal` in the message) before its CLI starts, and the worker gets
 /// that refusal as the nested command's output.
-fn worker_is_refused_nested_advice(cli: &'static str, adviser: &'static str, refusal: &str) {
-    worker_asks_for_nested_advice(cli, adviser, Some(refusal));
+fn worker_is_refused_nested_advice(
+    cli: &'static str,
+    adviser: &'static str,
+    refusal: &'static str,
+) {
+    worker_asks_for_nested_advice(cli, adviser, Expect::Refused(refusal), true);
 }
 
-fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refusal: Option<&str>) {
+/// `cli` asks `adviser` as [`worker_gets_nested_advice`] does, handoff's own sandbox available
+/// to it or not (`bubblewrap`), and the supervisor does what `expect` says.
+fn worker_asks_for_nested_advice(
+    cli: &'static str,
+    adviser: &'static str,
+    expect: Expect,
+    bubblewrap: bool,
+) {
+    let refusal = match expect {
+        Expect::Refused(r) => Some(r),
+        _ => None,
+    };
     let only = clis();
     if !only.contains(&cli) || !only.contains(&adviser) {
         return;
@@ -682,7 +708,10 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
             Step::provider_answer(WORKER_TEXT),
         ]),
     );
-    let rig = Rig::new(cli, script);
+    let mut rig = Rig::new(cli, script);
+    if !bubblewrap {
+        rig.without_bubblewrap();
+    }
     let run = rig.run_with_advice("review", &["--timeout-ms", "240000"]);
 
     // The model server saw the worker call its shell with the nested command, and the output
@@ -806,6 +835,22 @@ fn worker_asks_for_nested_advice(cli: &'static str, adviser: &'static str, refus
         nested["runId"], nested_result["lineage"]["runId"],
         "{cli}: the DAG's node is the result the worker got"
     );
+    match expect {
+        Expect::Attenuated(withheld) => {
+            assert_eq!(
+                nested["attenuated"]["withheld"],
+                serde_json::json!(withheld),
+                "{nested}"
+            );
+            for grant in withheld {
+                assert_eq!(
+                    nested_result["grants"]["provenance"][grant], "isolation-attenuated",
+                    "{nested_result}"
+                );
+            }
+        }
+        _ => assert!(nested.get("attenuated").is_none(), "{nested}"),
+    }
     // The receipt says what the worker's sandbox opened for the supervisor: its mailbox's in/.
     let receipt = &run.json["policy"]["nestedAdvice"];
     let mailbox = receipt["mailbox"]
@@ -862,16 +907,34 @@ fn codex_worker_gets_nested_advice_from_inside_its_sandbox() {
     worker_gets_nested_advice("codex", "codex");
 }
 
-/// Codex's read-only sandbox writes nothing; Claude Code's sandboxed Bash writes its temporary
-/// directory, so a Claude Code adviser with a shell is refused to a Codex review worker before
-/// it starts.
+/// Codex's read-only sandbox writes nothing; Claude Code's sandboxed Bash writes only the
+/// run's own temporary directory, removed with the run: a Claude Code adviser, shell and all,
+/// is as isolated as a Codex review worker and answers it.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
-fn codex_worker_is_refused_a_less_isolated_adviser() {
+fn codex_worker_gets_nested_advice_from_claude() {
+    worker_gets_nested_advice("codex", "claude");
+}
+
+/// Where handoff's own sandbox cannot run, OpenCode's shell is unconfined: for a Codex review
+/// worker it runs without it, and says so.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_worker_gets_attenuated_advice_from_an_unconfined_opencode() {
+    worker_asks_for_nested_advice("codex", "opencode", Expect::Attenuated(&["bash"]), false);
+}
+
+/// Under handoff's sandbox an OpenCode worker reads only the worktree and its processes die
+/// with a PID namespace; Claude Code's Read tool reads any path and it runs under the reaper,
+/// which no grant changes: refused, naming both.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn opencode_worker_is_refused_claude() {
     worker_is_refused_nested_advice(
-        "codex",
+        "opencode",
         "claude",
-        "adviser claude is less isolated than its caller codex: filesystem write temp (caller: none)",
+        "adviser claude is less isolated than its caller opencode: filesystem read anywhere \
+         (caller: worktree), processes reaper (caller: pid-namespace)",
     );
 }
 
@@ -909,8 +972,16 @@ fn opencode_worker_is_refused_a_less_isolated_adviser() {
 /// file outside the repository. OpenCode has no sandbox of its own; under handoff's it is at
 /// least as isolated as the worker, so it is admitted, and none of the writes lands.
 fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
+    worker_asks_a_hostile_adviser(cli, "opencode");
+}
+
+/// [`worker_asks_a_hostile_opencode_adviser`] for any adviser admitted with its shell. Its
+/// shell also writes its temporary directory and tries the places a CLI's sandbox may keep
+/// open that outlive a run (Claude Code's `/tmp/claude`, `~/.claude/debug`, `~/.npm/_logs`,
+/// made beforehand): the temporary directory is gone with the run, and nothing else lands.
+fn worker_asks_a_hostile_adviser(cli: &'static str, adviser_cli: &'static str) {
     let only = clis();
-    if !only.contains(&cli) || !only.contains(&"opencode") {
+    if !only.contains(&cli) || !only.contains(&adviser_cli) {
         return;
     }
     let scratch = tempfile::Builder::new()
@@ -927,20 +998,41 @@ fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
             "Operation: advice",
             Script::new([
                 Step::shell(format!(
-                    "echo pwned >> {real_bashrc}; echo x > {outside}; echo x > {planted}",
+                    "echo \"TEMP=$TMPDIR\"; echo x > \"$TMPDIR/left-behind-{tag}\"; \
+                     echo pwned >> {real_bashrc}; echo x > {outside}; echo x > {planted}; \
+                     for d in /tmp/claude {home}/.claude/debug {home}/.npm/_logs; do \
+                     echo x > \"$d/left-behind-{tag}\"; done; true",
                     real_bashrc = rig.root.join("home/.bashrc").display(),
                     outside = outside.display(),
                     planted = asker.join("planted.txt").display(),
+                    home = rig.root.join("home").display(),
+                    tag = rig.root.file_name().unwrap().to_string_lossy(),
                 )),
                 Step::provider_answer(ADVICE_TEXT),
             ]),
         )],
         Script::new([
-            Step::nested_advice("opencode", "Is the README accurate?"),
+            Step::nested_advice(adviser_cli, "Is the README accurate?"),
             Step::provider_answer(WORKER_TEXT),
         ]),
     ));
     std::fs::create_dir_all(rig.root.join("home")).unwrap();
+    let home = rig.root.join("home");
+    let tag = rig.root.file_name().unwrap().to_string_lossy().into_owned();
+    let shared: Vec<PathBuf> = [
+        PathBuf::from("/tmp/claude"),
+        home.join(".claude/debug"),
+        home.join(".npm/_logs"),
+    ]
+    .into_iter()
+    .map(|d| d.join(format!("left-behind-{tag}")))
+    .collect();
+    // The shared areas exist, as on a machine where the CLI ran before (the one under /tmp is
+    // left as it was found).
+    let made_tmp_claude = !Path::new("/tmp/claude").exists();
+    for d in shared.iter().filter_map(|p| p.parent()) {
+        std::fs::create_dir_all(d).unwrap();
+    }
     std::fs::write(rig.root.join("home/.bashrc"), "# the user's\n").unwrap();
     let run = rig.run_with_advice("review", &["--timeout-ms", "240000"]);
     assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
@@ -956,8 +1048,11 @@ fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
         run.json["dag"]
     );
     let adviser = &nodes[1];
-    assert_eq!(adviser["targetHarness"], "opencode", "{adviser}");
-    assert_eq!(adviser["isolation"]["enforcement"], "handoff", "{adviser}");
+    assert_eq!(adviser["targetHarness"], adviser_cli, "{adviser}");
+    assert!(adviser.get("attenuated").is_none(), "{adviser}");
+    if adviser_cli == "opencode" {
+        assert_eq!(adviser["isolation"]["enforcement"], "handoff", "{adviser}");
+    }
     assert!(
         rig.server
             .model_calls()
@@ -983,6 +1078,30 @@ fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
         .tool_output(&call_id)
         .unwrap_or_else(|| panic!("{cli}: the adviser's shell output never came back"));
     eprintln!("[{cli}] the hostile adviser's shell said: {shell_output}");
+    // Its temporary directory was its own, and went with the run.
+    let temp = shell_output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("TEMP="))
+        .unwrap_or_else(|| panic!("{cli}: no TEMP= line: {shell_output}"));
+    assert!(temp.starts_with('/'), "{cli}: {shell_output}");
+    if temp == "/tmp" {
+        // handoff's sandbox: a /tmp of the run's own, which the host's /tmp is not.
+        assert!(
+            !Path::new(&format!("/tmp/left-behind-{tag}")).exists(),
+            "{cli}"
+        );
+    } else {
+        assert!(
+            !Path::new(temp).exists(),
+            "{cli}: the adviser's temporary directory {temp} outlived the run"
+        );
+    }
+    for p in &shared {
+        assert!(!p.exists(), "{cli}: {} was written", p.display());
+    }
+    if made_tmp_claude {
+        let _ = std::fs::remove_dir("/tmp/claude");
+    }
     assert_eq!(
         std::fs::read_to_string(rig.root.join("home/.bashrc")).unwrap(),
         "# the user's\n"
@@ -1003,6 +1122,14 @@ fn worker_asks_a_hostile_opencode_adviser(cli: &'static str) {
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn claude_worker_asks_a_hostile_opencode_adviser_and_nothing_changes() {
     worker_asks_a_hostile_opencode_adviser("claude");
+}
+
+/// Claude Code's sandboxed shell, asked by a Codex review worker, writes only its temporary
+/// directory, the run's own.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn codex_worker_asks_a_hostile_claude_adviser_and_nothing_is_left() {
+    worker_asks_a_hostile_adviser("codex", "claude");
 }
 
 #[test]

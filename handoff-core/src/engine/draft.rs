@@ -302,6 +302,7 @@ fn root_dag(r: &Request, started_at: &str, isolation: Option<Isolation>) -> Dag 
             finished_at: None,
             isolation,
             view: None,
+            attenuated: None,
         }],
     }
 }

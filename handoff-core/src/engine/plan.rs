@@ -16,7 +16,7 @@ use crate::mcp::McpDescriptor;
 use crate::output::ProviderOutput;
 use crate::preflight::locate;
 use crate::prompt::build_prompt;
-use crate::provider::{Invocation, Provider, ProviderSpec, RunDir};
+use crate::provider::{Invocation, Provider, ProviderSpec, RunDir, give_run_temp};
 use crate::redact::credential_values;
 use crate::request::Request;
 use crate::supervisor::CONTEXT_ENV;
@@ -85,6 +85,7 @@ impl Engine {
         let mut invocation = provider
             .invocation(request, &plan)
             .map_err(|e| Ended::Rejected(e.to_string()))?;
+        give_run_temp(&mut invocation, &plan.temp());
         let applied = apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)
             .map_err(Ended::Rejected)?;
         draft.secrets.extend(config_secrets(&agent_config));

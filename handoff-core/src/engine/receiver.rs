@@ -292,6 +292,7 @@ impl Engine {
         let mut invocation = receiver
             .receiver_invocation(&request, &plan)
             .map_err(|e| e.to_string())?;
+        crate::provider::give_run_temp(&mut invocation, &plan.temp());
         apply_config_env(&mut invocation, &self.options.env, &agent_config, spec)?;
         let account_env = match account {
             None => BTreeMap::new(),

@@ -932,6 +932,7 @@ fn members_are_nodes_under_the_panel_with_their_advisers_below_them() {
         finished_at: None,
         isolation: None,
         view: None,
+        attenuated: None,
     };
     let with_dag = |mut r: HandoffResult, nodes: Vec<DagNode>| {
         r.request_hash = Some(format!("sha256:{}", nodes[0].run_id));

@@ -5,16 +5,19 @@
 //!
 //! A nested request is handled as: [`TokenBook::check`] the token and nonce → [`attenuate`]
 //! the grants against the [`Capability`] → [`crate::confine`] the adviser's isolation against
-//! the asking node's ([`DagError::WeakerIsolation`]) → [`DagStore::admit`] (or
+//! the asking node's (withholding grants when that is enough, else
+//! [`DagError::WeakerIsolation`]) → [`DagStore::admit`] (or
 //! [`DagStore::register`]) the node → build the request with the admission's lineage, budgets
 //! and timeout → [`DagStore::commit`] → [`TokenBook::commit`] the ticket. A refusal anywhere
 //! spends nothing and changes nothing.
 
 mod client;
 mod clock;
+mod confinement;
 mod dag;
 mod grants;
 mod mailbox;
+mod prompt;
 mod server;
 mod token;
 mod view;

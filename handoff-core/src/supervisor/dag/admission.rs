@@ -43,6 +43,8 @@ pub struct NodeRequest {
     pub isolation: Option<Isolation>,
     /// What its adviser will work on, decided by the supervisor from that isolation.
     pub view: Option<WorktreeView>,
+    /// The grants the supervisor withheld from what the node asked for, and why.
+    pub attenuated: Option<crate::isolation::Attenuation>,
 }
 
 /// A request the DAG would accept now, with the lineage and budgets the request must carry.
@@ -345,6 +347,7 @@ impl DagStore {
             finished_at: None,
             isolation: request.isolation,
             view: request.view,
+            attenuated: request.attenuated,
         };
         self.index.insert(run_id, self.nodes.len());
         self.nodes.push(node.clone());

@@ -13,7 +13,8 @@ use crate::result::{DAG_SCHEMA, Dag, DagStatus, NodeState};
 /// hashes); every other node advice with no mode, after its parent, at depth parent + 1 ≤
 /// `maxDepth`, asked by its parent's target, under an `advice-only` parent, with an intent no
 /// ancestor has, an isolation no weaker than its parent's on any dimension (when both are
-/// recorded), a request hash, and dependencies (≤ 64, distinct) on earlier finished nodes
+/// recorded), an attenuation (when there is one) naming a grant withheld and a reason, a
+/// request hash, and dependencies (≤ 64, distinct) on earlier finished nodes
 /// (`requires` ones succeeded); `finishedAt` set exactly on finished nodes; `activeCount` = the
 /// running nodes ≤ `maxConcurrency`; each `remaining` = limit − count, no count above its
 /// limit; a closed DAG has no running node.
@@ -34,6 +35,7 @@ pub fn check_dag_invariants(dag: &Dag) -> Result<(), String> {
         || !root.dependencies.is_empty()
         || root.request_hash.is_some()
         || root.result_hash.is_some()
+        || root.attenuated.is_some()
     {
         return Err("the first node is not a well-formed root".into());
     }
@@ -82,6 +84,14 @@ pub fn check_dag_invariants(dag: &Dag) -> Result<(), String> {
                 "node {id:?} is less isolated than its parent ({d}: {} vs {})",
                 mine.level(*d),
                 theirs.level(*d)
+            ));
+        }
+        if n.attenuated
+            .as_ref()
+            .is_some_and(|a| a.withheld.is_empty() || a.because.is_empty())
+        {
+            return Err(format!(
+                "node {id:?} is attenuated without a grant withheld or a reason"
             ));
         }
         if !n.request_hash.as_deref().is_some_and(is_sha256) {

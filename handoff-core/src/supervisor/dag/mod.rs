@@ -85,6 +85,7 @@ impl DagStore {
             finished_at: None,
             isolation: None,
             view: None,
+            attenuated: None,
         };
         DagStore {
             root_run_id: root.lineage.root_run_id.clone(),

@@ -426,6 +426,7 @@ fn the_decision_order_is_the_documented_one() {
         dependencies: vec![dep("run-x", DependencyKind::Requires); 2],
         isolation: None,
         view: None,
+        attenuated: None,
     };
     let tight = BudgetLimits {
         max_depth: 0,

@@ -3,6 +3,18 @@
 use super::*;
 use proptest::prelude::*;
 
+/// The shell withheld because it writes temporary directories the caller cannot.
+fn attenuation() -> crate::isolation::Attenuation {
+    crate::isolation::Attenuation {
+        withheld: vec![crate::request::GrantKind::Bash],
+        because: vec![crate::isolation::WeakerLevel {
+            dimension: crate::isolation::Dimension::FilesystemWrite,
+            caller: "none".into(),
+            asked: "temp".into(),
+        }],
+    }
+}
+
 #[test]
 fn the_invariant_checker_catches_inconsistent_snapshots() {
     let (mut s, _) = store(limits());
@@ -47,6 +59,28 @@ fn the_invariant_checker_catches_inconsistent_snapshots() {
         ),
         ("empty", Box::new(|d| d.nodes.clear())),
         (
+            "rootattenuated",
+            Box::new(|d| d.nodes[0].attenuated = Some(attenuation())),
+        ),
+        (
+            "nowithheld",
+            Box::new(|d| {
+                d.nodes[1].attenuated = Some(crate::isolation::Attenuation {
+                    withheld: vec![],
+                    ..attenuation()
+                })
+            }),
+        ),
+        (
+            "noreason",
+            Box::new(|d| {
+                d.nodes[1].attenuated = Some(crate::isolation::Attenuation {
+                    because: vec![],
+                    ..attenuation()
+                })
+            }),
+        ),
+        (
             "isolation",
             Box::new(|d| {
                 // The root confined to nothing less than no network; its adviser reaching any host.
@@ -57,6 +91,9 @@ fn the_invariant_checker_catches_inconsistent_snapshots() {
             }),
         ),
     ];
+    let mut attenuated = good.clone();
+    attenuated.nodes[1].attenuated = Some(attenuation());
+    check_dag_invariants(&attenuated).unwrap();
     for (name, f) in broken {
         let mut d = good.clone();
         f(&mut d);
@@ -225,6 +262,7 @@ fn apply(s: &mut DagStore, clock: &Clock, op: &Op) -> Result<(), DagError> {
                     .collect(),
                 isolation: None,
                 view: None,
+                attenuated: None,
             };
             let left = s.time_left();
             let per_node = Duration::from_millis(s.limits().timeout_ms);

@@ -135,6 +135,7 @@ fn ask(parent: &str, caller: AgentId, intent: u8) -> NodeRequest {
         dependencies: Vec::new(),
         isolation: Some(crate::isolation::Isolation::unconfined()),
         view: Some(crate::workspace::WorktreeView::Snapshot),
+        attenuated: None,
     }
 }
 
@@ -202,6 +203,7 @@ fn a_new_store_is_the_engines_single_node_dag() {
                 finished_at: None,
                 isolation: None,
                 view: None,
+                attenuated: None,
             }]
         );
         s.check_invariants().unwrap();
