@@ -13,6 +13,7 @@
 mod bench;
 mod compat;
 mod demo;
+mod package;
 mod plugin;
 mod real;
 
@@ -216,6 +217,7 @@ fn ci() -> Result<()> {
         cargo().args(["test", "--workspace", "--no-fail-fast"]),
     )?;
     examples()?;
+    package::package(&workspace_root())?;
     eprintln!("==> ci passed");
     Ok(())
 }
@@ -231,6 +233,7 @@ fn main() -> Result<()> {
         ["ci"] => ci(),
         ["demo", ..] => demo::demo(&args[1..]),
         ["examples"] => examples(),
+        ["package"] => package::package(&workspace_root()),
         ["schema"] => schema(false),
         ["schema", "--check"] => schema(true),
         ["plugin"] => plugin::plugin(&workspace_root(), false),
@@ -240,7 +243,7 @@ fn main() -> Result<()> {
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo [--json] | examples | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
+                "usage: cargo xtask <ci | demo [--json] | examples | package | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

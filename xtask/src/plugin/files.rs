@@ -23,9 +23,25 @@ pub fn write(dir: &Path) -> Result<()> {
         if std::fs::read_to_string(&path).ok().as_deref() != Some(f.text.as_str()) {
             std::fs::write(&path, &f.text)?;
         }
+        if executable(&f.path) {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+        }
     }
     remove_empty_dirs(dir)?;
     Ok(())
+}
+
+/// Whether the file at `path` (relative to `plugin/`) is a program: the launcher.
+fn executable(path: &str) -> bool {
+    path.starts_with("bin/")
+}
+
+/// Whether the file at `path` has the mode it is generated with.
+fn mode_matches(path: &Path, rel: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o111 != 0);
+    is_exec == executable(rel)
 }
 
 fn remove_empty_dirs(dir: &Path) -> Result<bool> {
@@ -75,10 +91,12 @@ pub fn drift(dir: &Path, files: &[File]) -> Vec<Drift> {
                 path: f.path.clone(),
                 kind: DriftKind::Missing,
             }),
-            Ok(text) if text != f.text => out.push(Drift {
-                path: f.path.clone(),
-                kind: DriftKind::Changed,
-            }),
+            Ok(text) if text != f.text || !mode_matches(&dir.join(&f.path), &f.path) => {
+                out.push(Drift {
+                    path: f.path.clone(),
+                    kind: DriftKind::Changed,
+                })
+            }
             Ok(_) => {}
         }
     }

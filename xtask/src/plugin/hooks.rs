@@ -11,12 +11,10 @@ pub(super) const HOOKS: [(&str, &str); 3] = [
     ("UserPromptSubmit", "claude-prompt-submit"),
 ];
 
-/// The command a hook runs: handoff found as the commands find it, and nothing (exit 0) when
+/// The command a hook runs: handoff found by the plugin's launcher, and nothing (exit 0) when
 /// it is not installed, so that a hook never gets in Claude Code's way.
 pub(super) fn command(event: &str) -> String {
-    format!(
-        "h=\"$(command -v handoff 2>/dev/null)\"; [ -x \"$h\" ] || h=\"$HOME/.cargo/bin/handoff\"; [ -x \"$h\" ] && exec \"$h\" hook {event}; exit 0"
-    )
+    super::launcher::hook_command(event)
 }
 
 pub(super) fn hooks_json() -> Value {

@@ -34,6 +34,7 @@ pub(super) fn manifests() -> Vec<(&'static str, Value)> {
                 "keywords": keywords,
                 "skills": "./skills",
                 "commands": "./commands",
+                "mcpServers": "./.mcp.json",
             }),
         ),
         (
@@ -63,6 +64,7 @@ pub(super) fn manifests() -> Vec<(&'static str, Value)> {
                 "license": LICENSE,
                 "keywords": keywords,
                 "skills": "./skills/",
+                "mcpServers": "./.codex-mcp.json",
                 "interface": {
                     "displayName": "handoff",
                     "shortDescription": "Delegate, get advice, and hand tasks over between agent CLIs",

@@ -17,6 +17,7 @@ mod commands;
 mod files;
 mod hooks;
 mod jobs;
+mod launcher;
 mod manifests;
 mod prose;
 mod rules;
@@ -144,6 +145,12 @@ pub fn render() -> Vec<File> {
         add(path.to_owned(), pretty(&value));
     }
     add("hooks/hooks.json".to_owned(), pretty(&hooks::hooks_json()));
+    add(launcher::PATH.to_owned(), launcher::script());
+    add(".mcp.json".to_owned(), pretty(&launcher::mcp_json()));
+    add(
+        launcher::CODEX_MCP.to_owned(),
+        pretty(&launcher::codex_mcp_json()),
+    );
     add("README.md".to_owned(), README.to_owned());
     files.into_values().collect()
 }
@@ -161,8 +168,12 @@ OpenCode or Cursor, ask one or several of them for read-only advice, or continue
 on another agent. Each skill and command runs `handoff` with exact flags and reads back its one
 result JSON, whose git evidence says what the other agent changed.
 
-It needs the `handoff` binary on `PATH` (see the project's README for installing it) and the
-agent CLIs you want to delegate to, logged in as usual. `handoff doctor` checks both.
+Everything starts `handoff` through `bin/handoff`, which finds the binary on `PATH` (never in
+the repository you are working in), in `~/.cargo/bin`, the npm global prefix or Homebrew's
+prefix; the plugin's MCP server (`.mcp.json`) is `handoff mcp` started the same way. Install
+the binary with `npm install -g handoff-cli`, `brew install handoff-cli/tap/handoff-cli` or
+`cargo install handoff-cli`, and log in to the agent CLIs you want to delegate to as usual.
+`handoff doctor` checks both.
 ";
 
 fn pretty(value: &Value) -> String {

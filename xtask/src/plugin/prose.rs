@@ -25,21 +25,23 @@ fn caller_value(host: Host) -> &'static str {
 
 pub(super) const FIND_BINARY: &str = r#"## 1. Find handoff
 
-Run this once and note the absolute path it prints:
+This plugin starts handoff through its launcher, `<plugin>/bin/handoff`, where `<plugin>` is the
+plugin's root: `${CLAUDE_PLUGIN_ROOT}` when that reads as an absolute path here, else the
+directory two levels above this file's folder. Run this once and note the absolute path it
+prints:
 
 ```sh
-h="$(command -v handoff 2>/dev/null || true)"; case "$h" in /*) ;; *) h="$HOME/.cargo/bin/handoff" ;; esac
-if [ -x "$h" ]; then echo "$h"; else echo "handoff is not installed"; fi
+sh '<plugin>/bin/handoff' --which-handoff
 ```
 
-If it prints `handoff is not installed`, stop and tell the person in one line: handoff is not
-on PATH or in `~/.cargo/bin`; install it with `cargo install --path handoff-cli` from its
-repository. Do not look for another way to reach the agent.
+It looks on PATH (never in the repository you are working in), then in `~/.cargo/bin`, the npm
+global prefix and Homebrew's prefix. If it prints `handoff is not installed: …`, stop and give
+the person that line. Do not look for another way to reach the agent.
 
-Call handoff by that absolute path in every command below (shell variables do not survive
-between tool calls, so write the path out). Never run an agent CLI yourself (`codex`, `claude`,
-`grok`, `kiro-cli`, `opencode`, `cursor-agent`), not even to check that it is installed:
-`'<handoff>' capabilities` does that without a model call.
+Call handoff by the absolute path it printed in every command below (shell variables do not
+survive between tool calls, so write the path out). Never run an agent CLI yourself (`codex`,
+`claude`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`), not even to check that it is
+installed: `'<handoff>' capabilities` does that without a model call.
 "#;
 
 const PRIVATE_DIR: &str = r#"## 2. Write the instructions to a private file

@@ -32,16 +32,10 @@ const COMMAND_KEYS: &[&str] = &[
     "disable-model-invocation",
     "model",
 ];
-/// Manifest keys the bundle must never use: it ships prose only, no code to run.
-const FORBIDDEN_MANIFEST_KEYS: &[&str] = &[
-    "bin",
-    "executables",
-    "path",
-    "mcpServers",
-    "hooks",
-    "apps",
-    "lspServers",
-];
+/// Manifest keys the bundle must never use: the only code it ships is its launcher, which the
+/// MCP server (`mcpServers`, checked by [`super::launcher::problems`]) and the hooks start.
+const FORBIDDEN_MANIFEST_KEYS: &[&str] =
+    &["bin", "executables", "path", "hooks", "apps", "lspServers"];
 
 /// Every rule of the hosts (and of ours) that the bundle in `dir` breaks, one line each.
 pub fn validate(dir: &Path) -> Vec<String> {
@@ -87,6 +81,9 @@ pub fn validate(dir: &Path) -> Vec<String> {
             }
         }
         None => p.add("hooks/hooks.json", "missing or not JSON"),
+    }
+    for (path, problem) in super::launcher::problems(dir) {
+        p.add(&path, problem);
     }
     validate_surface(&skill_dirs, &command_files, &mut p);
     p.0
@@ -176,8 +173,7 @@ fn validate_job_command(dir: &Path, path: &str, verb: &str, p: &mut Problems) {
         (_, false) => p.add(path, "only stopping a job disables model invocation"),
     }
     for needle in [
-        "command -v handoff",
-        "~/.cargo/bin",
+        "bin/handoff' --which-handoff",
         &format!("'<handoff>' {verb}"),
     ] {
         if !body.contains(needle) {
@@ -395,8 +391,7 @@ fn check_description(front: &Value, path: &str, p: &mut Problems) {
 /// What every skill and command body must say, and must never do.
 fn check_body(body: &str, path: &str, p: &mut Problems) {
     for needle in [
-        "command -v handoff",
-        "~/.cargo/bin",
+        "bin/handoff' --which-handoff",
         "mktemp -d",
         "--cwd \"$(pwd -P)\"",
     ] {
@@ -497,7 +492,7 @@ fn validate_manifests(dir: &Path, skill_dirs: &[String], p: &mut Problems) {
             if v.get(*k).is_some() {
                 p.add(
                     path,
-                    format!("must not declare `{k}`: the plugin ships no code"),
+                    format!("must not declare `{k}`: the plugin's only code is its launcher"),
                 );
             }
         }

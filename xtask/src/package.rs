@@ -1,0 +1,162 @@
+//! `cargo xtask package`: every crate a user or an embedder installs (those without
+//! `publish = false`) packages as crates.io would take it, and the packaged `handoff-cli`
+//! installs with `cargo install --path` of its unpacked `.crate` — what `cargo install
+//! handoff-cli` does once the crates are published. Until then its sibling crates come from
+//! their unpacked `.crate`s too (a `[patch.crates-io]` per crate), never from the workspace.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::{cargo, run};
+
+/// A crate of the workspace that is published.
+struct Published {
+    name: String,
+    version: String,
+}
+
+/// The workspace's published crates (`publish` not `false`), from `cargo metadata`.
+fn published(root: &Path) -> Result<Vec<Published>> {
+    let out = cargo()
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(root)
+        .output()
+        .context("cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let meta: Value = serde_json::from_slice(&out.stdout)?;
+    let mut crates = Vec::new();
+    for p in meta["packages"].as_array().into_iter().flatten() {
+        // `publish = false` reads as an empty list of registries.
+        if p["publish"].as_array().is_some_and(Vec::is_empty) {
+            continue;
+        }
+        crates.push(Published {
+            name: p["name"].as_str().unwrap_or_default().to_owned(),
+            version: p["version"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    crates.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(crates)
+}
+
+/// `cargo xtask package`.
+pub fn package(root: &Path) -> Result<()> {
+    let crates = published(root)?;
+    let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
+    eprintln!("==> packaging {}", names.join(", "));
+    let mut cmd = cargo();
+    cmd.args(["package", "--no-verify", "--allow-dirty"])
+        .current_dir(root);
+    for c in &crates {
+        cmd.args(["-p", &c.name]);
+    }
+    run("cargo package", &mut cmd)?;
+
+    // Unpacked outside the workspace, as a registry would hand them out.
+    let tmp = tempfile::Builder::new()
+        .prefix("handoff-package-")
+        .tempdir()?;
+    let mut dirs = Vec::new();
+    for c in &crates {
+        let file = root
+            .join("target/package")
+            .join(format!("{}-{}.crate", c.name, c.version));
+        run(
+            &format!("unpack {}", file.display()),
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(&file)
+                .arg("-C")
+                .arg(tmp.path()),
+        )?;
+        dirs.push((c, tmp.path().join(format!("{}-{}", c.name, c.version))));
+    }
+    let with_patches = |cmd: &mut Command, dir: &Path| {
+        for p in patches_for(dir, &dirs) {
+            cmd.args(["--config", &p]);
+        }
+        // The dependencies the test suite built are reused; the packaged crates, from other
+        // sources, are built beside the workspace's own.
+        cmd.env("CARGO_TARGET_DIR", root.join("target"));
+    };
+
+    let Some((cli, cli_dir)) = dirs.iter().find(|(c, _)| c.name == "handoff-cli") else {
+        bail!("handoff-cli is not among the published crates");
+    };
+    let bin_root: PathBuf = tmp.path().join("installed");
+    let mut install = cargo();
+    install
+        .args(["install", "--debug", "--path"])
+        .arg(cli_dir)
+        .arg("--root")
+        .arg(&bin_root);
+    with_patches(&mut install, cli_dir);
+    run("cargo install --path <unpacked handoff-cli>", &mut install)?;
+    let handoff = bin_root.join("bin/handoff");
+    let out = Command::new(&handoff)
+        .arg("--version")
+        .output()
+        .with_context(|| format!("running {}", handoff.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !version.contains(&cli.version) {
+        bail!(
+            "the installed handoff says {version:?} (exit {:?}), not version {}",
+            out.status.code(),
+            cli.version
+        );
+    }
+    eprintln!("==> installed from the package: {}", version.trim());
+
+    // The published crates the binary does not depend on build from their packages too.
+    for (c, dir) in &dirs {
+        if c.name == "handoff-cli" {
+            continue;
+        }
+        let mut check = cargo();
+        check
+            .args(["check", "--manifest-path"])
+            .arg(dir.join("Cargo.toml"));
+        with_patches(&mut check, dir);
+        run(&format!("cargo check <unpacked {}>", c.name), &mut check)?;
+    }
+    eprintln!("==> every published crate packages, builds and installs from its package");
+    Ok(())
+}
+
+/// The `[patch.crates-io]` entries (as `--config` values) that make the packaged crate in
+/// `dir` take each packaged sibling it depends on (dev- and build-dependencies included),
+/// directly or through another, from `dirs`.
+fn patches_for(dir: &Path, dirs: &[(&Published, PathBuf)]) -> Vec<String> {
+    let depends = |manifest: &Path, name: &str| {
+        std::fs::read_to_string(manifest.join("Cargo.toml"))
+            .is_ok_and(|m| m.contains(&format!("dependencies.{name}]")))
+    };
+    let mut wanted: Vec<&str> = Vec::new();
+    let mut frontier = vec![dir.to_path_buf()];
+    while let Some(at) = frontier.pop() {
+        for (c, d) in dirs {
+            if !wanted.contains(&c.name.as_str()) && depends(&at, &c.name) {
+                wanted.push(&c.name);
+                frontier.push(d.clone());
+            }
+        }
+    }
+    dirs.iter()
+        .filter(|(c, _)| wanted.contains(&c.name.as_str()))
+        .map(|(c, d)| {
+            format!(
+                "patch.crates-io.{}.path={:?}",
+                c.name,
+                d.display().to_string()
+            )
+        })
+        .collect()
+}
