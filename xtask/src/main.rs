@@ -6,7 +6,8 @@
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
 //! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
 //! - `dist [--debug]`: the npm packages (the `handoff-cli` launcher and this platform's binary
-//!   package) as tarballs in `target/dist/npm/`, from a release build (`--debug`: the dev build).
+//!   package) as tarballs in `target/dist/npm/`, from a release build (`--debug`: the dev build,
+//!   into `target/dist/npm-debug/`).
 //! - `npm-e2e`: those packages (from the dev build) published to a local registry and installed
 //!   with `npm install -g` in a new prefix with no Rust toolchain on `PATH`, then driven.
 //! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against

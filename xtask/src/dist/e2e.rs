@@ -82,9 +82,9 @@ impl User {
         c
     }
 
-    /// The installed `handoff` (the launcher's link).
+    /// `handoff`, found on this user's `PATH` (the launcher's link in the prefix).
     fn handoff(&self) -> Command {
-        self.command(self.prefix.join("bin/handoff"))
+        self.command("handoff")
     }
 
     /// `npm install -g handoff-cli` from `registry`, with npm found on this user's `PATH`.
@@ -104,6 +104,10 @@ impl User {
                 out.status,
                 String::from_utf8_lossy(&out.stderr).trim()
             );
+        }
+        let linked = self.prefix.join("bin/handoff");
+        if find_on(&self.path, "handoff").as_ref() != Some(&linked) {
+            bail!("{step} put no handoff at {}", linked.display());
         }
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! `cargo xtask dist [--debug]`: the npm packages of `handoff`, as tarballs in
 //! `target/dist/npm/`: the launcher `handoff-cli` and this machine's platform package, at the
-//! workspace's version, carrying the release binary (`--debug`: the dev build's, which tests
-//! install so that they need no release build).
+//! workspace's version, carrying the release binary (`--debug`: the dev build's, in
+//! `target/dist/npm-debug/`, which tests install so that they need no release build).
 //!
 //! `cargo xtask npm-e2e` ([`e2e`]) installs them the way a user does, from a local registry.
 
@@ -102,7 +102,8 @@ pub struct Made {
     pub target: PathBuf,
 }
 
-/// Builds `handoff` in `profile` and makes the npm tarballs in `target/dist/npm/`.
+/// Builds `handoff` in `profile` and makes the npm tarballs in `target/dist/npm/` (`Debug`:
+/// `target/dist/npm-debug/`).
 pub fn make(profile: Profile) -> Result<Made> {
     let ws = workspace()?;
     let platform = Platform::host()?;
@@ -113,12 +114,17 @@ pub fn make(profile: Profile) -> Result<Made> {
         ws.meta.version,
         platform.package()
     );
+    // The dev build's tarballs apart from the release's, so a test never replaces them.
+    let out = match profile {
+        Profile::Release => "dist/npm",
+        Profile::Debug => "dist/npm-debug",
+    };
     let tarballs = npm::make(
         &binary,
         &platform,
         &ws.meta,
-        &ws.target.join("dist/npm-stage"),
-        &ws.target.join("dist/npm"),
+        &ws.target.join(format!("{out}-stage")),
+        &ws.target.join(out),
     )?;
     Ok(Made {
         tarballs,
