@@ -406,6 +406,11 @@ fn check_cancel(
         stdin.write_all(b"Add a greeting file, slowly.\n")?;
     }
     let outcome = cancel_and_check(&mut child, &ready, binary, &stdout_path, &result);
+    if outcome.is_err() && matches!(child.try_wait(), Ok(None)) {
+        // Through the launcher, so handoff ends its agent before going.
+        let _ = signal(child.id(), "TERM");
+        let _ = wait_for(&mut child, "the run after SIGTERM", Duration::from_secs(10));
+    }
     let _ = child.kill();
     let _ = child.wait();
     agents.set(keys::MODE, "success");
