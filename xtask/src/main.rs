@@ -5,6 +5,11 @@
 //!   agents, in a scratch repo, shown step by step (`--json`: each step's full JSON too).
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
 //! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
+//! - `dist [--debug]`: the npm packages (the `handoff-cli` launcher and this platform's binary
+//!   package) as tarballs in `target/dist/npm/`, from a release build (`--debug`: the dev build,
+//!   into `target/dist/npm-debug/`).
+//! - `npm-e2e`: those packages (from the dev build) published to a local registry and installed
+//!   with `npm install -g` in a new prefix with no Rust toolchain on `PATH`, then driven.
 //! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against
 //!   the scripted model server, and `continue --on` over a real OpenSSH server; pinned, or
 //!   (`--latest`) each CLI's npm `latest` release when it differs from the pin.
@@ -13,6 +18,7 @@
 mod bench;
 mod compat;
 mod demo;
+mod dist;
 mod package;
 mod plugin;
 mod real;
@@ -238,12 +244,14 @@ fn main() -> Result<()> {
         ["schema", "--check"] => schema(true),
         ["plugin"] => plugin::plugin(&workspace_root(), false),
         ["plugin", "--check"] => plugin::plugin(&workspace_root(), true),
+        ["dist", ..] => dist::dist(&args[1..]),
+        ["npm-e2e"] => dist::e2e::npm_e2e(),
         ["e2e-real"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Pinned),
         ["e2e-real", "--latest"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Latest),
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo [--json] | examples | package | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
+                "usage: cargo xtask <ci | demo [--json] | examples | package | dist [--debug] | npm-e2e | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

@@ -100,7 +100,7 @@ impl Cli {
     }
 }
 
-fn installed_version(prefix: &Path, package: &str) -> Option<String> {
+pub(crate) fn installed_version(prefix: &Path, package: &str) -> Option<String> {
     let manifest = prefix
         .join("node_modules")
         .join(package)
