@@ -37,7 +37,7 @@ Exit codes:
   7   the agent's output (or the result file) is not what the contract says
   8   the per-node timeout expired
   9   cancelled by SIGINT/SIGTERM
-  10  blocked by policy (a build changed nothing, a read-only run changed the worktree)
+  10  blocked by policy (a build changed nothing, the worktree changed during a read-only run)
 
 Only exit 0 with status \"succeeded\" is success.";
 

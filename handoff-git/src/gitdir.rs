@@ -58,15 +58,24 @@ const STATE_FILES: [&str; 14] = [
 ];
 
 /// The repository's files that change what git does or shows: a shallow boundary (hides
-/// history), object stores borrowed from elsewhere, old-style remotes, the description.
-const COMMON_FILES: [&str; 6] = [
+/// history), object stores borrowed from elsewhere, old-style remotes, the description, and the
+/// conflict resolutions `git rerere` records and replays at a later merge without asking.
+const COMMON_FILES: [&str; 7] = [
     "shallow",
     "objects/info/alternates",
     "objects/info/http-alternates",
     "remotes",
     "branches",
     "description",
+    "rr-cache",
 ];
+
+/// Files under a hashed directory that git's housekeeping regenerates from the repository
+/// itself and that change nothing git does: `git gc`, `gc --auto`, `maintenance run` and
+/// `update-server-info` rewrite them, so they are no one's change. (`objects/info/packs`,
+/// commit-graphs, the multi-pack-index, `.bitmap`/`.rev` files, `gc.log` and `gc.pid` are in
+/// no hashed directory.)
+const DERIVED_FILES: [&str; 1] = ["info/refs"];
 
 /// The files of a git directory (a submodule's, under `modules/`) that run programs or change
 /// what git does there.
@@ -194,8 +203,11 @@ pub(crate) fn scan(repo: &gix::Repository, root: &Path) -> Result<GitDirState, W
 
     // Files: pseudo-refs, config, info/*, hooks.
     let mut files = |dir: &Path, rela: &str, key: &str| -> Result<(), WorkspaceError> {
-        let path = dir.join(rela);
+        let path = resolved_hooks(dir, rela);
         walk(&path, rela.into(), &mut |path, rela, meta| {
+            if DERIVED_FILES.iter().any(|d| rela == d.as_bytes()) {
+                return Ok(());
+            }
             if let Some(mut state) = file_state(kind, path, meta)? {
                 let name = rela.rsplit_str("/").next().unwrap_or(rela);
                 if meta.is_file() && (name == b"config" || name == b"config.worktree") {
@@ -247,6 +259,11 @@ pub(crate) fn protected_paths(
     }
     found.push(repo.git_dir().to_owned());
     found.push(repo.common_dir().to_owned());
+    // A hooks directory that is a symbolic link is protected where it leads.
+    let hooks = repo.common_dir().join("hooks");
+    if std::fs::symlink_metadata(&hooks).is_ok_and(|m| m.file_type().is_symlink()) {
+        found.push(canonical(&hooks));
+    }
     let configured = repo
         .config_snapshot()
         .trusted_path("core.hooksPath")
@@ -488,6 +505,20 @@ pub(crate) fn file_state(
 /// Calls `visit` with the path, the name relative to the walk (`rela` joined with the names
 /// below it) and the metadata of `path` and of everything below it; a missing `path` is
 /// nothing. Symbolic links are not followed.
+/// `dir/rela`, or, for a hooks directory that is a symbolic link to a directory (hook managers
+/// make one into the worktree), the directory it leads to: git runs the hooks there, so their
+/// files are read there, under `.git/hooks/…` keys.
+fn resolved_hooks(dir: &Path, rela: &str) -> PathBuf {
+    let path = dir.join(rela);
+    if rela == "hooks"
+        && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+        && path.is_dir()
+    {
+        return canonical(&path);
+    }
+    path
+}
+
 pub(crate) fn walk(
     path: &Path,
     rela: BString,

@@ -18,6 +18,7 @@ mod docs;
 mod doctor;
 mod evidence;
 mod failover;
+mod gitstate;
 mod grok_community;
 mod jobs;
 mod leaks;

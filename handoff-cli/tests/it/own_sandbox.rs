@@ -370,6 +370,35 @@ fn a_build_cannot_swap_out_a_hooks_directory_deep_in_the_worktree() {
     assert!(!wt.join("scripts.old").exists());
 }
 
+/// `.git/hooks` a symbolic link into the worktree (as hook managers make it): the directory it
+/// leads to is as read-only as `.git` itself, whichever way a command writes it.
+#[test]
+fn a_build_cannot_plant_a_hook_through_a_symlinked_hooks_directory() {
+    let sb = confined();
+    let wt = sb.repo.path().to_path_buf();
+    std::fs::create_dir_all(wt.join("scripts/hooks")).unwrap();
+    std::fs::write(wt.join("scripts/hooks/README"), "hooks\n").unwrap();
+    let hooks = wt.join(".git/hooks");
+    std::fs::remove_dir_all(&hooks).ok();
+    std::os::unix::fs::symlink(wt.join("scripts/hooks"), &hooks).unwrap();
+    let script = "printf '#!/bin/sh\\necho pwned\\n' > scripts/hooks/pre-commit 2>/dev/null \
+                  && echo PLANTED-DIRECT >&2; \
+                  printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-push 2>/dev/null \
+                  && echo PLANTED-LINK >&2; \
+                  echo inside > inside.txt";
+    sb.agents.set(SHELL, script);
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let stderr = provider_stderr(&run);
+    assert!(!stderr.contains("PLANTED"), "{stderr}");
+    assert!(!wt.join("scripts/hooks/pre-commit").exists());
+    assert!(!wt.join("scripts/hooks/pre-push").exists());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+}
+
 /// When handoff runs as root, bubblewrap keeps root's capabilities for the CLI; the commands of
 /// its model get none: they can neither unmount the read-only `.git`, nor make a device node,
 /// nor map root in a user namespace of their own. (As another user the commands never had

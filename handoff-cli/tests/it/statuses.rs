@@ -827,7 +827,7 @@ fn review_mutation(caller: &str, target: &str) {
     let sb = sandbox_in_mode("mutate");
     let run = sb.delegate(caller, target, "review", &[]);
     expect(&run, 10, "blocked");
-    expect_message(&run, "read-only review changed the worktree");
+    expect_message(&run, "the worktree changed during the read-only review");
     expect_message(&run, "fake-mutation.txt");
     assert_eq!(run.json["git"]["changed"], true, "{}", ctx(&run));
     assert!(
@@ -852,7 +852,7 @@ fn review_mutation_overrides_failure(caller: &str, target: &str) {
     expect(&run, 10, "blocked");
     expect_message(
         &run,
-        "read-only review changed the worktree (wrapper-mutation.txt)",
+        "the worktree changed during the read-only review (wrapper-mutation.txt)",
     );
     expect_message(
         &run,

@@ -248,7 +248,7 @@ pub(super) fn finish(
             result.outcome = ContinueOutcome::ReviewChanged;
             result.reason = Some(match evidence {
                 Ok(_) => format!(
-                    "the review receiver changed the worktree ({}); its changes are left in place",
+                    "the worktree changed while the review receiver ran ({}); the changes are left in place",
                     changed.join(", ")
                 ),
                 Err(e) => format!("cannot check the review receiver's worktree: {e}"),

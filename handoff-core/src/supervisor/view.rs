@@ -28,7 +28,7 @@ use crate::workspace::{Workspace, WorktreeView};
 ///   write the worktree meanwhile. The engine fingerprints the worktree the adviser works in
 ///   before the adviser starts and again once its process tree is gone; advice is read-only, so
 ///   any difference, whoever made it, means the adviser may have read a moving tree, and the
-///   node does not succeed (`blocked`, the "read-only advice changed the worktree" outcome),
+///   node does not succeed (`blocked`, the "worktree changed during the read-only advice" outcome),
 ///   its result saying it ran on the live worktree (`view: "live"`). A change during the call
 ///   fails closed; it never goes unnoticed.
 ///

@@ -277,7 +277,7 @@ fn exit_table() -> String {
         (Verdict::CANCELLED, "handoff was interrupted"),
         (
             Verdict::POLICY_BLOCKED,
-            "policy: a build changed nothing, or a read-only run changed the worktree",
+            "policy: a build changed nothing, or the worktree changed during a read-only run",
         ),
     ];
     table(&rows)

@@ -198,7 +198,7 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                     )
                 } else {
                     format!(
-                        "read-only {} changed the worktree ({}){prior}",
+                        "the worktree changed during the read-only {} ({}){prior}",
                         e.task,
                         summarize(files)
                     )
@@ -215,11 +215,11 @@ pub(crate) fn decide(e: &Evidence) -> Decision {
                     verdict = Verdict::INVALID_OUTPUT;
                 }
             } else {
-                // A read-only run changed the worktree, as with named paths.
+                // The worktree changed during a read-only run, as with named paths.
                 let prior = before_that(&mut message);
                 verdict = Verdict::POLICY_BLOCKED;
                 message = Some(format!(
-                    "read-only {} changed the worktree (which paths cannot be told: {why}){prior}",
+                    "the worktree changed during the read-only {} (which paths cannot be told: {why}){prior}",
                     e.task
                 ));
             }

@@ -188,7 +188,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             evidence(completed(), unnamed(), READ_ONLY),
             V::POLICY_BLOCKED,
             Some(
-                "read-only review changed the worktree (which paths cannot be told: the \
+                "the worktree changed during the read-only review (which paths cannot be told: the \
                  states file was altered)",
             ),
         ),
@@ -249,7 +249,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             "10: a review that changed the worktree",
             evidence(completed(), changed(&["a", "b"]), READ_ONLY),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (a, b)"),
+            Some("the worktree changed during the read-only review (a, b)"),
         ),
         (
             "10: the live worktree of an adviser changed",
@@ -333,7 +333,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             evidence(timed_out(), changed(&["x"]), READ_ONLY),
             V::POLICY_BLOCKED,
             Some(
-                "read-only review changed the worktree (x); before that: the agent \
+                "the worktree changed during the read-only review (x); before that: the agent \
                  exceeded its time budget of 1500 ms and was killed",
             ),
         ),
@@ -346,7 +346,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             ),
             V::POLICY_BLOCKED,
             Some(
-                "read-only review changed the worktree (x); before that: cancelled by a \
+                "the worktree changed during the read-only review (x); before that: cancelled by a \
                  signal; the agent was stopped",
             ),
         ),
@@ -355,7 +355,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             evidence(failure(), changed(&["x"]), READ_ONLY),
             V::POLICY_BLOCKED,
             Some(
-                "read-only review changed the worktree (x); before that: codex reported a \
+                "the worktree changed during the read-only review (x); before that: codex reported a \
                  failure: rate limited",
             ),
         ),
@@ -367,7 +367,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
                 READ_ONLY,
             ),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (x); before that: prose"),
+            Some("the worktree changed during the read-only review (x); before that: prose"),
         ),
         (
             "a mutation overrides not_run",
@@ -377,7 +377,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
                 READ_ONLY,
             ),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (x); before that: spawn failed"),
+            Some("the worktree changed during the read-only review (x); before that: spawn failed"),
         ),
         (
             "a mutation overrides a rejection after the worktree was read",
@@ -387,7 +387,9 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
                 READ_ONLY,
             ),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (x); before that: worktree busy"),
+            Some(
+                "the worktree changed during the read-only review (x); before that: worktree busy",
+            ),
         ),
         (
             "a mutation overrides isolation not enforced, with both messages",
@@ -397,7 +399,7 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
                 READ_ONLY,
             ),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (x); before that: no sandbox"),
+            Some("the worktree changed during the read-only review (x); before that: no sandbox"),
         ),
         (
             "a mutation lists five paths and counts the rest",
@@ -407,13 +409,13 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
                 READ_ONLY,
             ),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (a, b, c, d, e and 2 more)"),
+            Some("the worktree changed during the read-only review (a, b, c, d, e and 2 more)"),
         ),
         (
             "a mutation git sees without a path",
             evidence(completed(), changed(&[]), READ_ONLY),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (git state changed)"),
+            Some("the worktree changed during the read-only review (git state changed)"),
         ),
         // Precedence: an unreadable worktree only turns a success into 7.
         (
@@ -483,7 +485,9 @@ fn table() -> Vec<(&'static str, Evidence, Verdict, Option<&'static str>)> {
             "an unwritable result file keeps a mutation's block",
             unwritable(evidence(completed(), changed(&["x"]), READ_ONLY)),
             V::POLICY_BLOCKED,
-            Some("read-only review changed the worktree (x); cannot write /r.json: disk full"),
+            Some(
+                "the worktree changed during the read-only review (x); cannot write /r.json: disk full",
+            ),
         ),
         (
             "an unwritable result file keeps a build's block",
