@@ -58,9 +58,12 @@ fn run(args: &FingerprintArgs) -> u8 {
         None => None,
     };
     let ignored = args.ignored || before.as_ref().is_some_and(|b| b.includes_ignored);
+    // A saved fingerprint has no record of the stat data behind it, and the index's could have
+    // been forged since: `--diff` reads and hashes every file, as a run's "after" does for
+    // every file its record cannot vouch for.
     let workspace = GitWorkspace::new()
         .with_ignored(ignored)
-        .with_stat_cache(!args.full_hash);
+        .with_stat_cache(!args.full_hash && before.is_none());
     let fingerprint = match workspace.fingerprint(&args.cwd) {
         Ok(fingerprint) => fingerprint,
         Err(err) => return fail(&err.to_string()),
@@ -92,10 +95,15 @@ fn run(args: &FingerprintArgs) -> u8 {
     code
 }
 
+/// The largest saved fingerprint `--diff` reads (a repository of a million files is about a
+/// tenth of it).
+const MAX_SAVED_BYTES: usize = 1 << 30;
+
 /// Reads a fingerprint saved by `handoff fingerprint --json`.
 fn load(path: &Utf8PathBuf) -> Result<Fingerprint, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|err| format!("cannot read '{path}': {err}"))?;
+    // A regular file only: a FIFO or a device would never end.
+    let bytes = handoff_core::read_regular_file(path.as_str(), MAX_SAVED_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("'{path}' is not UTF-8"))?;
     let detailed: DetailedFingerprint = serde_json::from_str(&text).map_err(|err| {
         format!(
             "'{path}' is not a fingerprint saved by `handoff fingerprint --json` \

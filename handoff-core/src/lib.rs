@@ -130,7 +130,10 @@ pub use panel::{
     Wording, check_quorum, decide_panel, member_verdict, merge_findings, normalise_category,
     normalise_path, parse_members, parse_members_among, render_members, title_tokens, titles_agree,
 };
-pub use paths::{MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file};
+pub use paths::{
+    MAX_INSTRUCTIONS_BYTES, ResultFile, check_cwd, check_lexical, read_input_file,
+    read_regular_file,
+};
 pub use preflight::{PreflightCache, file_identity, is_executable, locate, locate_on_path};
 pub use printable::printable;
 pub use private_dir::{PrivateDir, PrivateDirKind};

@@ -58,6 +58,34 @@ pub fn check_cwd(p: &str) -> Result<Utf8PathBuf, String> {
     Ok(path)
 }
 
+/// Reads a file a person names (a saved fingerprint, say): a regular file, symbolic links
+/// followed, at most `limit` bytes. A FIFO, a device, a socket or a directory is refused at
+/// once, never waited on.
+pub fn read_regular_file(p: &str, limit: usize) -> Result<Vec<u8>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| format!("cannot read '{p}': {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read '{p}': {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("'{p}' is not a regular file"));
+    }
+    if meta.len() > limit as u64 {
+        return Err(format!("'{p}' is larger than {limit} bytes"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read '{p}': {e}"))?;
+    if bytes.len() > limit {
+        return Err(format!("'{p}' is larger than {limit} bytes"));
+    }
+    Ok(bytes)
+}
+
 /// Reads a private input file (instructions, MCP descriptor) safely: absolute, normalized,
 /// a regular file that is not a symlink, no symlinked ancestors, at most `limit` bytes, and
 /// unchanged while it was read.
