@@ -51,7 +51,15 @@ pub(crate) fn classify(
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    let stack = repo
+    // Ignore rules match as written, whatever `core.ignoreCase` says: a repository's
+    // configuration, which an agent may have written, must not hide `SECRET.TXT` behind a rule
+    // for `secret.txt`.
+    let mut strict = repo.clone();
+    strict
+        .config_snapshot_mut()
+        .set_raw_value("core.ignoreCase", "false")
+        .map_err(|err| git_error("cannot read the ignore rules", err))?;
+    let stack = strict
         .excludes(state, None, Source::WorktreeThenIdMappingIfNotSkipped)
         .map_err(|err| git_error("cannot read the ignore rules", err))?;
     let mut walker = Walker {

@@ -350,7 +350,6 @@ pub(crate) fn fingerprint_repository(
         ),
         None => None,
     };
-    let config = repo.config_snapshot();
     let filesystem = crate::trust::filesystem(&root_path)?;
     let hashed_why = if !options.use_stat_cache {
         Some("hashed: asked to".to_owned())
@@ -369,8 +368,11 @@ pub(crate) fn fingerprint_repository(
         // evidence.
         stat_options: gix::index::entry::stat::Options::default(),
         use_stat_cache: hashed_why.is_none(),
-        file_mode: config.boolean("core.fileMode").unwrap_or(true),
-        symlinks: config.boolean("core.symlinks").unwrap_or(true),
+        // Likewise every mode bit and symbolic link counts, whatever `core.fileMode` and
+        // `core.symlinks` say (see `untracked` for `core.ignoreCase`; contents are hashed as
+        // they are on disk, so `core.autocrlf`, `core.eol` and attribute filters change nothing).
+        file_mode: true,
+        symlinks: true,
         object_hash: repo.object_hash(),
         threads,
         since: since.as_deref(),

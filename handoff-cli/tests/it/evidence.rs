@@ -618,7 +618,13 @@ fn fingerprint_diff_sees_a_change_hidden_in_the_index() {
     std::fs::write(&before, &saved.stdout).unwrap();
     forge(sb.repo.path(), "a.rs", "fn b() {}\n");
     assert_eq!(sb.repo.git(&["status", "--porcelain", "--", "a.rs"]), "");
-    let diff = sb.run(&["fingerprint", "--cwd", &cwd, "--diff", before.to_str().unwrap()]);
+    let diff = sb.run(&[
+        "fingerprint",
+        "--cwd",
+        &cwd,
+        "--diff",
+        before.to_str().unwrap(),
+    ]);
     assert_eq!(diff.code, 1, "{diff:?}");
     assert!(diff.stdout.contains("a.rs"), "{}", diff.stdout);
 }

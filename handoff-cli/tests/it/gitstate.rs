@@ -120,3 +120,59 @@ fn info_files_that_change_what_git_does_still_count() {
         changed(&run)
     );
 }
+
+/// Settings that change how git compares or reads the worktree, set in the repository before
+/// the run (by the person or an earlier agent), never loosen the evidence: each change below is
+/// invisible to `git status` under its setting, and a review that makes it is blocked.
+#[test]
+fn settings_that_loosen_gits_comparison_do_not_loosen_the_evidence() {
+    struct Case {
+        setting: (&'static str, &'static str),
+        setup: &'static [(&'static str, &'static str)],
+        attack: &'static str,
+        changed: &'static str,
+    }
+    let cases = [
+        Case {
+            setting: ("core.fileMode", "false"),
+            setup: &[("run.sh", "echo hi\n")],
+            attack: "chmod +x run.sh",
+            changed: "run.sh",
+        },
+        Case {
+            setting: ("core.ignoreCase", "true"),
+            setup: &[(".gitignore", "secret.txt\n")],
+            attack: "echo planted > SECRET.TXT",
+            changed: "SECRET.TXT",
+        },
+        Case {
+            setting: ("core.autocrlf", "true"),
+            setup: &[("notes.txt", "one\ntwo\n")],
+            attack: "printf 'one\\r\\ntwo\\r\\n' > notes.txt",
+            changed: "notes.txt",
+        },
+        Case {
+            setting: ("core.symlinks", "false"),
+            setup: &[("target.txt", "t\n"), ("link.txt", "target.txt")],
+            attack: "rm link.txt && ln -s target.txt link.txt",
+            changed: "link.txt",
+        },
+    ];
+    for case in cases {
+        let sb = Sandbox::new();
+        for (path, text) in case.setup {
+            sb.repo.write(path, text);
+        }
+        sb.repo.commit_all("setup");
+        sb.repo.git(&["config", case.setting.0, case.setting.1]);
+        let what = format!("{}={}", case.setting.0, case.setting.1);
+        shell(&sb, case.attack);
+        let run = sb.delegate("claude", "codex", "review", &[]);
+        assert_eq!(run.status(), "blocked", "{what}: {}", run.stdout);
+        assert!(
+            changed(&run).contains(&case.changed.to_owned()),
+            "{what}: {:?}",
+            changed(&run)
+        );
+    }
+}
