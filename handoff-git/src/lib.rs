@@ -56,13 +56,16 @@
 //! filters, as its files hold the worktree's bytes.
 #![deny(missing_docs)]
 
+mod command;
 mod detailed;
 mod gitdir;
+mod gitfs;
 mod hash;
 mod index_file;
 mod par;
 mod paths;
 mod programs;
+mod repo;
 mod repo_state;
 mod runner;
 mod scan;

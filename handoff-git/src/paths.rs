@@ -29,7 +29,7 @@ pub(crate) fn entry_key(rela_path: &BStr) -> String {
 pub(crate) fn worktree_path(root: &Path, rela_path: &BStr) -> Result<PathBuf, WorkspaceError> {
     match gix::path::from_bstr(rela_path) {
         Ok(rela) => Ok(root.join(rela)),
-        Err(err) => Err(crate::workspace::git_error(
+        Err(err) => Err(crate::repo::git_error(
             &format!(
                 "'{}' cannot be a path on this platform",
                 entry_key(rela_path)

@@ -6,7 +6,8 @@ use gix::bstr::ByteSlice;
 use gix::remote::Direction;
 use handoff_core::{GitRemote, GitState, WorkspaceError, strip_url_credentials};
 
-use crate::workspace::{GitWorkspace, discover, fingerprint_repository, git_error, head_commit};
+use crate::repo::{discover, git_error, head_commit};
+use crate::workspace::{GitWorkspace, fingerprint_repository};
 
 /// The remote a branch without a configured one is assumed to use.
 const DEFAULT_REMOTE: &str = "origin";

@@ -15,7 +15,7 @@ use gix::index::extension::Tree as CacheTree;
 use gix::objs::tree::EntryKind;
 use handoff_core::WorkspaceError;
 
-use crate::workspace::git_error;
+use crate::repo::git_error;
 
 /// The staged paths of `state` against the tree `head` (`None`: unborn, everything is staged),
 /// sorted; `tree` is the index's cache tree.

@@ -2,9 +2,32 @@
 
 use std::fmt::Write as _;
 
+use gix::ObjectId;
 use gix::index::entry::{Flags, Mode};
 
-use crate::scan::Wt;
+/// The worktree state of an index entry's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Wt {
+    /// Same mode and content as the entry (which is a single stage-0 entry).
+    Same,
+    /// A file or symlink with this git mode (`100644`, `100755`, `120000`) and blob id.
+    Blob {
+        /// Git mode.
+        mode: u32,
+        /// Blob id of the content (of the target text, for a symlink).
+        id: ObjectId,
+    },
+    /// Nothing there, or a parent is not a directory.
+    Missing,
+    /// A directory (for a gitlink, one without a repository in it).
+    Dir,
+    /// The directory of a gitlink: resolved later into the nested repository's state.
+    Nested,
+    /// A FIFO, socket or device.
+    Other,
+    /// A sparse-directory entry of a sparse index: not looked at.
+    Sparse,
+}
 
 /// `git status`'s view of a tracked path: unstaged (worktree differs from the index), and among
 /// those, deleted.

@@ -15,8 +15,8 @@ use gix::worktree::stack::state::ignore::Source;
 use handoff_core::WorkspaceError;
 
 use crate::paths::{entry_key, worktree_path};
+use crate::repo::git_error;
 use crate::scan::Kind;
-use crate::workspace::git_error;
 
 /// What an untracked or ignored path is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

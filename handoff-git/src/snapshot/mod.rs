@@ -50,9 +50,9 @@ use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
 use nix::sys::stat::{Mode as Perms, fchmod, fstat, fstatat, mkdirat};
 
 use crate::paths::entry_key;
+use crate::repo::{discover, git_error, head_commit, read_index};
 use crate::scan::{self, Kind, ScanInput, dir_flags, index_stat, is_absent, kind_of};
 use crate::untracked::{self, What};
-use crate::workspace::{GitWorkspace, discover, git_error, head_commit, read_index};
 use crate::{hash, par};
 
 use checkout::*;
@@ -78,7 +78,7 @@ const RAW_ATTRIBUTES: &str = "* -text -eol -filter -ident -working-tree-encoding
 
 /// Makes the snapshot of the worktree that contains `cwd` at `dest`.
 pub(crate) fn snapshot(
-    options: &GitWorkspace,
+    threads: usize,
     cwd: &Utf8Path,
     dest: &Utf8Path,
 ) -> Result<Snapshot, WorkspaceError> {
@@ -97,7 +97,7 @@ pub(crate) fn snapshot(
             root: &root,
             display_root: &source_root,
         };
-        fill(&source, &target, &display, options)
+        fill(&source, &target, &display, threads)
     });
     if result.is_err() {
         // Made by this call: nobody else has it yet.
@@ -152,7 +152,7 @@ fn fill(
     source: &Source<'_>,
     target: &Path,
     display: &Utf8Path,
-    options: &GitWorkspace,
+    threads: usize,
 ) -> Result<Snapshot, WorkspaceError> {
     let repo = source.repo;
     let git_dir = init(repo, target, display)?;
@@ -160,7 +160,6 @@ fn fill(
     let index = read_index(repo)?;
     let state: &gix::index::State = &index.state;
     let base = head_commit(repo)?;
-    let threads = options.threads();
     let plan = plan(source, state, threads)?;
 
     let source_fd = open_dir(source.root, source.display_root)?;
