@@ -12,8 +12,8 @@
 //! entry it fetched: path, kind, mode, and the BLAKE3 digest of each file's content or each
 //! link's target. Before a package is mounted its directory is compared with the manifest; an
 //! entry added, changed or missing (a planted file, an interrupted fetch) means the directory
-//! is not used: it is removed and fetched anew, and when that fails the run goes without it
-//! (the CLI then fetches into its private cache, as without this cache).
+//! is not used: the package is fetched anew (replacing it), and when that fails the run goes
+//! without it (the CLI then fetches into its private cache, as without this cache).
 
 use std::io::Read as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -258,4 +258,117 @@ fn file_digest(path: &Utf8Path) -> Result<blake3::Hash, String> {
         hasher.update(&buf[..n]);
     }
     Ok(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cache holding `name` as handoff would have fetched it: the package and its manifest.
+    fn cached(cache: &Utf8Path, name: &str) -> Utf8PathBuf {
+        let dir = cache.join("npm").join(name);
+        let pkg = dir.join("node_modules").join(name);
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("index.js"), "module.exports = 1;\n").unwrap();
+        std::fs::write(dir.join("package.json"), "{}\n").unwrap();
+        std::fs::write(manifest_path(&dir), manifest(&dir).unwrap()).unwrap();
+        dir
+    }
+
+    fn no_npm() -> std::collections::BTreeMap<String, String> {
+        [("PATH".to_owned(), "/nonexistent".to_owned())].into()
+    }
+
+    #[test]
+    fn package_names() {
+        for (name, ok) in [
+            ("@ai-sdk/openai-compatible", true),
+            ("left-pad", true),
+            ("a.b_c~d", true),
+            ("", false),
+            ("..", false),
+            ("@scope/../x", false),
+            ("@scope", false),
+            ("a/b", false),
+            ("Upper", false),
+            ("@s/.hidden", false),
+        ] {
+            assert_eq!(valid_name(name), ok, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_verified_package_is_shared_read_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Utf8Path::from_path(tmp.path()).unwrap();
+        let dir = cached(cache, "@scope/pkg");
+        let packages = Packages {
+            names: vec!["@scope/pkg".into()],
+            dest: "/run/cache/opencode/packages".into(),
+        };
+        let (binds, report) = prepare(cache, &packages, &no_npm());
+        assert_eq!(report[0].outcome, "reused");
+        assert_eq!(
+            binds,
+            vec![Bind {
+                source: dir,
+                dest: "/run/cache/opencode/packages/@scope/pkg".into(),
+                writable: false,
+                secret: false,
+            }]
+        );
+    }
+
+    #[test]
+    fn a_planted_or_changed_file_is_not_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Utf8Path::from_path(tmp.path()).unwrap();
+        let packages = Packages {
+            names: vec!["pkg".into()],
+            dest: "/run/packages".into(),
+        };
+        type Tamper = fn(&Utf8Path);
+        let tampers: [(&str, Tamper); 5] = [
+            ("planted file", |d| {
+                std::fs::write(d.join("node_modules/pkg/evil.js"), "x").unwrap()
+            }),
+            ("changed file", |d| {
+                std::fs::write(d.join("node_modules/pkg/index.js"), "evil();\n").unwrap()
+            }),
+            ("removed file", |d| {
+                std::fs::remove_file(d.join("package.json")).unwrap()
+            }),
+            ("planted link", |d| {
+                std::os::unix::fs::symlink("/etc/passwd", d.join("node_modules/pkg/l")).unwrap()
+            }),
+            ("no manifest", |d| {
+                std::fs::remove_file(manifest_path(d)).unwrap()
+            }),
+        ];
+        for (what, tamper) in tampers {
+            let _ = std::fs::remove_dir_all(cache.join("npm"));
+            let dir = cached(cache, "pkg");
+            assert_eq!(ready(&dir), Ok(()));
+            tamper(&dir);
+            assert!(ready(&dir).is_err(), "{what}");
+            // Not fetchable again here (no npm): the run goes without it.
+            let (binds, report) = prepare(cache, &packages, &no_npm());
+            assert!(binds.is_empty(), "{what}");
+            assert!(report[0].outcome.starts_with("not shared"), "{what}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_name_is_never_fetched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Utf8Path::from_path(tmp.path()).unwrap();
+        let packages = Packages {
+            names: vec!["../../etc".into()],
+            dest: "/run/packages".into(),
+        };
+        let (binds, report) = prepare(cache, &packages, &no_npm());
+        assert!(binds.is_empty());
+        assert!(report[0].outcome.starts_with("not shared"));
+        assert!(!cache.join("npm").exists());
+    }
 }
