@@ -23,15 +23,20 @@
 //! process tree. Then how long a nested adviser takes to start on each repository (see
 //! [`adviser`]): on the live worktree and on a snapshot. Then what the reaper adds to starting an
 //! agent: `/bin/true` directly and under `handoff __reap`. Then what handoff's own sandbox adds
-//! to a run.
+//! to a run. Then a run's own overhead on a 1-file repository (see [`overhead`]). Then, for
+//! each real agent CLI installed, a review through handoff next to the CLI alone (see
+//! [`real`]).
 //!
 //! Options: `--sizes 10000,100000`, `--runs N` (default 5), `--dir DIR` (where to generate the
 //! repositories; default a temporary directory, removed afterwards), `--handoff PATH` (a built
 //! `handoff` binary; default: `cargo build --release -p handoff-cli`), `--only SECTION`
-//! (`fingerprint`, `run`, `panel`, `adviser`, `reaper` or `sandbox`: that section alone).
+//! (`fingerprint`, `run`, `panel`, `adviser`, `reaper`, `sandbox`, `overhead` or `real`: that
+//! section alone).
 
 mod adviser;
+mod overhead;
 mod panel;
+mod real;
 mod run;
 mod tree;
 
@@ -147,17 +152,25 @@ pub fn bench(args: &[String]) -> Result<()> {
     if section("sandbox") {
         sandbox_cost(&handoff, runs * 4)?;
     }
+    if section("overhead") {
+        overhead::overhead(&handoff, &base, runs * 4)?;
+    }
+    if section("real") {
+        real::real_runs(&handoff, runs)?;
+    }
     Ok(())
 }
 
 /// The sections `--only` can name, in the order they run.
-const SECTIONS: [&str; 6] = [
+const SECTIONS: [&str; 8] = [
     "fingerprint",
     "run",
     "panel",
     "adviser",
     "reaper",
     "sandbox",
+    "overhead",
+    "real",
 ];
 
 /// `handoff fingerprint` may take this many times one `git status`.

@@ -190,6 +190,7 @@ impl GrokCommunity {
                     public_hosts: None,
                     transparent: true,
                 }),
+                packages: None,
             }),
             program: run.executable.clone(),
             args,

@@ -109,6 +109,7 @@ pub(super) fn sandbox_spec(
         offline_shell: true,
         // Nothing shows that Kiro's client honours a proxy: the host's network.
         network: None,
+        packages: None,
     }
 }
 

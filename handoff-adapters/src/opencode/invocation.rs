@@ -203,6 +203,90 @@ pub(super) fn isolated_env(
     env
 }
 
+/// The provider packages OpenCode carries in its own binary (1.18): it loads them without a
+/// download.
+const BUNDLED_PROVIDERS: &[&str] = &[
+    "@ai-sdk/amazon-bedrock",
+    "@ai-sdk/anthropic",
+    "@ai-sdk/azure",
+    "@ai-sdk/google",
+    "@ai-sdk/google-vertex",
+    "@ai-sdk/openai",
+    "@ai-sdk/openai-compatible",
+    "@openrouter/ai-sdk-provider",
+    "@ai-sdk/xai",
+    "@ai-sdk/mistral",
+    "@ai-sdk/groq",
+    "@ai-sdk/deepinfra",
+    "@ai-sdk/cerebras",
+    "@ai-sdk/cohere",
+    "@ai-sdk/gateway",
+    "@ai-sdk/togetherai",
+    "@ai-sdk/perplexity",
+    "@ai-sdk/vercel",
+    "@ai-sdk/alibaba",
+    "gitlab-ai-provider",
+    "@ai-sdk/github-copilot",
+    "venice-ai-sdk-provider",
+];
+
+/// What OpenCode writes into each configuration directory as it starts, and dies when it
+/// cannot: written by handoff before the run, so the directories can be read-only to it.
+const CONFIG_GITIGNORE: &str =
+    "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore";
+
+/// OpenCode's configuration directories under handoff's sandbox (`XDG_CONFIG_HOME`, which is
+/// also `OPENCODE_CONFIG_DIR`, and its `opencode/`), read-only to the agent. OpenCode installs
+/// its plugin SDK into each configuration directory it can write, fetching it from the npm
+/// registry on every run (its configuration roots are new each time); it skips one it cannot
+/// write. The plugins are off, so nothing needs it, and nothing the agent writes there is
+/// read by a later run. Returns the binds and the `.gitignore` files OpenCode expects there.
+pub(super) fn read_only_config(
+    root: &Utf8Path,
+) -> (
+    Vec<handoff_core::sandbox::Bind>,
+    Vec<handoff_core::PrivateFile>,
+) {
+    let config = root.join("config");
+    let seeds = [config.clone(), config.join("opencode")]
+        .into_iter()
+        .map(|d| handoff_core::PrivateFile {
+            path: d.join(".gitignore"),
+            contents: CONFIG_GITIGNORE.as_bytes().to_vec(),
+        })
+        .collect();
+    let bind = handoff_core::sandbox::Bind {
+        source: config.clone(),
+        dest: config,
+        writable: false,
+        secret: false,
+    };
+    (vec![bind], seeds)
+}
+
+/// The provider packages the configuration's provider table names (`npm`) that OpenCode does
+/// not carry, which it installs into `$XDG_CACHE_HOME/opencode/packages/<name>` as it starts:
+/// shared read-only from handoff's cache ([`handoff_core::sandbox::packages`]) so that no run
+/// fetches them again.
+pub(super) fn provider_packages(
+    providers: Option<&Value>,
+    root: &Utf8Path,
+) -> Option<handoff_core::sandbox::packages::Packages> {
+    let mut names: Vec<String> = providers?
+        .as_object()?
+        .values()
+        .filter_map(|p| p.get("npm")?.as_str())
+        .filter(|n| !BUNDLED_PROVIDERS.contains(n))
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names.dedup();
+    (!names.is_empty()).then(|| handoff_core::sandbox::packages::Packages {
+        names,
+        dest: root.join("cache/opencode/packages"),
+    })
+}
+
 pub(super) fn config_dirs(root: &Utf8Path) -> Vec<Utf8PathBuf> {
     ["home", "config", "cache", "state"]
         .iter()
@@ -233,11 +317,15 @@ impl OpenCode {
         let base = agent_env(spec, &run.parent_env);
         let env = isolated_env(&base, &root, &config, &perm, private_data.as_deref());
         let mut dirs = config_dirs(&root);
+        let mut files = Vec::new();
         let sandbox = private_data.map(|data| {
             let own = data.join("opencode");
             dirs.extend([data.clone(), own.clone()]);
+            let (config_binds, seeds) = read_only_config(&root);
+            dirs.push(root.join("config/opencode"));
+            files.extend(seeds);
             let user = user_data_dir(&base).map(|d| d.join("opencode"));
-            let binds = user
+            let mut binds: Vec<handoff_core::sandbox::Bind> = user
                 .iter()
                 .flat_map(|user| {
                     // Logins, and the tools OpenCode downloaded and runs: read-only.
@@ -252,6 +340,7 @@ impl OpenCode {
                     )
                 })
                 .collect();
+            binds.extend(config_binds);
             handoff_core::sandbox::SandboxSpec {
                 binds,
                 state: "a data directory private to the run (logins and downloaded tools \
@@ -266,6 +355,7 @@ impl OpenCode {
                     &config["mcp"],
                     g.web_search,
                 )),
+                packages: provider_packages(config.get("provider"), &root),
             }
         });
 
@@ -334,7 +424,7 @@ impl OpenCode {
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
-            files: Vec::new(),
+            files,
             dirs,
             answer: AnswerSource::Stdout,
             policy,

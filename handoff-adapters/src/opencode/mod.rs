@@ -223,10 +223,14 @@ impl Provider for OpenCode {
             Some(d) => vars.insert("XDG_DATA_HOME".into(), d.to_string()),
             None => vars.remove("XDG_DATA_HOME"),
         };
+        // A scratch of its own: the user's store is asked while the run's session is exported.
+        let user_scratch = scratch.join("user");
+        std::fs::create_dir(&user_scratch)
+            .map_err(|e| format!("cannot create {user_scratch}: {e}"))?;
         let user = handoff_core::StoreEnv {
             vars,
             executable: Some(state.executable.to_owned()),
-            scratch: Some(scratch),
+            scratch: Some(user_scratch),
         };
         let imported = sessions::import_private(&private, &user, &id, state.cwd).await;
         drop(dir);

@@ -186,6 +186,8 @@ fn receiver_sandbox(
             .into(),
         offline_shell: true,
         network: Some(network),
+        // A receiver runs in the user's own cache, where packages land as without handoff.
+        packages: None,
     }
 }
 

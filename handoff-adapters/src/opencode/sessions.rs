@@ -413,13 +413,15 @@ pub(crate) async fn import_private(
     id: &str,
     cwd: &Utf8Path,
 ) -> Result<String, TranscriptError> {
-    if export(user, id).await?.is_some() {
+    // Each OpenCode command takes a second or two to start: the user's store is asked while
+    // the run's session is exported.
+    let (in_user, exported) = tokio::join!(export(user, id), export(private, id));
+    if in_user?.is_some() {
         return Err(TranscriptError::Unsupported(format!(
             "the user's OpenCode store already has a session {id}"
         )));
     }
-    let exported = export(private, id)
-        .await?
+    let exported = exported?
         .ok_or_else(|| TranscriptError::Unsupported(format!("the run kept no session {id}")))?;
     if exported.session_id != id {
         return Err(TranscriptError::Malformed {

@@ -209,8 +209,21 @@ fn opencode_runs_under_handoffs_sandbox_where_one_can_run() {
                     let spec = inv.sandbox.as_ref().expect(&case);
                     assert!(data.starts_with(&fx.run_path), "{case}: {data}");
                     assert!(spec.binds.iter().all(|b| !b.writable), "{case}");
+                    // Logins and tools into the data directory; the configuration roots
+                    // read-only in place.
+                    let config = Utf8PathBuf::from(&inv.env["XDG_CONFIG_HOME"]);
                     assert!(
-                        spec.binds.iter().all(|b| b.dest.starts_with(&data)),
+                        spec.binds
+                            .iter()
+                            .all(|b| b.dest.starts_with(&data) || b.dest == config),
+                        "{case}"
+                    );
+                    assert!(spec.binds.iter().any(|b| b.dest == config), "{case}");
+                    assert_eq!(inv.env["OPENCODE_CONFIG_DIR"], config.as_str(), "{case}");
+                    assert!(
+                        inv.files
+                            .iter()
+                            .any(|f| f.path == config.join(".gitignore")),
                         "{case}"
                     );
                     assert!(inv.policy.get("sandbox").is_none(), "{case}");

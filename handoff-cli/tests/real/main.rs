@@ -23,6 +23,7 @@ mod plugin;
 mod reaper;
 mod remote;
 mod sessions;
+mod shared_cache;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -174,6 +175,11 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
             .env("HANDOFF_CONFIG", self.root.join("config.toml"))
             .env("XDG_CACHE_HOME", shared_cache())
             .env("LANG", "C.UTF-8");
+        // The machine's trust store for Node (a TLS-inspecting registry proxy), as a user's
+        // environment has it: handoff's own `npm` fetches of provider packages need it.
+        if let Some(ca) = std::env::var_os("NODE_EXTRA_CA_CERTS") {
+            c.env("NODE_EXTRA_CA_CERTS", ca);
+        }
         c
     }
 

@@ -307,8 +307,13 @@ impl Engine {
         };
         let env = invocation.env.clone();
         let made = crate::sandbox::make_protected(&layout).map_err(Ended::NotRun)?;
-        let wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
+        let mut spec = spec;
+        let shared = self.shared_packages(&mut spec);
+        let mut wrapped = crate::sandbox::wrap(&bwrap, &layout, &spec, invocation)
             .map_err(|e| Ended::NotRun(format!("cannot set up handoff's sandbox: {e}")))?;
+        if let Some(shared) = shared {
+            wrapped.receipt["packages"] = shared;
+        }
         set_receipt(draft, wrapped.receipt);
         let proxy = match wrapped.proxy {
             Some((socket, policy)) => Some(
@@ -319,6 +324,36 @@ impl Engine {
             None => None,
         };
         Ok(Some(Sandboxed { env, made, proxy }))
+    }
+
+    /// Makes the packages `spec` asks for available from handoff's own cache
+    /// (`<cache>/handoff/packages`, next to the preflight cache), fetched outside the sandbox
+    /// with the user's own environment, and adds their read-only binds to `spec`. Returns the
+    /// receipt's `packages`, or `None` when the CLI asks for none or there is no cache.
+    fn shared_packages(&self, spec: &mut crate::sandbox::SandboxSpec) -> Option<serde_json::Value> {
+        let packages = spec.packages.as_ref()?;
+        let cache = self
+            .options
+            .preflight_cache
+            .as_ref()?
+            .parent()?
+            .join("packages");
+        let (binds, report) =
+            crate::sandbox::packages::prepare(&cache, packages, &self.options.env);
+        spec.binds.extend(binds);
+        Some(
+            report
+                .into_iter()
+                .map(|p| {
+                    serde_json::json!({
+                        "name": p.name,
+                        "source": p.source,
+                        "outcome": p.outcome,
+                        "agent": "read-only",
+                    })
+                })
+                .collect(),
+        )
     }
 
     /// A line tap for a run's stdout that feeds the progress hook, when one is installed.

@@ -27,6 +27,7 @@
 //! network at all; without it they reach what the CLI reaches. The receipt says which, and
 //! [`crate::Isolation`] ranks it so.
 
+pub mod packages;
 pub mod proxy;
 pub mod relay;
 
@@ -119,6 +120,9 @@ pub struct SandboxSpec {
     /// and reaches only these endpoints, through handoff's filtering [`proxy`]. `None`: the
     /// host's network.
     pub network: Option<proxy::NetworkSpec>,
+    /// Packages the CLI loads as it starts, shared read-only from handoff's own cache
+    /// ([`packages`]) instead of fetched into the run's private one.
+    pub packages: Option<packages::Packages>,
 }
 
 /// Where the sandbox of one run is: what the engine knows of it beyond the adapter's spec.
@@ -1008,6 +1012,7 @@ mod tests {
             state: String::new(),
             offline_shell: false,
             network: None,
+            packages: None,
         };
         let m = mounts(
             &layout(root, true),

@@ -221,6 +221,7 @@ fn spec(root: &Utf8Path) -> SandboxSpec {
         state: "the CLI's logins read-only in place".into(),
         offline_shell: false,
         network: None,
+        packages: None,
     }
 }
 

@@ -74,6 +74,8 @@ pub(super) struct AdviceSandbox {
     pub(super) out: PathBuf,
     /// The whole environment of every run.
     pub(super) env: Vec<(OsString, OsString)>,
+    /// The fake agents the runs start.
+    agents: FakeAgents,
 }
 
 impl AdviceSandbox {
@@ -104,7 +106,13 @@ impl AdviceSandbox {
             instructions,
             out: root.join("stdout"),
             env,
+            agents,
         })
+    }
+
+    /// The fake agent installed as `exe`.
+    pub(super) fn agent(&self, exe: &str) -> PathBuf {
+        self.agents.bin(exe)
     }
 
     /// The arguments of `handoff advice` on `repo` from Claude Code to `harness` (one agent,
