@@ -127,20 +127,6 @@ impl Engine {
         let Some(store) = self.options.task_store.clone() else {
             return;
         };
-        // A path that holds a secret is never kept: its file is hashed every time instead.
-        let mut known = self.known_secrets();
-        known.extend(secrets.iter().cloned());
-        let masker = crate::redact::masker(&known);
-        let record = match tokio::task::spawn_blocking(move || {
-            let kept = masker.record_to_keep(&record);
-            (record, kept)
-        })
-        .await
-        {
-            Ok((record, crate::KeptRecord::AsIs)) => record,
-            Ok((_, crate::KeptRecord::Without(kept))) => Arc::new(*kept),
-            Ok((_, crate::KeptRecord::Nothing)) | Err(_) => return,
-        };
         // The record the store held when it was read, which an unchanged worktree repeats page
         // for page, need not be written again if the store still holds it: an agent may have
         // rewritten the store while it ran, and its forgery must not outlive the run.
@@ -151,6 +137,12 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&root)
             .filter(|stored| stored.identity == identity);
+        // A path that holds a secret is never kept: its file is hashed every time instead.
+        // (Checked only for a record about to be written: one the store already holds was
+        // checked when it was.)
+        let mut secrets_known = self.known_secrets();
+        secrets_known.extend(secrets.iter().cloned());
+        let masker = crate::redact::masker(&secrets_known);
         let saved = tokio::task::spawn_blocking(move || {
             let store = store.open().ok()?;
             if let Some(known) = known {
@@ -159,6 +151,14 @@ impl Engine {
                     return Some((root, known));
                 }
             }
+            let (record, identity) = match masker.record_to_keep(&record) {
+                crate::KeptRecord::AsIs => (record, identity),
+                crate::KeptRecord::Without(kept) => {
+                    let identity = kept.identity();
+                    (Arc::new(*kept), identity)
+                }
+                crate::KeptRecord::Nothing => return None,
+            };
             // A parked page that does not read back as written: nothing is kept, and the
             // next run reads what the index cannot vouch for.
             let bytes = record.to_bytes()?;
