@@ -108,6 +108,28 @@ fn shell_quoted_forms_are_masked() {
 }
 
 #[test]
+fn a_backslash_in_a_secret_is_masked_however_it_is_quoted() {
+    // A literal `\n` inside the secret: `printf %q` doubles the backslash, a single-quoted
+    // form keeps it, a JSON string doubles it too.
+    for secret in [r"a0(aaaA\n", r"ab\ncdefgh", r"ab\\cd\efgh"] {
+        let masker = Masker::new([secret]);
+        let json = serde_json::to_string(secret).unwrap();
+        for form in [printf_q(secret), single_quoted(secret), json] {
+            let text = format!("x={form} y");
+            let masked = masker.mask_known(&text).text.into_owned();
+            assert!(
+                !run_together(&masked).contains(&run_together(secret)),
+                "{text:?} -> {masked:?}"
+            );
+            assert!(
+                masked.starts_with("x=") && masked.ends_with(" y"),
+                "{masked:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn escape_sequences_inside_a_secret_are_masked() {
     let known = "known-Secret-Value-7731qq";
     let masker = Masker::new([known]);

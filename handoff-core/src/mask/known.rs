@@ -51,7 +51,7 @@ impl Known {
         // Broken up, a form must still be long enough not to cut ordinary words.
         let mut broken: Vec<String> = long
             .iter()
-            .filter_map(|f| View::of(f, Leave::Breaks).map(|v| v.text))
+            .flat_map(|f| broken_forms(f))
             .chain(long.iter().cloned())
             .filter(|f| f.len() >= MIN_FREE_LEN)
             .collect();
@@ -90,14 +90,23 @@ impl Known {
         let Some(ac) = &self.broken else {
             return Vec::new();
         };
-        let Some(view) = View::of(text, Leave::Breaks) else {
-            return Vec::new();
+        // A backslash is read both ways, as the forms are (see `broken_forms`).
+        let quoting = if text.contains('\\') {
+            View::of(text, Leave::Quoting)
+        } else {
+            None
         };
-        let edits = ac
-            .find_overlapping_iter(&view.text)
-            .map(|m| Edit::new(m.start(), m.end(), REDACTED))
-            .collect();
-        view.edits_in_text(edits, text)
+        [View::of(text, Leave::Breaks), quoting]
+            .into_iter()
+            .flatten()
+            .flat_map(|view| {
+                let edits = ac
+                    .find_overlapping_iter(&view.text)
+                    .map(|m| Edit::new(m.start(), m.end(), REDACTED))
+                    .collect();
+                view.edits_in_text(edits, text)
+            })
+            .collect()
     }
 
     /// Every occurrence of a short secret that is a whole value: after `=` or `:` (a quote
@@ -121,6 +130,18 @@ impl Known {
 }
 
 /// The automaton over `patterns` (`None` when there are none), or why it cannot be built.
+/// `form` as the views of [`Leave::Breaks`] and, when it holds a backslash, of
+/// [`Leave::Quoting`] show it.
+fn broken_forms(form: &str) -> impl Iterator<Item = String> {
+    let view = |leave| View::of(form, leave).map(|v| v.text);
+    let quoting = if form.contains('\\') {
+        view(Leave::Quoting)
+    } else {
+        None
+    };
+    [view(Leave::Breaks), quoting].into_iter().flatten()
+}
+
 fn automaton(patterns: &[String], kind: MatchKind) -> Result<Option<AhoCorasick>, String> {
     if patterns.is_empty() {
         return Ok(None);

@@ -15,6 +15,9 @@ pub(super) enum Leave {
     /// Terminal escape sequences, line breaks (real and JSON-escaped), quotes and backslashes
     /// (for the known secrets).
     Breaks,
+    /// As [`Leave::Breaks`], but the character after a backslash stands for itself (`\n` is an
+    /// `n`): how a secret holding a backslash reads once quoting doubled it.
+    Quoting,
 }
 
 /// A text with some characters left out, and for each byte kept, where it was in the text.
@@ -29,7 +32,7 @@ impl View {
     pub fn of(text: &str, leave: Leave) -> Option<View> {
         let left_out: &[char] = match leave {
             Leave::Escapes => &['\u{1b}', '\u{9b}'],
-            Leave::Breaks => &['\u{1b}', '\u{9b}', '\n', '\r', '\'', '"', '\\'],
+            Leave::Breaks | Leave::Quoting => &['\u{1b}', '\u{9b}', '\n', '\r', '\'', '"', '\\'],
         };
         if !text.contains(left_out) {
             return None;
@@ -45,10 +48,12 @@ impl View {
                     skip_escape(c, &mut chars);
                     continue;
                 }
-                '\n' | '\r' | '\'' | '"' if leave == Leave::Breaks => continue,
+                '\n' | '\r' | '\'' | '"' if leave != Leave::Escapes => continue,
+                '\\' if leave == Leave::Quoting => continue,
                 '\\' if leave == Leave::Breaks => {
-                    // `\n` and `\r` as a JSON string or `echo -e` writes a line break.
-                    if let Some((_, 'n' | 'r')) = chars.peek() {
+                    // `\n` and `\r` as a JSON string or `echo -e` writes a line break; `\\` an
+                    // escaped backslash, after which the next character stands for itself.
+                    if let Some((_, 'n' | 'r' | '\\')) = chars.peek() {
                         chars.next();
                     }
                     continue;
