@@ -5,11 +5,14 @@
 //!   agents, in a scratch repo, shown step by step (`--json`: each step's full JSON too).
 //! - `schema [--check]`: regenerate (or check) `schemas/*.json` from the contract types.
 //! - `plugin [--check]`: regenerate (or check) the Claude Code and Codex plugin under `plugin/`.
-//! - `dist [--debug]`: the npm packages (the `handoff-cli` launcher and this platform's binary
-//!   package) as tarballs in `target/dist/npm/`, from a release build (`--debug`: the dev build,
-//!   into `target/dist/npm-debug/`).
-//! - `npm-e2e`: those packages (from the dev build) published to a local registry and installed
-//!   with `npm install -g` in a new prefix with no Rust toolchain on `PATH`, then driven.
+//! - `dist [--debug | --from-archives DIR]`: the npm packages (the `handoff-cli` launcher and
+//!   this platform's binary package) as tarballs in `target/dist/npm/`, from a release build
+//!   (`--debug`: the dev build, into `target/dist/npm-debug/`); or every platform's package
+//!   from the release archives `dist` built (what the release workflow publishes).
+//! - `npm-e2e`: those packages (from the dev build, made the way the release makes them)
+//!   published to a local registry and installed with `npm install -g` in a new prefix with no
+//!   Rust toolchain on `PATH`, then driven.
+//! - `workflows`: actionlint over `.github/workflows/`.
 //! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against
 //!   the scripted model server, and `continue --on` over a real OpenSSH server; pinned, or
 //!   (`--latest`) each CLI's npm `latest` release when it differs from the pin.
@@ -19,9 +22,11 @@ mod bench;
 mod compat;
 mod demo;
 mod dist;
+mod npm_prefix;
 mod package;
 mod plugin;
 mod real;
+mod workflows;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -246,12 +251,13 @@ fn main() -> Result<()> {
         ["plugin", "--check"] => plugin::plugin(&workspace_root(), true),
         ["dist", ..] => dist::dist(&args[1..]),
         ["npm-e2e"] => dist::e2e::npm_e2e(),
+        ["workflows"] => workflows::workflows(&workspace_root()),
         ["e2e-real"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Pinned),
         ["e2e-real", "--latest"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Latest),
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo [--json] | examples | package | dist [--debug] | npm-e2e | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
+                "usage: cargo xtask <ci | demo [--json] | examples | package | dist [--debug | --from-archives DIR] | npm-e2e | workflows | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

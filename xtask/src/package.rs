@@ -1,5 +1,6 @@
-//! `cargo xtask package`: every crate a user or an embedder installs (those without
-//! `publish = false`) packages as crates.io would take it, and the packaged `handoff-cli`
+//! `cargo xtask package`: every crate of the workspace but this task runner packages (`cargo
+//! package --workspace --exclude xtask`), those a user or an embedder installs (without
+//! `publish = false`) as crates.io would take them, and the packaged `handoff-cli`
 //! installs with `cargo install --path` of its unpacked `.crate` — what `cargo install
 //! handoff-cli` does once the crates are published. Until then its sibling crates come from
 //! their unpacked `.crate`s too (a `[patch.crates-io]` per crate), never from the workspace.
@@ -51,14 +52,23 @@ fn published(root: &Path) -> Result<Vec<Published>> {
 pub fn package(root: &Path) -> Result<()> {
     let crates = published(root)?;
     let names: Vec<&str> = crates.iter().map(|c| c.name.as_str()).collect();
-    eprintln!("==> packaging {}", names.join(", "));
+    eprintln!(
+        "==> packaging the workspace; published: {}",
+        names.join(", ")
+    );
+    // Every crate packages, the unpublished testkit and examples too; all but this task runner,
+    // whose dependency on the unpublished testkit no package could resolve.
     let mut cmd = cargo();
-    cmd.args(["package", "--no-verify", "--allow-dirty"])
-        .current_dir(root);
-    for c in &crates {
-        cmd.args(["-p", &c.name]);
-    }
-    run("cargo package", &mut cmd)?;
+    cmd.args([
+        "package",
+        "--workspace",
+        "--exclude",
+        "xtask",
+        "--no-verify",
+        "--allow-dirty",
+    ])
+    .current_dir(root);
+    run("cargo package --workspace --exclude xtask", &mut cmd)?;
 
     // Unpacked outside the workspace, as a registry would hand them out.
     let tmp = tempfile::Builder::new()

@@ -94,66 +94,15 @@ struct Cli {
     version: String,
 }
 
-impl Cli {
-    fn spec(&self) -> String {
-        format!("{}@{}", self.pin.package, self.version)
-    }
-}
-
-pub(crate) fn installed_version(prefix: &Path, package: &str) -> Option<String> {
-    let manifest = prefix
-        .join("node_modules")
-        .join(package)
-        .join("package.json");
-    let text = std::fs::read_to_string(manifest).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["version"].as_str().map(str::to_owned)
-}
-
 /// Installs `clis` under `prefix` (kept between runs) and returns their bin directory.
 fn install_clis(prefix: &Path, clis: &[Cli]) -> Result<PathBuf> {
-    std::fs::create_dir_all(prefix)?;
-    let missing: Vec<String> = clis
+    let wanted: Vec<(&str, &str)> = clis
         .iter()
-        .filter(|c| installed_version(prefix, c.pin.package).as_deref() != Some(&c.version))
-        .map(Cli::spec)
+        .map(|c| (c.pin.package, c.version.as_str()))
         .collect();
-    if !missing.is_empty() {
-        eprintln!("==> npm install {}", missing.join(" "));
-        if !prefix.join("package.json").exists() {
-            std::fs::write(
-                prefix.join("package.json"),
-                "{\"name\":\"handoff-e2e-real\",\"private\":true}\n",
-            )?;
-        }
-        let out = Command::new("npm")
-            .args([
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--no-save",
-                "--prefix",
-            ])
-            .arg(prefix)
-            // Every package, not only the missing ones: with `--no-save`, npm removes what it
-            // installed before as extraneous.
-            .args(clis.iter().map(Cli::spec))
-            .output()
-            .context("cannot run npm (Node.js and npm are needed for the real-CLI suite)")?;
-        if !out.status.success() {
-            bail!(
-                "npm install failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-    }
+    crate::npm_prefix::install(prefix, &wanted, "the real-CLI suite")?;
     let bin = prefix.join("node_modules/.bin");
     for c in clis {
-        if installed_version(prefix, c.pin.package).as_deref() != Some(&c.version) {
-            bail!("{} is not installed under {}", c.spec(), prefix.display());
-        }
         if !bin.join(c.pin.exe).exists() {
             bail!(
                 "{} is missing after installing {}",

@@ -1,5 +1,7 @@
-//! `cargo xtask npm-e2e`: the npm packages installed the way a user installs them. The tarballs
-//! of `cargo xtask dist --debug` are published to a local registry ([`super::registry`]),
+//! `cargo xtask npm-e2e`: the npm packages installed the way a user installs them. The dev
+//! build is put in release archives as `dist` lays them out (the other platforms' holding
+//! stand-ins), every package is made from them as the release workflow makes them
+//! ([`super::archives`]) and published to a local registry ([`super::registry`]),
 //! `npm install -g handoff-cli` puts them in a new prefix with no Rust toolchain on `PATH`, the
 //! registry is stopped, and the installed `handoff` is driven through its launcher: `--version`,
 //! `capabilities --json`, a run on the fake agent (its reaper being the installed binary),
@@ -18,8 +20,8 @@ use anyhow::{Context, Result, bail};
 use handoff_testkit::{FakeAgents, ScratchRepo, keys};
 use serde_json::{Value, json};
 
+use super::npm;
 use super::registry::{self, Registry};
-use super::{Profile, npm};
 
 /// How long one step may take.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
@@ -190,7 +192,7 @@ fn wait_for_pid(path: &Path, child: &mut Child, limit: Duration) -> Result<u32> 
 /// The lane: `cargo xtask npm-e2e`.
 pub fn npm_e2e() -> Result<()> {
     let started = Instant::now();
-    let made = super::make(Profile::Debug)?;
+    let made = super::make_release_shaped()?;
     let root = made.target.join("npm-e2e");
     let verdaccio = registry::install(&root.join("verdaccio"))?;
     // The registry's storage under target/; the user's machine outside the repository (handoff
@@ -208,7 +210,11 @@ pub fn npm_e2e() -> Result<()> {
     ok("no cargo, rustc or rustup on the PATH of the install and the runs");
     {
         let registry = Registry::start(&verdaccio, storage.path())?;
-        registry.publish(&made.tarballs.platform)?;
+        // Every platform's package, as the release publishes them; npm installs only this
+        // machine's.
+        for (_, tarball) in &made.tarballs.platforms {
+            registry.publish(tarball)?;
+        }
         registry.publish(&made.tarballs.launcher)?;
         user.install(&registry.url)?;
         // Dropped here: everything below runs with the registry stopped.
@@ -255,8 +261,18 @@ fn installed_binary(user: &User, made: &super::Made) -> Result<PathBuf> {
             made.binary.display()
         );
     }
+    for (other, _) in &made.tarballs.platforms {
+        let dir = launcher.join("node_modules").join(other.package());
+        if *other != made.platform && dir.exists() {
+            bail!(
+                "{} was installed on {}",
+                other.package(),
+                made.platform.package()
+            );
+        }
+    }
     ok(&format!(
-        "{} installed, its bin/handoff executable and the packed binary",
+        "{} installed (and no other platform's), its bin/handoff executable and the packed binary",
         made.platform.package()
     ));
     Ok(std::fs::canonicalize(binary)?)

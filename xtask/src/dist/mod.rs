@@ -1,10 +1,13 @@
-//! `cargo xtask dist [--debug]`: the npm packages of `handoff`, as tarballs in
-//! `target/dist/npm/`: the launcher `handoff-cli` and this machine's platform package, at the
-//! workspace's version, carrying the release binary (`--debug`: the dev build's, in
-//! `target/dist/npm-debug/`, which tests install so that they need no release build).
+//! `cargo xtask dist [--debug | --from-archives DIR]`: the npm packages of `handoff`, as
+//! tarballs in `target/dist/npm/`, at the workspace's version: the launcher `handoff-cli` and
+//! this machine's platform package carrying the release binary (`--debug`: the dev build's, in
+//! `target/dist/npm-debug/`, which tests install so that they need no release build), or every
+//! platform's package made from the release archives `dist` built (`--from-archives`: what the
+//! release workflow publishes).
 //!
 //! `cargo xtask npm-e2e` ([`e2e`]) installs them the way a user does, from a local registry.
 
+pub mod archives;
 pub mod e2e;
 pub mod npm;
 mod registry;
@@ -94,38 +97,31 @@ pub struct Made {
     pub tarballs: Tarballs,
     /// Their version.
     pub version: String,
-    /// The platform they are for.
+    /// This machine's platform.
     pub platform: Platform,
-    /// The binary the platform package carries.
+    /// The binary this machine's platform package carries.
     pub binary: PathBuf,
     /// Cargo's target directory.
     pub target: PathBuf,
 }
 
-/// Builds `handoff` in `profile` and makes the npm tarballs in `target/dist/npm/` (`Debug`:
-/// `target/dist/npm-debug/`).
+/// Where the tarballs of `profile` go, under cargo's target directory: the dev build's apart
+/// from the release's, so a test never replaces them.
+fn out_dir(profile: Profile) -> &'static str {
+    match profile {
+        Profile::Release => "dist/npm",
+        Profile::Debug => "dist/npm-debug",
+    }
+}
+
+/// Builds `handoff` in `profile` and makes the launcher's and this machine's tarballs in
+/// `target/dist/npm/` (`Debug`: `target/dist/npm-debug/`).
 pub fn make(profile: Profile) -> Result<Made> {
     let ws = workspace()?;
     let platform = Platform::host()?;
     let binary = build(profile, &ws.target)?;
-    eprintln!(
-        "==> npm packages {} {} ({})",
-        npm::LAUNCHER,
-        ws.meta.version,
-        platform.package()
-    );
-    // The dev build's tarballs apart from the release's, so a test never replaces them.
-    let out = match profile {
-        Profile::Release => "dist/npm",
-        Profile::Debug => "dist/npm-debug",
-    };
-    let tarballs = npm::make(
-        &binary,
-        &platform,
-        &ws.meta,
-        &ws.target.join(format!("{out}-stage")),
-        &ws.target.join(out),
-    )?;
+    let out = out_dir(profile);
+    let tarballs = pack(&ws, &[(platform, binary.clone())], out)?;
     Ok(Made {
         tarballs,
         version: ws.meta.version,
@@ -135,17 +131,88 @@ pub fn make(profile: Profile) -> Result<Made> {
     })
 }
 
-/// Entry point: `cargo xtask dist [--debug]`.
+/// Makes the launcher's tarball and every platform's from the release archives in `archives`,
+/// into `target/<out>/`. `host_binary` is the binary this machine's archive holds.
+fn make_from_archives(archives: &Path, profile: Profile) -> Result<Made> {
+    let ws = workspace()?;
+    let platform = Platform::host()?;
+    let stage = ws.target.join(format!("{}-archives", out_dir(profile)));
+    let binaries = archives::binaries(archives, &stage)?;
+    let binary = binaries
+        .iter()
+        .find(|(p, _)| *p == platform)
+        .map(|(_, b)| b.clone())
+        .context("no binary for this machine among the archives")?;
+    let tarballs = pack(&ws, &binaries, out_dir(profile))?;
+    Ok(Made {
+        tarballs,
+        version: ws.meta.version,
+        platform,
+        binary,
+        target: ws.target,
+    })
+}
+
+/// The dev build in release archives as `dist` lays them out (this machine's carrying it, every
+/// other platform's a stand-in that only says what it is), then every package made from them
+/// the way the release workflow makes them: for `cargo xtask npm-e2e`.
+pub fn make_release_shaped() -> Result<Made> {
+    let ws = workspace()?;
+    let host = Platform::host()?;
+    let binary = build(Profile::Debug, &ws.target)?;
+    let dir = ws.target.join("dist/archives-debug");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let stand_in = dir.join("stand-in");
+    for platform in npm::PLATFORMS {
+        if *platform == host {
+            archives::write(&binary, platform, &dir)?;
+        } else {
+            std::fs::write(
+                &stand_in,
+                format!(
+                    "#!/bin/sh\necho 'a stand-in for {}' >&2\nexit 126\n",
+                    platform.triple
+                ),
+            )?;
+            archives::write(&stand_in, platform, &dir)?;
+        }
+    }
+    make_from_archives(&dir, Profile::Debug)
+}
+
+fn pack(ws: &Workspace, binaries: &[(Platform, PathBuf)], out: &str) -> Result<Tarballs> {
+    let names: Vec<String> = binaries.iter().map(|(p, _)| p.package()).collect();
+    eprintln!(
+        "==> npm packages {} {} ({})",
+        npm::LAUNCHER,
+        ws.meta.version,
+        names.join(", ")
+    );
+    npm::make(
+        binaries,
+        &ws.meta,
+        &ws.target.join(format!("{out}-stage")),
+        &ws.target.join(out),
+    )
+}
+
+/// Entry point: `cargo xtask dist [--debug | --from-archives DIR]`.
 pub fn dist(args: &[String]) -> Result<()> {
-    const USAGE: &str = "usage: cargo xtask dist [--debug]";
-    let profile = match args {
-        [] => Profile::Release,
-        [flag] if flag == "--debug" => Profile::Debug,
+    const USAGE: &str = "usage: cargo xtask dist [--debug | --from-archives DIR]";
+    let made = match args {
+        [] => make(Profile::Release)?,
+        [flag] if flag == "--debug" => make(Profile::Debug)?,
+        [flag, dir] if flag == "--from-archives" => {
+            make_from_archives(Path::new(dir), Profile::Release)?
+        }
         _ => bail!("{USAGE}"),
     };
-    let made = make(profile)?;
-    for t in [&made.tarballs.launcher, &made.tarballs.platform] {
-        eprintln!("    {}", t.display());
+    let t = &made.tarballs;
+    for path in t.platforms.iter().map(|(_, p)| p).chain([&t.launcher]) {
+        eprintln!("    {}", path.display());
     }
     Ok(())
 }

@@ -24,31 +24,38 @@ pub struct Platform {
     pub os: &'static str,
     /// npm's `cpu` (Node.js's `process.arch`).
     pub cpu: &'static str,
+    /// Rust's target triple, which names the release archive.
+    pub triple: &'static str,
     /// How the platform reads in a description.
     title: &'static str,
 }
 
-/// Every platform the launcher knows; `cargo xtask dist` builds the package of the one it runs
-/// on.
+/// Every platform the launcher knows: `cargo xtask dist` builds the package of the one it runs
+/// on, `cargo xtask dist --from-archives` all of them (the release's targets in
+/// `dist-workspace.toml`).
 pub const PLATFORMS: &[Platform] = &[
     Platform {
         os: "linux",
         cpu: "x64",
+        triple: "x86_64-unknown-linux-gnu",
         title: "Linux x64 (glibc)",
     },
     Platform {
         os: "linux",
         cpu: "arm64",
+        triple: "aarch64-unknown-linux-gnu",
         title: "Linux arm64 (glibc)",
     },
     Platform {
         os: "darwin",
         cpu: "x64",
+        triple: "x86_64-apple-darwin",
         title: "macOS x64",
     },
     Platform {
         os: "darwin",
         cpu: "arm64",
+        triple: "aarch64-apple-darwin",
         title: "macOS arm64",
     },
 ];
@@ -190,21 +197,18 @@ fn pack(dir: &Path, out: &Path) -> Result<PathBuf> {
 pub struct Tarballs {
     /// The launcher package.
     pub launcher: PathBuf,
-    /// This platform's package.
-    pub platform: PathBuf,
+    /// The platform packages, in the order they were given.
+    pub platforms: Vec<(Platform, PathBuf)>,
 }
 
-/// Makes the launcher's tarball and `platform`'s, carrying `binary`, in `out` (emptied of
+/// Makes the launcher's tarball and each platform's, carrying its binary, in `out` (emptied of
 /// earlier tarballs first), staging the trees under `stage`.
 pub fn make(
-    binary: &Path,
-    platform: &Platform,
+    binaries: &[(Platform, PathBuf)],
     meta: &Meta,
     stage: &Path,
     out: &Path,
 ) -> Result<Tarballs> {
-    let bytes =
-        std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     std::fs::create_dir_all(out)?;
     for entry in std::fs::read_dir(out)? {
         let path = entry?.path();
@@ -212,11 +216,17 @@ pub fn make(
             std::fs::remove_file(&path)?;
         }
     }
-    let platform_dir = stage_package(stage, &platform_manifest(platform, meta), &bytes)?;
+    let mut platforms = Vec::new();
+    for (platform, binary) in binaries {
+        let bytes =
+            std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+        let dir = stage_package(stage, &platform_manifest(platform, meta), &bytes)?;
+        platforms.push((*platform, pack(&dir, out)?));
+    }
     let launcher_dir = stage_package(stage, &launcher_manifest(meta), LAUNCHER_JS.as_bytes())?;
     Ok(Tarballs {
-        platform: pack(&platform_dir, out)?,
         launcher: pack(&launcher_dir, out)?,
+        platforms,
     })
 }
 
@@ -262,6 +272,22 @@ mod tests {
         assert_eq!(mac["name"], "handoff-cli-darwin-arm64");
         assert_eq!(mac["cpu"], json!(["arm64"]));
         assert!(mac.get("libc").is_none(), "{mac}");
+    }
+
+    #[test]
+    fn the_platforms_are_the_release_targets() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dist-workspace.toml");
+        let config: toml::Value = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut targets: Vec<&str> = config["dist"]["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        let mut triples: Vec<&str> = PLATFORMS.iter().map(|p| p.triple).collect();
+        targets.sort_unstable();
+        triples.sort_unstable();
+        assert_eq!(triples, targets);
     }
 
     #[test]

@@ -19,42 +19,10 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 
 /// Installs verdaccio under `prefix` unless it is there at [`VERDACCIO`]; returns its script.
 pub fn install(prefix: &Path) -> Result<PathBuf> {
+    crate::npm_prefix::install(prefix, &[("verdaccio", VERDACCIO)], "the npm install test")?;
     let script = prefix.join("node_modules/verdaccio/bin/verdaccio");
-    if crate::real::installed_version(prefix, "verdaccio").as_deref() == Some(VERDACCIO)
-        && script.is_file()
-    {
-        return Ok(script);
-    }
-    std::fs::create_dir_all(prefix)?;
-    std::fs::write(
-        prefix.join("package.json"),
-        "{\"name\":\"handoff-npm-e2e\",\"private\":true}\n",
-    )?;
-    let spec = format!("verdaccio@{VERDACCIO}");
-    eprintln!("==> npm install {spec}");
-    let out = Command::new("npm")
-        .args([
-            "install",
-            "--no-audit",
-            "--no-fund",
-            "--no-save",
-            "--prefix",
-        ])
-        .arg(prefix)
-        .arg(&spec)
-        .output()
-        .context("cannot run npm (Node.js and npm are needed for the npm install test)")?;
-    if !out.status.success() {
-        bail!(
-            "npm install {spec} failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    if crate::real::installed_version(prefix, "verdaccio").as_deref() != Some(VERDACCIO)
-        || !script.is_file()
-    {
-        bail!("{spec} is not installed under {}", prefix.display());
+    if !script.is_file() {
+        bail!("{} is missing after installing verdaccio", script.display());
     }
     Ok(script)
 }
