@@ -23,18 +23,7 @@ pub const ARENAS: usize = 2;
 /// (glibc on Linux; elsewhere nothing). For a program's `main`, before it allocates much: an embedding program decides
 /// for its own process.
 pub fn return_large_blocks() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let threshold = libc::c_int::try_from(MMAP_THRESHOLD).unwrap_or(libc::c_int::MAX);
-        let arenas = libc::c_int::try_from(ARENAS).unwrap_or(1);
-        // SAFETY: `mallopt` only sets an allocator parameter; it takes no pointer and is safe
-        // to call at any time from any thread.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, threshold);
-            libc::mallopt(libc::M_ARENA_MAX, arenas);
-        }
-    }
+    crate::platform::tune_allocator(MMAP_THRESHOLD, ARENAS);
 }
 
 /// Gives the memory the allocator holds free back to the system (glibc on Linux; elsewhere
@@ -42,13 +31,5 @@ pub fn return_large_blocks() {
 /// of about 50 KB) stays resident otherwise, next to what the next phase allocates. It only
 /// returns free pages, so it is harmless anywhere, and costs about a millisecond.
 pub fn give_back_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        // SAFETY: `malloc_trim` only releases free memory of the allocator's own; it takes no
-        // pointer and is safe to call at any time from any thread.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::malloc_trim(0);
-        }
-    }
+    crate::platform::trim_allocator();
 }

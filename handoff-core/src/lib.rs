@@ -33,6 +33,7 @@ mod note;
 mod output;
 mod panel;
 mod paths;
+pub mod platform;
 mod preflight;
 mod printable;
 mod private_dir;

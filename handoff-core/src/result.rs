@@ -427,6 +427,8 @@ pub struct Capabilities {
     pub defaults: BudgetLimits,
     /// handoff's own sandbox on this machine, for agents whose CLI has none.
     pub sandbox: SandboxCapability,
+    /// The operating system, and what is proven on it.
+    pub platform: PlatformCapability,
     /// One entry per registered agent.
     pub providers: Vec<ProviderCapabilities>,
 }
@@ -441,6 +443,18 @@ pub struct SandboxCapability {
     pub available: bool,
     /// Where it is.
     pub path: Option<String>,
+}
+
+/// The operating system handoff runs on, and what is proven there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlatformCapability {
+    /// `Linux` or `macOS`.
+    pub os: String,
+    /// Whether handoff's tests run on it (Linux), or it is only type-checked (macOS).
+    pub proven: bool,
+    /// What is missing or unproven here, one line each (none on Linux).
+    pub caveats: Vec<String>,
 }
 
 /// The root verbs and the delegation of their workers.

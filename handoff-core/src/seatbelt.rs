@@ -129,7 +129,7 @@ pub enum SeatbeltNetwork {
 /// (it cannot inside another sandbox, e.g. a CLI's own). The answer is kept for the life of
 /// the process.
 pub fn sandbox_exec_here() -> Option<Utf8PathBuf> {
-    if !cfg!(target_os = "macos") {
+    if !crate::platform::SEATBELT {
         return None;
     }
     static PROVED: OnceLock<bool> = OnceLock::new();

@@ -10,23 +10,6 @@ use handoff_core::WorkspaceError;
 /// every few milliseconds; FAT's is two seconds, but FAT is never trusted).
 const GRANULARITY_SECS: i64 = 2;
 
-/// Filesystems whose stat data handoff does not trust (`statfs` magic numbers): network and
-/// user-space filesystems, where another machine or process decides what `stat` says, and FAT
-/// and exFAT, which keep neither inode numbers nor status-change times.
-const UNTRUSTED: &[(i64, &str)] = &[
-    (0x6573_5546, "a FUSE filesystem"),
-    (0x6969, "NFS"),
-    (0x517b, "SMB"),
-    (0xfe53_4d42, "SMB2"),
-    (0xff53_4d42, "CIFS"),
-    (0x0102_1997, "9p"),
-    (0x4d44, "FAT"),
-    (0x2011_bab0, "exFAT"),
-    (0x5346_414f, "AFS"),
-    (0x00c3_6400, "Ceph"),
-    (0x0bd0_0bd0, "Lustre"),
-];
-
 /// What the worktree's filesystem is.
 pub(crate) struct Filesystem {
     /// The root's device.
@@ -43,13 +26,9 @@ pub(crate) fn filesystem(root: &Path) -> Result<Filesystem, WorkspaceError> {
     };
     let stat = nix::sys::stat::lstat(root).map_err(io)?;
     let fs = nix::sys::statfs::statfs(root).map_err(io)?;
-    let kind = fs.filesystem_type().0 as i64;
     Ok(Filesystem {
-        dev: stat.st_dev,
-        untrusted: UNTRUSTED
-            .iter()
-            .find(|(magic, _)| *magic == kind)
-            .map(|(_, name)| *name),
+        dev: handoff_core::platform::device(&stat),
+        untrusted: handoff_core::platform::untrusted_filesystem(&fs),
     })
 }
 
@@ -71,7 +50,8 @@ mod tests {
     fn a_local_worktree_is_trusted_and_its_device_known() {
         let tmp = tempfile::tempdir().unwrap();
         let fs = filesystem(tmp.path()).unwrap();
-        assert_eq!(fs.dev, nix::sys::stat::lstat(tmp.path()).unwrap().st_dev,);
+        let stat = nix::sys::stat::lstat(tmp.path()).unwrap();
+        assert_eq!(fs.dev, handoff_core::platform::device(&stat));
         // The test machines keep their temporary directories on a local filesystem.
         assert_eq!(fs.untrusted, None);
     }

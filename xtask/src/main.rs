@@ -13,6 +13,7 @@
 //!   published to a local registry and installed with `npm install -g` in a new prefix with no
 //!   Rust toolchain on `PATH`, then driven.
 //! - `workflows`: actionlint over `.github/workflows/`.
+//! - `check-macos`: the workspace type-checked for macOS (part of `ci`).
 //! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against
 //!   the scripted model server, and `continue --on` over a real OpenSSH server; pinned, or
 //!   (`--latest`) each CLI's npm `latest` release when it differs from the pin.
@@ -22,6 +23,7 @@ mod bench;
 mod compat;
 mod demo;
 mod dist;
+mod macos;
 mod npm_prefix;
 mod package;
 mod plugin;
@@ -228,6 +230,7 @@ fn ci() -> Result<()> {
         cargo().args(["test", "--workspace", "--no-fail-fast"]),
     )?;
     examples()?;
+    macos::check_macos(&workspace_root())?;
     package::package(&workspace_root())?;
     eprintln!("==> ci passed");
     Ok(())
@@ -252,12 +255,13 @@ fn main() -> Result<()> {
         ["dist", ..] => dist::dist(&args[1..]),
         ["npm-e2e"] => dist::e2e::npm_e2e(),
         ["workflows"] => workflows::workflows(&workspace_root()),
+        ["check-macos"] => macos::check_macos(&workspace_root()),
         ["e2e-real"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Pinned),
         ["e2e-real", "--latest"] => real::e2e_real(&workspace_root(), cargo, real::Lane::Latest),
         ["bench", ..] => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci | demo [--json] | examples | package | dist [--debug | --from-archives DIR] | npm-e2e | workflows | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
+                "usage: cargo xtask <ci | demo [--json] | examples | package | dist [--debug | --from-archives DIR] | npm-e2e | workflows | check-macos | e2e-real [--latest] | bench | schema [--check] | plugin [--check]>"
             );
             std::process::exit(2);
         }

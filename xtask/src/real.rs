@@ -189,6 +189,10 @@ fn apt_install(needs: &[(&str, &str)]) -> Result<()> {
 
 /// Claude Code's sandbox needs Debian's bubblewrap and socat.
 pub fn install_sandbox_tools() -> Result<()> {
+    // Both sandboxes that need them run only where bubblewrap does.
+    if !handoff_core::platform::BUBBLEWRAP {
+        return Ok(());
+    }
     apt_install(&[("bwrap", "bubblewrap"), ("socat", "socat")])
 }
 

@@ -271,6 +271,12 @@ impl Engine {
         let Some(spec) = invocation.sandbox.clone() else {
             return Ok(None);
         };
+        if let Some(why) = crate::sandbox::refused_here() {
+            return Err(Ended::NotRun(format!(
+                "{} is not run: {why}",
+                request.target.harness
+            )));
+        }
         let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
             set_receipt(draft, crate::sandbox::unavailable_receipt());
             return Ok(None);

@@ -395,6 +395,14 @@ impl Engine {
                 available: bwrap.is_some(),
                 path: bwrap.map(|p| p.to_string()),
             },
+            platform: crate::result::PlatformCapability {
+                os: crate::platform::NAME.into(),
+                proven: crate::platform::PROVEN,
+                caveats: crate::platform::CAVEATS
+                    .iter()
+                    .map(|c| (*c).to_owned())
+                    .collect(),
+            },
             providers,
         }
     }

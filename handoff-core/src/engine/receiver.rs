@@ -395,6 +395,9 @@ impl Engine {
         let Some(spec) = invocation.sandbox.clone() else {
             return Ok((Vec::new(), None));
         };
+        if let Some(why) = crate::sandbox::refused_here() {
+            return Err(format!("the receiver is not run: {why}"));
+        }
         let Some(bwrap) = crate::sandbox::bubblewrap_here() else {
             if let Some(policy) = invocation.policy.as_object_mut() {
                 policy.insert("sandbox".into(), crate::sandbox::unavailable_receipt());

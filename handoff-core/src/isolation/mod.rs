@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn every_agent_runs_under_the_reaper_where_there_is_one() {
-        let expected = if cfg!(target_os = "linux") {
+        let expected = if crate::reaper::AVAILABLE {
             ProcessContainment::Reaper
         } else {
             ProcessContainment::ProcessGroup

@@ -166,14 +166,11 @@ pub async fn supervise_job(
         .kill_on_drop(false);
     // A supervisor killed outright takes its run down as SIGTERM would (the run stops its agent);
     // the job is then lost, never left running unseen.
-    #[cfg(target_os = "linux")]
-    // SAFETY: `prctl(PR_SET_PDEATHSIG)` is async-signal-safe and touches only this child.
+    // SAFETY: asking for a parent-death signal is async-signal-safe and touches only this
+    // child.
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
-                .map_err(std::io::Error::from)
-        });
+        cmd.pre_exec(|| crate::platform::signal_on_parent_death(nix::sys::signal::Signal::SIGTERM));
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,

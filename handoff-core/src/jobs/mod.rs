@@ -99,7 +99,7 @@ impl ProcessRef {
 
     /// The running process `pid`, when there is one.
     pub fn of(pid: u32) -> Option<ProcessRef> {
-        if cfg!(target_os = "linux") {
+        if crate::platform::PROC_FS {
             let stat = crate::reaper::tree::read(&pid.to_string())?;
             (stat.state != 'Z').then_some(ProcessRef {
                 pid,
@@ -386,7 +386,7 @@ mod tests {
             start_time: ProcessRef::current().start_time + 1,
             ..ProcessRef::current()
         };
-        if cfg!(target_os = "linux") {
+        if crate::platform::PROC_FS {
             assert_eq!(
                 job(Some(reused), now.clone()).judged().state,
                 JobState::Lost

@@ -27,7 +27,7 @@ const INTERPRETERS: [&str; 5] = ["node", "bun", "deno", "python3", "python"];
 /// agent working in the worktree". Processes that can't be read are skipped. Empty outside
 /// Linux.
 pub fn agents_working_in(worktree: &Utf8Path, names: &[&str]) -> Vec<WorkingAgent> {
-    if !cfg!(target_os = "linux") {
+    if !crate::platform::PROC_FS {
         return Vec::new();
     }
     let mut skip: Vec<u32> = ancestors()

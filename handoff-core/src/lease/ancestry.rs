@@ -34,7 +34,7 @@ fn is_alive(pid: u32, start_time: u64) -> bool {
 /// unreadable `/proc/self/stat` is an error (the check fails closed); elsewhere the check is a
 /// no-op.
 pub fn check_ancestry(dir: &Utf8Path) -> Result<(), LeaseError> {
-    if !cfg!(target_os = "linux") {
+    if !crate::platform::PROC_FS {
         return Ok(());
     }
     ensure_private_dir(dir)?;
@@ -125,9 +125,10 @@ fn remove_stale_entries(roots: &Utf8Path, names: &[String]) {
 ///
 /// Process-wide and permanent: orphans become children of this process and stay zombies until
 /// it reaps them or exits. [`RootLease::acquire`] does not call it; a root run should, before
-/// spawning workers. A no-op outside Linux.
+/// spawning workers. A no-op where there is no subreaper ([`crate::platform::SUBREAPER`]).
 pub fn adopt_orphans() -> Result<(), LeaseError> {
-    #[cfg(target_os = "linux")]
-    nix::sys::prctl::set_child_subreaper(true).map_err(LeaseError::Subreaper)?;
+    if crate::platform::SUBREAPER {
+        crate::platform::adopt_orphans().map_err(LeaseError::Subreaper)?;
+    }
     Ok(())
 }

@@ -145,8 +145,8 @@ pub enum LeaseError {
         reason: String,
     },
     /// The process could not be made a child subreaper.
-    #[error("cannot adopt orphaned descendants (PR_SET_CHILD_SUBREAPER): {0}")]
-    Subreaper(#[source] Errno),
+    #[error("cannot adopt orphaned descendants (a child subreaper): {0}")]
+    Subreaper(#[source] std::io::Error),
     /// A file system operation failed.
     #[error("{action} {path}: {source}")]
     Io {

@@ -17,7 +17,7 @@ pub(super) fn proc_stat(pid: &str) -> Option<ProcStat> {
 
 /// The current process's start time, 0 where there is no `/proc`.
 pub(super) fn own_start_time() -> Result<u64, LeaseError> {
-    if !cfg!(target_os = "linux") {
+    if !crate::platform::PROC_FS {
         return Ok(0);
     }
     proc_stat("self")

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill};
-use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use nix::sys::socket::{ControlMessageOwned, recvmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Pid, getppid};
 use tokio::io::AsyncReadExt;
@@ -89,12 +89,12 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
         Ok(l) => l,
         Err(e) => return refuse(Some(&channel), &format!("cannot catch signals: {e}")),
     };
-    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+    if let Err(e) = crate::platform::adopt_orphans() {
         return refuse(Some(&channel), &format!("cannot become a subreaper: {e}"));
     }
     // Other processes of the user may neither trace the reaper nor open its descriptors.
-    let _ = nix::sys::prctl::set_dumpable(false);
-    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGUSR1);
+    crate::platform::deny_tracing();
+    let _ = crate::platform::signal_on_parent_death(Signal::SIGUSR1);
     if !parent_is(args.parent) {
         return refuse(Some(&channel), "handoff ended before the agent started");
     }
@@ -311,42 +311,11 @@ fn signal_all(procs: &[Proc], signal: Signal) {
 }
 
 fn signal_one(p: &Proc, signal: Signal) {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
-        let Some(pid) = rustix::process::Pid::from_raw(p.pid as i32) else {
-            return;
-        };
-        match pidfd_open(pid, PidfdFlags::empty()) {
-            Ok(fd) => {
-                // The descriptor names one process; it is the scanned one if its start time
-                // still matches now that the descriptor pins it.
-                let same = tree::read(&p.pid.to_string())
-                    .is_some_and(|now| now.start_time == p.start_time);
-                if same && let Some(sig) = rustix_signal(signal) {
-                    let _ = pidfd_send_signal(fd.as_fd(), sig);
-                    if signal == Signal::SIGTERM {
-                        // A stopped process acts on SIGTERM only once continued.
-                        let _ = pidfd_send_signal(fd.as_fd(), rustix::process::Signal::CONT);
-                    }
-                }
-                return;
-            }
-            // Gone since the scan (its id may already name another process): nothing to do.
-            Err(e) if e != rustix::io::Errno::NOSYS => return,
-            // A kernel without pidfds.
-            Err(_) => {}
-        }
-    }
-    let _ = kill(Pid::from_raw(p.pid as i32), signal);
-}
-
-#[cfg(target_os = "linux")]
-fn rustix_signal(signal: Signal) -> Option<rustix::process::Signal> {
-    match signal {
-        Signal::SIGTERM => Some(rustix::process::Signal::TERM),
-        Signal::SIGKILL => Some(rustix::process::Signal::KILL),
-        _ => None,
+    // The descriptor names one process; it is the scanned one if its start time still matches
+    // now that the descriptor pins it.
+    let same = || tree::read(&p.pid.to_string()).is_some_and(|now| now.start_time == p.start_time);
+    if !crate::platform::signal_pinned(p.pid, same, signal) {
+        let _ = kill(Pid::from_raw(p.pid as i32), signal);
     }
 }
 
@@ -364,7 +333,7 @@ fn receive_held(channel: &UnixStream) -> std::io::Result<Vec<RawFd>> {
             channel.as_raw_fd(),
             &mut iov,
             Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
+            crate::platform::RECV_CLOEXEC,
         ) {
             Err(Errno::EINTR) => {}
             other => break other.map_err(std::io::Error::from)?,
@@ -379,6 +348,7 @@ fn receive_held(channel: &UnixStream) -> std::io::Result<Vec<RawFd>> {
             fds.extend(received);
         }
     }
+    crate::platform::close_received_on_exec(&fds);
     Ok(fds)
 }
 

@@ -161,8 +161,8 @@ pub fn main_if_reaper() {
     std::process::exit(code);
 }
 
-/// Whether agents can run under the reaper here (Linux: subreapers and `/proc`).
-pub const AVAILABLE: bool = cfg!(target_os = "linux");
+/// Whether agents can run under the reaper here: it adopts orphans and reads `/proc`.
+pub const AVAILABLE: bool = crate::platform::SUBREAPER && crate::platform::PROC_FS;
 
 #[cfg(test)]
 mod tests {

@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn this_process_is_in_the_scan() {
-        if !cfg!(target_os = "linux") {
+        if !crate::platform::PROC_FS {
             return;
         }
         let me = std::process::id();

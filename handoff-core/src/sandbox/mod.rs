@@ -178,7 +178,7 @@ pub type ProxyPlan = (Utf8PathBuf, proxy::Policy);
 /// create namespaces, e.g. inside some containers, is not taken). The answer is kept per
 /// `bwrap` path for the life of the process.
 pub fn bubblewrap(env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
-    if !cfg!(target_os = "linux") {
+    if !crate::platform::BUBBLEWRAP {
         return None;
     }
     let bwrap = locate_on_path("bwrap", env)?;
@@ -698,6 +698,18 @@ pub fn remove_made(made: &[Utf8PathBuf]) {
             break;
         }
     }
+}
+
+/// Why an agent that needs handoff's sandbox is not run on this operating system at all, where
+/// bubblewrap does not exist (rather than run unconfined, as where `bwrap` is merely missing or
+/// cannot create namespaces).
+pub fn refused_here() -> Option<String> {
+    (!crate::platform::BUBBLEWRAP).then(|| {
+        format!(
+            "it needs handoff's own sandbox, which needs bubblewrap, and {} has none",
+            crate::platform::NAME
+        )
+    })
 }
 
 /// The receipt of a run whose adapter asked for handoff's sandbox when none can run here.

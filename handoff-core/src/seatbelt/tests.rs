@@ -614,7 +614,7 @@ fn the_host_network_closes_unix_sockets_but_the_dns_resolver() {
 
 #[test]
 fn sandbox_exec_is_only_ever_found_on_macos() {
-    if !cfg!(target_os = "macos") {
+    if !crate::platform::SEATBELT {
         assert_eq!(sandbox_exec_here(), None);
     }
 }
@@ -801,7 +801,6 @@ fn paths_are_matched_as_their_real_paths() {
 
 /// The profile as `sandbox-exec` reads it: a worktree is written, its `.git` is not, and the
 /// directory above a hooks directory cannot be renamed away.
-#[cfg(target_os = "macos")]
 #[test]
 fn sandbox_exec_enforces_the_profile() {
     let f = fixture();

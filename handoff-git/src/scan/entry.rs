@@ -21,9 +21,9 @@ use crate::state::Wt;
 /// The stat data of `stat` at full width.
 pub(crate) fn stamp_of(stat: &FileStat) -> Stamp {
     Stamp {
-        dev: stat.st_dev,
+        dev: handoff_core::platform::device(stat),
         ino: stat.st_ino,
-        mode: stat.st_mode,
+        mode: handoff_core::platform::mode(stat),
         uid: stat.st_uid,
         gid: stat.st_gid,
         size: stat.st_size,

@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
-use nix::unistd::{Gid, User, setgid, setgroups, setsid, setuid};
+use nix::unistd::{Gid, User, setgid, setsid, setuid};
 
 use super::{HostConfig, start_time};
 
@@ -273,7 +273,13 @@ fn become_account(name: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("no account {name}"))?;
     let gid: Gid = user.gid;
-    setgroups(&[gid]).map_err(|e| format!("setgroups: {e}"))?;
+    let groups = [gid.as_raw()];
+    // SAFETY: `setgroups` reads one group id from a live array of one. Called through libc
+    // because nix leaves it out on macOS, whose count is an `int` rather than a `size_t`.
+    #[allow(unsafe_code)]
+    if unsafe { nix::libc::setgroups(1, groups.as_ptr()) } != 0 {
+        return Err(format!("setgroups: {}", std::io::Error::last_os_error()));
+    }
     setgid(gid).map_err(|e| format!("setgid: {e}"))?;
     setuid(user.uid).map_err(|e| format!("setuid: {e}"))?;
     Ok(())
