@@ -26,7 +26,8 @@ pub enum FlagKind {
     /// A hook manager's configuration (`.husky/`, `.pre-commit-config.yaml`, `lefthook.yml`).
     HookManager,
     /// An agent's configuration (`.claude/`, `.codex/`, `AGENTS.md`, `opencode.json`,
-    /// `.mcp.json`, `.vscode/tasks.json`, …): the next agent in this worktree loads it.
+    /// `.mcp.json`, `.vscode/tasks.json`, …): the next agent in this worktree loads it; and a
+    /// build tool's that runs programs the next agent's commands start (`.cargo/config.toml`).
     AgentConfig,
     /// A path the agent CLI's own sandbox only ever leaves empty (a mount point on its deny
     /// list, such as `.git/config.worktree` or `.git/glab-cli/`) that has content after the
@@ -168,10 +169,21 @@ fn kind_of(path: &str, before: Option<&str>, after: Option<&str>) -> Option<Flag
     if AGENT_DIRS.iter().any(|d| path.starts_with(d))
         || AGENT_FILES.contains(&name) && !path.contains("node_modules/")
         || path == ".vscode/tasks.json"
+        || is_cargo_config(path)
     {
         return Some(FlagKind::AgentConfig);
     }
     None
+}
+
+/// Cargo's configuration, in any directory (cargo reads it from every directory above where it
+/// runs): its `build.rustc-wrapper`, runners and aliases run programs at the next build.
+fn is_cargo_config(path: &str) -> bool {
+    let dir = path
+        .strip_suffix("/config.toml")
+        .or_else(|| path.strip_suffix("/config"));
+    dir.is_some_and(|dir| dir == ".cargo" || dir.ends_with("/.cargo"))
+        && !path.contains("node_modules/")
 }
 
 #[cfg(test)]
@@ -264,6 +276,8 @@ mod tests {
             ("opencode.jsonc", FlagKind::AgentConfig),
             (".mcp.json", FlagKind::AgentConfig),
             (".vscode/tasks.json", FlagKind::AgentConfig),
+            (".cargo/config.toml", FlagKind::AgentConfig),
+            ("crates/a/.cargo/config", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());
@@ -273,6 +287,8 @@ mod tests {
             "README.md",
             ".github/workflows/ci.yml",
             "node_modules/x/AGENTS.md",
+            "src/config.toml",
+            "my.cargo/config.toml",
         ] {
             assert_eq!(kind(p), None, "{p}");
         }

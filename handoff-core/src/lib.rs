@@ -179,7 +179,7 @@ pub use transcript::{
 };
 pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
-    ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, ParkedError,
+    Baseline, ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence, ParkedError,
     ParkedFingerprint, RECORD_PAGE, RecordLookup, RecordedId, Snapshot, Stamp, StatRecord,
     StateFile, StatesReader, StatesWriter, StatusChange, Workspace, WorkspaceError,
     WorktreeLocation, WorktreeView,

@@ -10,10 +10,12 @@ use camino::{Utf8Path, Utf8PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod baseline;
 mod entries;
 mod parked;
 mod record_pages;
 mod stat_record;
+pub use baseline::Baseline;
 pub use entries::Entries;
 pub use parked::{ParkedError, ParkedFingerprint, StateFile, StatesReader, StatesWriter};
 use record_pages::Pages;
@@ -280,6 +282,11 @@ pub struct Fingerprint {
     #[serde(skip)]
     #[schemars(skip)]
     pub record: Option<std::sync::Arc<StatRecord>>,
+    /// The ignore rules and object store as this fingerprint saw them, for a later fingerprint
+    /// of the same worktree to judge by ([`Workspace::fingerprint_since`]).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub baseline: Option<std::sync::Arc<Baseline>>,
 }
 
 /// What changed between two fingerprints.
@@ -327,6 +334,7 @@ impl Fingerprint {
             verified_by: None,
             hooks_dir: None,
             record: Some(std::sync::Arc::new(record)),
+            baseline: None,
         }
     }
 
@@ -349,6 +357,7 @@ impl Fingerprint {
             verified_by: self.verified_by.clone(),
             hooks_dir: self.hooks_dir.clone(),
             record: self.record.clone(),
+            baseline: self.baseline.clone(),
         }
     }
 
@@ -357,6 +366,7 @@ impl Fingerprint {
         Fingerprint {
             changes: self.changes.clone(),
             record: None,
+            baseline: None,
             ..self.slim()
         }
     }

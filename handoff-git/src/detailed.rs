@@ -73,6 +73,7 @@ mod tests {
             verified_by: None,
             hooks_dir: None,
             record: None,
+            baseline: None,
         };
         let json = serde_json::to_string(&DetailedFingerprint::from(fingerprint.clone())).unwrap();
         let value: serde_json::Value = serde_json::from_str(&json).unwrap();

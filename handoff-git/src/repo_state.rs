@@ -24,7 +24,7 @@ const DEFAULT_REMOTE: &str = "origin";
 /// read (a shallow clone, say). Nothing is written to the repository.
 pub fn repo_state(cwd: &Utf8Path) -> Result<GitState, WorkspaceError> {
     let repo = discover(cwd)?;
-    let fingerprint = fingerprint_repository(&repo, 0, &GitWorkspace::new(), None)?;
+    let fingerprint = fingerprint_repository(&repo, 0, &GitWorkspace::new(), None, None)?;
     let head_name = repo
         .head_name()
         .map_err(|err| git_error("cannot read HEAD", err))?;

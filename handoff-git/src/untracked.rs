@@ -2,20 +2,19 @@
 //! (not ignored), listed file by file like `git status -uall` — and, when asked for, which are
 //! ignored.
 //!
-//! Ignore rules are git's (`.gitignore` files, `info/exclude`, `core.excludesFile`), evaluated
-//! by gix: a path below an ignored directory is ignored. A directory with a `.git` in it is a
+//! Ignore rules are git's (`.gitignore` files, `info/exclude`, `core.excludesFile`), as
+//! [`IgnoreRules`] holds them: read now, or as an earlier fingerprint recorded them. A path
+//! below an ignored directory is ignored. A directory with a `.git` in it is a
 //! nested repository and stays one entry. FIFOs, sockets and devices are left out, as git does.
 
 use std::path::Path;
 
 use camino::Utf8Path;
 use gix::bstr::{BString, ByteSlice, ByteVec};
-use gix::index::entry::Mode;
-use gix::worktree::stack::state::ignore::Source;
 use handoff_core::WorkspaceError;
 
+use crate::ignore_rules::IgnoreRules;
 use crate::paths::{entry_key, worktree_path};
-use crate::repo::git_error;
 use crate::scan::Kind;
 
 /// What an untracked or ignored path is.
@@ -41,8 +40,7 @@ pub(crate) struct Found {
 /// walks the untracked directories among them; with `include_ignored`, ignored paths are kept
 /// (and ignored directories walked) too. The result is sorted by path.
 pub(crate) fn classify(
-    repo: &gix::Repository,
-    state: &gix::index::State,
+    rules: &mut IgnoreRules<'_>,
     root: &Path,
     display_root: &Utf8Path,
     candidates: Vec<(BString, Kind)>,
@@ -51,19 +49,8 @@ pub(crate) fn classify(
     if candidates.is_empty() {
         return Ok(Vec::new());
     }
-    // Ignore rules match as written, whatever `core.ignoreCase` says: a repository's
-    // configuration, which an agent may have written, must not hide `SECRET.TXT` behind a rule
-    // for `secret.txt`.
-    let mut strict = repo.clone();
-    strict
-        .config_snapshot_mut()
-        .set_raw_value("core.ignoreCase", "false")
-        .map_err(|err| git_error("cannot read the ignore rules", err))?;
-    let stack = strict
-        .excludes(state, None, Source::WorktreeThenIdMappingIfNotSkipped)
-        .map_err(|err| git_error("cannot read the ignore rules", err))?;
     let mut walker = Walker {
-        stack,
+        rules,
         root,
         display_root,
         include_ignored,
@@ -77,8 +64,8 @@ pub(crate) fn classify(
     Ok(found)
 }
 
-struct Walker<'a, 'repo> {
-    stack: gix::AttributeStack<'repo>,
+struct Walker<'a, 'rules> {
+    rules: &'a mut IgnoreRules<'rules>,
     root: &'a Path,
     display_root: &'a Utf8Path,
     include_ignored: bool,
@@ -92,18 +79,10 @@ impl Walker<'_, '_> {
         kind: Kind,
         parent_ignored: bool,
     ) -> Result<(), WorkspaceError> {
-        let mode = match kind {
-            Kind::File => Mode::FILE,
-            Kind::Symlink => Mode::SYMLINK,
-            Kind::Dir => Mode::DIR,
-            Kind::Other => return Ok(()),
-        };
-        let ignored = parent_ignored
-            || self
-                .stack
-                .at_entry(path.as_bstr(), Some(mode))
-                .map_err(|err| git_error("cannot read the ignore rules", err))?
-                .is_excluded();
+        if kind == Kind::Other {
+            return Ok(());
+        }
+        let ignored = parent_ignored || self.rules.is_ignored(path.as_bstr(), kind == Kind::Dir)?;
         if ignored && !self.include_ignored {
             return Ok(());
         }

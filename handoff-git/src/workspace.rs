@@ -7,18 +7,19 @@ use std::sync::Arc;
 use camino::{Utf8Path, Utf8PathBuf};
 use gix::bstr::{BStr, ByteSlice};
 use handoff_core::{
-    ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatRecord, StatusChange, Workspace,
-    WorkspaceError, WorktreeLocation,
+    Baseline, ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatRecord, StatusChange,
+    Workspace, WorkspaceError, WorktreeLocation,
 };
 use sha2::{Digest, Sha256};
 
+use crate::ignore_rules::IgnoreRules;
 use crate::paths::{entry_key, worktree_path};
 use crate::repo::{discover, git_error, head_commit, open_options, read_index};
 use crate::scan::{RowFile, ScanInput};
 use crate::state::Nested;
 use crate::state::Wt;
 use crate::untracked::{Found, What};
-use crate::{gitdir, hash, par, scan, snapshot, staged, state, untracked};
+use crate::{gitdir, hash, objects, par, scan, snapshot, staged, state, untracked};
 
 /// How deep nested repositories (submodules, repositories inside the worktree) are followed.
 const MAX_NESTING: usize = 8;
@@ -116,7 +117,7 @@ impl GitWorkspace {
 impl Workspace for GitWorkspace {
     fn fingerprint(&self, cwd: &Utf8Path) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
-        fingerprint_repository(&repo, 0, self, None)
+        fingerprint_repository(&repo, 0, self, None, None)
     }
 
     fn fingerprint_since(
@@ -126,7 +127,8 @@ impl Workspace for GitWorkspace {
     ) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
         let record = trusted_record(&repo, &before.root, before.record.clone());
-        fingerprint_repository(&repo, 0, self, Some(record))
+        let baseline = trusted_baseline(&repo, &before.root, before.baseline.clone());
+        fingerprint_repository(&repo, 0, self, Some(record), baseline)
     }
 
     fn fingerprint_after(
@@ -136,8 +138,9 @@ impl Workspace for GitWorkspace {
     ) -> Result<Fingerprint, WorkspaceError> {
         let repo = discover(cwd)?;
         let record = trusted_record(&repo, &before.root, before.record.take());
+        let baseline = trusted_baseline(&repo, &before.root, before.baseline.take());
         drop(before);
-        fingerprint_repository(&repo, 0, self, Some(record))
+        fingerprint_repository(&repo, 0, self, Some(record), baseline)
     }
 
     fn including_ignored(&self) -> Option<std::sync::Arc<dyn Workspace>> {
@@ -206,13 +209,27 @@ fn trusted_record(
     }
 }
 
+/// The baseline of an earlier fingerprint of the worktree at `root` to judge `repo` by:
+/// `baseline` when `root` is `repo`'s worktree, else none (the rules and objects as they are
+/// now are all there is to judge by).
+fn trusted_baseline(
+    repo: &gix::Repository,
+    root: &Utf8Path,
+    baseline: Option<Arc<Baseline>>,
+) -> Option<Arc<Baseline>> {
+    baseline.filter(|_| repo.workdir().is_some_and(|w| w == root.as_std_path()))
+}
+
 /// Fingerprints the worktree of `repo`; `depth` is how deeply it is nested inside the repository
-/// the fingerprint was asked for (0 for that one).
+/// the fingerprint was asked for (0 for that one). With `judged_by`, the baseline of an earlier
+/// fingerprint of the same worktree, ignore rules are that baseline's, and the object store's
+/// files that changed since are verified.
 pub(crate) fn fingerprint_repository(
     repo: &gix::Repository,
     depth: usize,
     options: &GitWorkspace,
     since: Option<Arc<StatRecord>>,
+    judged_by: Option<Arc<Baseline>>,
 ) -> Result<Fingerprint, WorkspaceError> {
     let after_record = since.is_some();
     let Some(workdir) = repo.workdir() else {
@@ -272,10 +289,11 @@ pub(crate) fn fingerprint_repository(
 
     // The worktree scan runs on its own threads while this one reads the git directory and
     // compares the index with HEAD.
+    let object_files = || objects::object_files(&repo.common_dir().join("objects"));
     let (scanned, git, staged) = if threads > 1 {
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| scan::scan(&input));
-            let git = gitdir::scan(repo, &root_path);
+            let git = gitdir::scan(repo, &root_path).and_then(|git| Ok((git, object_files()?)));
             let staged = staged::staged(repo, state, index.tree.as_ref(), head_tree);
             let scanned = worker.join().unwrap_or_else(|_| {
                 Err(WorkspaceError::Git {
@@ -287,11 +305,11 @@ pub(crate) fn fingerprint_repository(
     } else {
         (
             scan::scan(&input),
-            gitdir::scan(repo, &root_path),
+            gitdir::scan(repo, &root_path).and_then(|git| Ok((git, object_files()?))),
             staged::staged(repo, state, index.tree.as_ref(), head_tree),
         )
     };
-    let (scanned, git, staged) = (scanned?, git?, staged?);
+    let (scanned, (git, object_files), staged) = (scanned?, git?, staged?);
     // The earlier record has been read: it goes before this scan's own is put together.
     drop(since);
     let mut scanned = scanned.join(state);
@@ -304,9 +322,16 @@ pub(crate) fn fingerprint_repository(
         options.clone()
     };
 
-    let found = untracked::classify(
+    // Ignored-ness is judged by the rules as they stood at the baseline: rules written since
+    // hide nothing written since.
+    let mut rules = IgnoreRules::new(
         repo,
-        state,
+        &root_path,
+        judged_by.as_deref().map(|b| &b.ignore_files),
+    )?;
+    rules.read_tracked(state)?;
+    let found = untracked::classify(
+        &mut rules,
         &root_path,
         &root,
         scanned.candidates,
@@ -385,6 +410,20 @@ pub(crate) fn fingerprint_repository(
             extra.push((key, format!("untracked {state}")));
         }
     }
+    // The object store: what changed since the baseline is verified by id and content.
+    let tips = objects::tips(&git.entries);
+    if let Some(judged_by) = &judged_by {
+        extra.extend(objects::verify(repo, judged_by, &object_files)?);
+    }
+    let baseline = Baseline {
+        ignore_files: match &judged_by {
+            // Still the rules it was judged by: those written since are not trusted later.
+            Some(judged_by) => judged_by.ignore_files.clone(),
+            None => rules.into_seen(),
+        },
+        object_files,
+        tips,
+    };
     extra.extend(git.entries);
     let changes: Vec<StatusChange> = changes.into_values().collect();
     let mut fingerprint = Fingerprint {
@@ -408,6 +447,7 @@ pub(crate) fn fingerprint_repository(
         })),
         hooks_dir: git.hooks_dir.clone(),
         record: Some(Arc::new(record)),
+        baseline: (depth == 0).then(|| Arc::new(baseline)),
     };
     // The index is not needed any more: the entries are put together without it beside them.
     drop(index);
@@ -459,7 +499,7 @@ fn nested_state(
         return Ok(unreadable("repo unreadable"));
     };
     Ok(
-        match fingerprint_repository(&repo, depth + 1, options, None) {
+        match fingerprint_repository(&repo, depth + 1, options, None, None) {
             Ok(fingerprint) => Nested {
                 state: format!("repo {}", fingerprint.digest),
                 clean: fingerprint.changes.is_empty(),
@@ -673,6 +713,7 @@ mod tests {
             verified_by: None,
             hooks_dir: None,
             record: None,
+            baseline: None,
         }
     }
 

@@ -11,6 +11,7 @@ mod attribute;
 mod carry;
 mod causes;
 mod checkpoint;
+mod concealment;
 mod config;
 mod containment;
 mod continuation;

@@ -322,6 +322,7 @@ fn fp(digest: &str, entries: &[(&str, &str)]) -> Fingerprint {
         verified_by: None,
         hooks_dir: None,
         record: None,
+        baseline: None,
     }
 }
 

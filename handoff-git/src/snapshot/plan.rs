@@ -54,9 +54,9 @@ pub(super) fn plan(
         park: None,
     };
     let candidates = scan::candidates(&input)?;
+    let mut rules = crate::ignore_rules::IgnoreRules::new(repo, source.root, None)?;
     let found = untracked::classify(
-        repo,
-        state,
+        &mut rules,
         source.root,
         source.display_root,
         candidates,

@@ -12,6 +12,7 @@ mod ignored;
 mod nested;
 mod programs;
 mod prop;
+mod prop_hiding;
 mod read_only;
 mod snapshot;
 mod status_view;
