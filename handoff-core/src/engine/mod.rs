@@ -242,6 +242,9 @@ impl Engine {
         options: EngineOptions,
     ) -> Engine {
         let cache = PreflightCache::new(options.preflight_cache.clone());
+        if let Some(dir) = &options.preflight_cache {
+            crate::sandbox::remember_proofs_in(dir.clone());
+        }
         Engine {
             registry,
             workspace,

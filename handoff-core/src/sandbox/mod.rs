@@ -29,18 +29,16 @@
 
 mod network;
 use network::own_network;
+mod proof;
+pub use proof::{bubblewrap, bubblewrap_here, remember_proofs_in};
 pub mod packages;
 pub mod proxy;
 pub mod relay;
 
-use std::collections::{BTreeMap, HashMap};
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::collections::BTreeMap;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde_json::json;
-
-use crate::preflight::locate_on_path;
 
 /// Exit code of the probe command: proves that `bwrap` ran it.
 const PROBE_EXIT: i32 = 42;
@@ -172,66 +170,6 @@ pub struct Wrapped {
 
 /// The proxy a run's own network namespace needs: the socket it listens on and its policy.
 pub type ProxyPlan = (Utf8PathBuf, proxy::Policy);
-
-/// The bubblewrap of this machine, when it can run a sandbox here: found on `env`'s `PATH`,
-/// and proved by running a command in a PID namespace (so a stub or a `bwrap` that cannot
-/// create namespaces, e.g. inside some containers, is not taken). The answer is kept per
-/// `bwrap` path for the life of the process.
-pub fn bubblewrap(env: &BTreeMap<String, String>) -> Option<Utf8PathBuf> {
-    if !crate::platform::BUBBLEWRAP {
-        return None;
-    }
-    let bwrap = locate_on_path("bwrap", env)?;
-    static PROVED: OnceLock<Mutex<HashMap<Utf8PathBuf, bool>>> = OnceLock::new();
-    let proved = PROVED.get_or_init(Default::default);
-    if let Some(&ok) = proved.lock().unwrap_or_else(|e| e.into_inner()).get(&bwrap) {
-        return ok.then_some(bwrap);
-    }
-    let ok = probe(&bwrap);
-    proved
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(bwrap.clone(), ok);
-    ok.then_some(bwrap)
-}
-
-/// [`bubblewrap`] on handoff's own `PATH`: the one answer every run and every ranking of
-/// this process uses.
-pub fn bubblewrap_here() -> Option<Utf8PathBuf> {
-    let env: BTreeMap<String, String> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| k == "PATH")
-        .collect();
-    bubblewrap(&env)
-}
-
-/// Whether `bwrap` runs a command in a sandbox like the ones [`wrap`] builds.
-fn probe(bwrap: &Utf8Path) -> bool {
-    let mut args: Vec<String> = Vec::new();
-    push_flags(&mut args);
-    for m in [
-        Mount::ReadOnly("/".into(), "/".into()),
-        Mount::Proc,
-        Mount::Dev,
-        Mount::Tmpfs("/tmp".into()),
-    ] {
-        push_mount(&mut args, &m);
-    }
-    args.extend([
-        "--".into(),
-        "/bin/sh".into(),
-        "-c".into(),
-        format!("exit {PROBE_EXIT}"),
-    ]);
-    Command::new(bwrap.as_std_path())
-        .args(&args)
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.code() == Some(PROBE_EXIT))
-}
 
 fn push_flags(args: &mut Vec<String>) {
     args.extend(
