@@ -96,6 +96,9 @@ pub const AGENT_DIRS: &[&str] = &[
     ".kiro/",
     ".grok/",
     ".opencode/",
+    // GitHub Copilot's repository settings and hooks (hooks run shell commands).
+    ".github/copilot/",
+    ".github/hooks/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -105,6 +108,7 @@ pub const AGENT_FILES: &[&str] = &[
     "CLAUDE.local.md",
     "opencode.json",
     "opencode.jsonc",
+    "copilot-instructions.md",
     ".mcp.json",
     ".cursorrules",
 ];

@@ -112,6 +112,7 @@ pub(crate) fn answer_name(a: &AnswerSource) -> Value {
     match a {
         AnswerSource::Stdout => json!("stdout"),
         AnswerSource::File(p) => json!({"file": p}),
+        AnswerSource::StdoutWithReport(p) => json!({"stdout": true, "report": p}),
     }
 }
 
@@ -180,6 +181,7 @@ pub(crate) const AGENTS: &[Agent] = &[
     crate::kiro::KIRO,
     crate::opencode::OPENCODE,
     crate::cursor::CURSOR,
+    crate::copilot::COPILOT,
 ];
 
 /// Every mode × profile plan of `agent`, with the standard parent environment, named
@@ -449,6 +451,7 @@ pub(crate) fn usage(
         cache_read_tokens: Some(cache_read),
         cache_write_tokens: Some(cache_write),
         cost_usd,
+        premium_requests: None,
     })
 }
 

@@ -4,6 +4,7 @@
 //! what is particular to each CLI; the `store_*` and `transcript_*` modules its sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod copilot;
 mod cursor;
 mod fakes;
 mod garbage;
