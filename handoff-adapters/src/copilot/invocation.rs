@@ -113,6 +113,24 @@ pub fn byok(env: &BTreeMap<String, String>) -> bool {
         .is_some_and(|u| !u.trim().is_empty())
 }
 
+/// `base` (the allowlisted environment) with the agent's configuration applied as the engine
+/// will apply it: `pass_env` names from handoff's environment, then `env`.
+fn effective_env(base: &BTreeMap<String, String>, run: &RunDir) -> BTreeMap<String, String> {
+    let mut env = base.clone();
+    for name in &run.agent_config.pass_env {
+        if let Some(v) = run.parent_env.get(name) {
+            env.insert(name.clone(), v.clone());
+        }
+    }
+    env.extend(
+        run.agent_config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    env
+}
+
 /// The directories of the run's Copilot root: its `COPILOT_HOME` and its cache.
 pub(super) fn roots(root: &Utf8Path) -> (Utf8PathBuf, Utf8PathBuf) {
     (root.join("home"), root.join("cache"))
@@ -218,7 +236,10 @@ impl Copilot {
         let (home, cache) = roots(&root);
         let usage_file = root.join(USAGE_FILE);
         let base = agent_env(spec, &run.parent_env);
-        let offline = byok(&base) && !g.web_search;
+        // What Copilot will see once the user's configuration (`[agents.copilot]`) is applied:
+        // their provider and package cache decide the network and the mounts.
+        let user = effective_env(&base, run);
+        let offline = byok(&user) && !g.web_search;
 
         let mut env = base.clone();
         env.insert("COPILOT_HOME".into(), home.to_string());
@@ -287,7 +308,7 @@ impl Copilot {
             let pkg = root.join("pkg");
             dirs.push(pkg.clone());
             env.insert("COPILOT_PKG_CACHE_HOME".into(), pkg.to_string());
-            let binds = user_package_cache(&base)
+            let binds = user_package_cache(&user)
                 .map(|user| handoff_core::sandbox::Bind {
                     source: user.join("pkg"),
                     dest: pkg.join("pkg"),
@@ -304,7 +325,7 @@ impl Copilot {
                 // Copilot's shell runs `/bin/bash`, not `$SHELL`: a wrapper would not be used.
                 offline_shell: false,
                 network: Some(super::network::network(
-                    &base,
+                    &user,
                     &mcp["mcpServers"],
                     g.web_search,
                     offline,

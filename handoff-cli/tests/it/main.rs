@@ -14,6 +14,7 @@ mod checkpoint;
 mod config;
 mod containment;
 mod continuation;
+mod copilot;
 mod docs;
 mod doctor;
 mod evidence;

@@ -1,0 +1,145 @@
+//! GitHub Copilot CLI (`@github/copilot`), driven through `handoff` against the scripted model
+//! server with its BYOK variables (`COPILOT_PROVIDER_BASE_URL`, `COPILOT_PROVIDER_API_KEY`,
+//! offline): a review that answers and changes nothing, a build that writes, a refused control,
+//! the turn limit handoff keeps for it, and a panel with it.
+
+use handoff_testkit::model_server::{Script, Step, provider_output};
+use serde_json::Value;
+
+use super::Rig;
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_reviews_without_changing_anything() {
+    let rig = Rig::new("copilot", Script::answer(provider_output("looks fine")));
+    let run = rig.run("review", &[]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.json["output"]["response"], "looks fine");
+    assert!(run.changed().is_empty(), "{:?}", run.changed());
+    // Tokens from its usage file; premium requests as Copilot counts them, never dollars.
+    let usage = &run.json["usage"];
+    assert_eq!(usage["source"], "provider-envelope", "{usage}");
+    assert!(usage["inputTokens"].as_u64().unwrap_or(0) > 0, "{usage}");
+    assert!(usage["costUsd"].is_null(), "{usage}");
+    assert_eq!(usage["premiumRequests"], 0.0, "{usage}");
+    // Read-only: no tool that writes, no sub-agent, no web.
+    let offered = rig.offered();
+    for t in ["create", "edit", "task", "web_fetch"] {
+        assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
+    }
+    // It ran under handoff's sandbox and reached the model through the filtering proxy.
+    let sandbox = &run.json["policy"]["sandbox"];
+    assert_eq!(sandbox["enforcement"], "handoff", "{sandbox}");
+    assert!(
+        sandbox["proxy"]["traffic"]
+            .to_string()
+            .contains("127.0.0.1"),
+        "{sandbox}"
+    );
+    rig.assert_no_process_left();
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_builds_with_its_own_tool() {
+    let rig = Rig::new("copilot", Script::text("unused"));
+    let target = rig.file("hello.txt");
+    rig.server.set_script(Script::new([
+        Step::write_file(&target, "hello from copilot\n"),
+        Step::Answer(provider_output("wrote hello.txt")),
+    ]));
+    let run = rig.run("build", &["--effort", "high", "--model", "fake-model"]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.changed(), ["hello.txt"]);
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("hello from copilot")
+    );
+    let calls = rig.server.model_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.body["reasoning_effort"] == "high"),
+        "the effort did not reach the model"
+    );
+    assert!(
+        calls.iter().all(|c| c.body["model"] == "fake-model"),
+        "the model did not reach the wire"
+    );
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_refuses_an_effort_it_does_not_have_before_starting() {
+    let rig = Rig::new("copilot", Script::answer(provider_output("unused")));
+    let run = rig.run("review", &["--effort", "ultra"]);
+    assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "rejected");
+    assert!(rig.server.model_calls().is_empty());
+}
+
+/// Copilot has no turn limit: handoff counts its turns and stops it as one past the limit
+/// starts, and the run reads like another agent's turn limit.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_is_stopped_at_its_turn_limit() {
+    let rig = Rig::new("copilot", Script::text("unused"));
+    let file = rig.file("README.md");
+    let steps: Vec<Step> = (0..8).map(|_| Step::shell(format!("cat {file}"))).collect();
+    rig.server.set_script(Script::new(steps));
+    let run = rig.run("review", &["--max-turns", "2"]);
+    assert_eq!(run.code, 2, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "failed");
+    assert!(
+        run.message()
+            .contains("max_turns: Reached maximum number of turns (2)"),
+        "{}",
+        run.message()
+    );
+    assert!(rig.server.model_calls().len() <= 3, "it went on");
+    rig.assert_no_process_left();
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_sits_on_a_panel() {
+    let rig = Rig::new("copilot", Script::answer(provider_output("one view")));
+    let ins = rig.root.join("private/question.txt");
+    std::fs::write(&ins, "Is this safe?").unwrap();
+    let out = rig
+        .command()
+        .args(["advice", "--caller-harness", "claude"])
+        .args(["--harness", "copilot,opencode"])
+        .arg("--cwd")
+        .arg(rig.repo.path())
+        .arg("--instructions")
+        .arg(&ins)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let panel: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{panel:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let members: Vec<(&str, &str)> = panel["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["target"]["harness"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [("copilot", "succeeded"), ("opencode", "succeeded")]
+    );
+}
