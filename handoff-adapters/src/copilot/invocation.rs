@@ -115,7 +115,10 @@ pub fn byok(env: &BTreeMap<String, String>) -> bool {
 
 /// `base` (the allowlisted environment) with the agent's configuration applied as the engine
 /// will apply it: `pass_env` names from handoff's environment, then `env`.
-fn effective_env(base: &BTreeMap<String, String>, run: &RunDir) -> BTreeMap<String, String> {
+pub(super) fn effective_env(
+    base: &BTreeMap<String, String>,
+    run: &RunDir,
+) -> BTreeMap<String, String> {
     let mut env = base.clone();
     for name in &run.agent_config.pass_env {
         if let Some(v) = run.parent_env.get(name) {

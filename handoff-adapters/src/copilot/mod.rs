@@ -18,6 +18,10 @@
 //! Token counts are only in the file `--usage-output-file` writes, next to Copilot's billing
 //! units (premium requests, nano-AIU), which are reported as what they are, never as dollars.
 //!
+//! A continuation receiver runs a headless turn whose session lands in the user's own store
+//! (`receiver.rs`); the store is read and written as `session-state/<id>/events.jsonl`
+//! (`sessions.rs`).
+//!
 //! On its first run, Copilot extracts its JavaScript package (about 235 MB) into its package
 //! cache. The preflight's `copilot --version`, outside the sandbox, does that into the user's
 //! own cache, which the sandboxed run then sees read-only.
@@ -26,6 +30,8 @@ mod invocation;
 mod network;
 mod parse;
 mod progress;
+mod receiver;
+mod sessions;
 
 use async_trait::async_trait;
 use camino::Utf8Path;
@@ -123,9 +129,12 @@ impl Provider for Copilot {
         true
     }
 
-    fn why_no_receiver(&self) -> &str {
-        "handoff does not carry tasks into Copilot sessions yet: its runs keep their session in \
-         a configuration root private to the run"
+    fn receiver(&self) -> Option<&dyn handoff_core::Receiver> {
+        Some(self)
+    }
+
+    fn sessions(&self) -> Option<&dyn handoff_core::Sessions> {
+        Some(self)
     }
 
     /// The extracted package is part of what the preflight leaves: when it is gone, the

@@ -107,7 +107,7 @@ fn copilot_is_registered_with_its_spec() {
     assert!(g.bash && g.bash_disable && g.web_search && g.mcp && g.write && g.nested_source);
     assert!(!s.native_filesystem_isolation && !s.native_bash_sandbox);
     assert!(p.turns_counted_by_handoff());
-    assert!(p.receiver().is_none());
+    assert!(p.receiver().is_some() && p.sessions().is_some());
 }
 
 /// A review without a shell: the prompt on stdin, the read tools only, every other kind

@@ -21,6 +21,7 @@ mod receiver;
 mod schema;
 mod store_claude;
 mod store_codex;
+mod store_copilot;
 mod store_opencode;
 mod support;
 mod transcript_claude;

@@ -232,28 +232,3 @@ fn capabilities_and_doctor_list_copilot() {
     let doctor = sb.run(&["doctor"]);
     assert!(doctor.stdout.contains("copilot"), "{}", doctor.stdout);
 }
-
-/// `continue --to copilot` is refused, saying why, before anything changes.
-#[test]
-fn copilot_cannot_take_a_task_over_yet() {
-    let sb = crate::continuation::sandbox();
-    let note = crate::continuation::note_file(&sb, "good.md", &crate::note::SECTIONS);
-    let cwd = sb.cwd();
-    let run = sb.run(&[
-        "continue",
-        "--to",
-        "copilot",
-        "--from",
-        "claude",
-        "--cwd",
-        &cwd,
-        "--note-file",
-        &note,
-    ]);
-    assert_eq!(run.code, 5, "{run:?}");
-    assert!(
-        run.stderr
-            .contains("copilot cannot receive a continuation: handoff does not carry tasks"),
-        "{run:?}"
-    );
-}

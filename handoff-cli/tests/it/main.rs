@@ -15,6 +15,7 @@ mod config;
 mod containment;
 mod continuation;
 mod copilot;
+mod copilot_carry;
 mod docs;
 mod doctor;
 mod evidence;

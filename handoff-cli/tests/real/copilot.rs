@@ -8,9 +8,22 @@ use serde_json::Value;
 
 use super::Rig;
 
+/// Whether this run of the suite includes Copilot (`HANDOFF_REAL_ONLY` names the CLIs to run).
+fn wanted(others: &[&str]) -> bool {
+    match std::env::var("HANDOFF_REAL_ONLY") {
+        Ok(only) => std::iter::once("copilot")
+            .chain(others.iter().copied())
+            .all(|c| only.split(',').any(|o| o == c)),
+        Err(_) => true,
+    }
+}
+
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_reviews_without_changing_anything() {
+    if !wanted(&[]) {
+        return;
+    }
     let rig = Rig::new("copilot", Script::answer(provider_output("looks fine")));
     let run = rig.run("review", &[]);
     assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
@@ -43,6 +56,9 @@ fn copilot_reviews_without_changing_anything() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_builds_with_its_own_tool() {
+    if !wanted(&[]) {
+        return;
+    }
     let rig = Rig::new("copilot", Script::text("unused"));
     let target = rig.file("hello.txt");
     rig.server.set_script(Script::new([
@@ -60,9 +76,7 @@ fn copilot_builds_with_its_own_tool() {
     );
     let calls = rig.server.model_calls();
     assert!(
-        calls
-            .iter()
-            .any(|c| c.body["reasoning_effort"] == "high"),
+        calls.iter().any(|c| c.body["reasoning_effort"] == "high"),
         "the effort did not reach the model"
     );
     assert!(
@@ -74,6 +88,9 @@ fn copilot_builds_with_its_own_tool() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_refuses_an_effort_it_does_not_have_before_starting() {
+    if !wanted(&[]) {
+        return;
+    }
     let rig = Rig::new("copilot", Script::answer(provider_output("unused")));
     let run = rig.run("review", &["--effort", "ultra"]);
     assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
@@ -86,6 +103,9 @@ fn copilot_refuses_an_effort_it_does_not_have_before_starting() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_is_stopped_at_its_turn_limit() {
+    if !wanted(&[]) {
+        return;
+    }
     let rig = Rig::new("copilot", Script::text("unused"));
     let file = rig.file("README.md");
     let steps: Vec<Step> = (0..8).map(|_| Step::shell(format!("cat {file}"))).collect();
@@ -106,6 +126,9 @@ fn copilot_is_stopped_at_its_turn_limit() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_sits_on_a_panel() {
+    if !wanted(&["opencode"]) {
+        return;
+    }
     let rig = Rig::new("copilot", Script::answer(provider_output("one view")));
     let ins = rig.root.join("private/question.txt");
     std::fs::write(&ins, "Is this safe?").unwrap();
@@ -142,4 +165,61 @@ fn copilot_sits_on_a_panel() {
         members,
         [("copilot", "succeeded"), ("opencode", "succeeded")]
     );
+}
+
+/// A conversation carried between Copilot and OpenCode, both real: the first receiver's
+/// session (made by its real CLI from the note) is carried to the other, which resumes it with
+/// the earlier turns in its request; the source is left as it was.
+fn carried_between(from: &'static str, to: &'static str) {
+    if !wanted(&["opencode"]) {
+        return;
+    }
+    use super::carry::{FIRST_ANSWER, FIRST_PROMPT, SECOND_ANSWER, continue_, first_session};
+    let rig = super::carry::rig();
+    let source = first_session(&rig, "claude", from);
+    let source_file = match from {
+        "copilot" => Some(
+            rig.root
+                .join("home/.copilot/session-state")
+                .join(&source)
+                .join("events.jsonl"),
+        ),
+        _ => None,
+    };
+    let before = source_file.as_ref().map(|f| std::fs::read(f).unwrap());
+    rig.server.clear_log();
+    rig.server
+        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
+    let (code, r) = continue_(&rig, &["--to", to]);
+    assert_eq!(code, 0, "{from}→{to}: {r:#}");
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["source"]["provider"], from);
+    assert_eq!(carry["source"]["sessionId"], source.as_str());
+    let carried = carry["sessionId"].as_str().unwrap();
+    assert_eq!(r["receiver"]["sessionId"], carried, "{r:#}");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{from}→{to}: {:#}",
+        r["continuity"]
+    );
+    assert_eq!(r["receiver"]["lastMessage"], SECOND_ANSWER);
+    let request = super::carry::last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER), "{from}→{to}: {request}");
+    assert!(request.contains(FIRST_PROMPT), "{from}→{to}: {request}");
+    if let (Some(file), Some(before)) = (source_file, before) {
+        assert_eq!(std::fs::read(file).unwrap(), before, "the source changed");
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn carry_copilot_to_opencode_is_resumed_with_the_earlier_turns() {
+    carried_between("copilot", "opencode");
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
+    carried_between("opencode", "copilot");
 }

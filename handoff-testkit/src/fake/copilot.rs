@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use super::Ctx;
 use super::args::{self, Kind, Opt, ParseError, opt};
 use super::json::{J, arr, obj};
+use super::receiver;
 use super::task::{self, Answer, Task};
 use super::util;
 
@@ -217,7 +218,17 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     if behaviour == task::Behaviour::MaxTurns {
         return endless(&mut ev, &model);
     }
-    let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
+    // A continuation's turn (its prompt is handoff's continuation prompt or the probe
+    // question): the receiver's reply, its file, the session kept.
+    let outcome = if receiver::is_turn(&prompt) {
+        let previous = last_assistant(&home, &session);
+        receiver::pause(&ctx.settings);
+        let reply = receiver::reply(&ctx.settings, task.exe, &session, &prompt, previous);
+        task::perform_receiver(ctx, behaviour, &task, &prompt, &session, &reply)
+    } else {
+        task::perform(ctx, behaviour, &task, &prompt)
+    };
+    let outcome = match outcome {
         Ok(o) => o,
         Err(code) => return code,
     };
@@ -327,6 +338,18 @@ fn endless(ev: &mut Events, model: &str) -> ExitCode {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     fail("fake-agent: the model never stopped calling tools")
+}
+
+/// The last assistant text of session `id` so far.
+fn last_assistant(home: &Path, id: &str) -> Option<String> {
+    let text =
+        std::fs::read_to_string(home.join("session-state").join(id).join("events.jsonl")).ok()?;
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "assistant.message")
+        .filter_map(|v| v["data"]["content"].as_str().map(str::to_owned))
+        .find(|t| !t.trim().is_empty())
 }
 
 /// `$COPILOT_HOME`, else `~/.copilot`.
