@@ -223,3 +223,74 @@ fn carry_copilot_to_opencode_is_resumed_with_the_earlier_turns() {
 fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
     carried_between("opencode", "copilot");
 }
+
+/// A one-tool stdio MCP server (`echo`), in Python's standard library only.
+const MCP_ECHO: &str = r#"import sys, json
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    method = m.get("method")
+    if method == "initialize":
+        r = {"protocolVersion": m["params"].get("protocolVersion", "2024-11-05"),
+             "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}
+    elif method == "tools/list":
+        r = {"tools": [{"name": "echo", "description": "echo its text",
+                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    elif method == "tools/call":
+        r = {"content": [{"type": "text", "text": "echoed " + m["params"]["arguments"].get("text", "")}]}
+    else:
+        r = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// handoff's MCP servers are the only ones Copilot sees, and it can call them: the run's
+/// `--additional-mcp-config` file, under handoff's sandbox.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_calls_the_runs_own_mcp_server() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::text("unused"));
+    // The server's script lives in the worktree (visible in the sandbox), committed first.
+    rig.repo.write("mcp_echo.py", MCP_ECHO);
+    rig.repo.commit_all("the MCP server");
+    let script = rig.file("mcp_echo.py");
+    let descriptor = rig.root.join("private/mcp.json");
+    std::fs::write(
+        &descriptor,
+        serde_json::json!({
+            "schemaVersion": "handoff.mcp.v1",
+            "servers": [{"name": "docs", "transport": "stdio",
+                         "command": "/usr/bin/python3", "args": [script], "env": {}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    rig.server.set_script(Script::new([
+        Step::tool_call("docs-echo", serde_json::json!({"text": "mcp-marker-22"})),
+        Step::Answer(provider_output("called it")),
+    ]));
+    let run = rig.run(
+        "review",
+        &[
+            "--mcp-config",
+            descriptor.to_str().unwrap(),
+            "--bash",
+            "false",
+        ],
+    );
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    let offered = rig.offered();
+    assert!(offered.contains(&"docs-echo".to_owned()), "{offered:?}");
+    for t in ["create", "edit", "bash", "task", "web_fetch"] {
+        assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
+    }
+    let calls = rig.server.requests();
+    let echoed = calls
+        .iter()
+        .any(|r| r.body.to_string().contains("echoed mcp-marker-22"));
+    assert!(echoed, "the MCP tool's output did not reach the model");
+}
