@@ -714,6 +714,26 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "it__parse__api_errors",
         "opencode-context-length",
     ),
+    // Recorded from GitHub Copilot CLI 1.0.102 against a local server answering an API error
+    // (it retries 429 and 5xx five times itself before it reports them).
+    (
+        "copilot",
+        "api-copilot-auth.out",
+        "it__parse__api_errors",
+        "copilot-auth",
+    ),
+    (
+        "copilot",
+        "api-copilot-rate-limited.out",
+        "it__parse__api_errors",
+        "copilot-rate-limited",
+    ),
+    (
+        "copilot",
+        "api-copilot-server-error.out",
+        "it__parse__api_errors",
+        "copilot-server-error",
+    ),
 ];
 
 #[test]
