@@ -96,9 +96,10 @@ pub const AGENT_DIRS: &[&str] = &[
     ".kiro/",
     ".grok/",
     ".opencode/",
-    // GitHub Copilot's repository settings and hooks (hooks run shell commands).
+    // GitHub Copilot's repository settings, hooks (which run shell commands) and instructions.
     ".github/copilot/",
     ".github/hooks/",
+    ".github/instructions/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -268,6 +269,13 @@ mod tests {
             ("opencode.jsonc", FlagKind::AgentConfig),
             (".mcp.json", FlagKind::AgentConfig),
             (".vscode/tasks.json", FlagKind::AgentConfig),
+            (".github/hooks/session.json", FlagKind::AgentConfig),
+            (".github/copilot/settings.json", FlagKind::AgentConfig),
+            (
+                ".github/instructions/rust.instructions.md",
+                FlagKind::AgentConfig,
+            ),
+            (".github/copilot-instructions.md", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());
