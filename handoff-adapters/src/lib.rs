@@ -3,7 +3,7 @@
 //! Each adapter maps a `Request` to the CLI's exact argv, environment and private files (a pure
 //! function, snapshot-tested), proves the installed CLI supports them without a model call
 //! (preflight), and reads the CLI's own output format back into a candidate answer.
-//! [`default_registry`] registers all seven agents.
+//! [`default_registry`] registers all eight agents.
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
@@ -11,6 +11,7 @@ mod claude;
 mod codex;
 mod common;
 mod compat;
+mod copilot;
 mod cursor;
 mod grok;
 mod grok_community;
@@ -24,6 +25,9 @@ use std::sync::Arc;
 
 pub use claude::{Claude, SHARED_AREAS as CLAUDE_SHARED_AREAS, SPEC as CLAUDE_SPEC};
 pub use codex::{Codex, SPEC as CODEX_SPEC, strict_schema as codex_strict_schema};
+pub use copilot::{
+    Copilot, SPEC as COPILOT_SPEC, UsageReport as CopilotUsage, usage_report as copilot_usage,
+};
 pub use cursor::{Cursor, SPEC as CURSOR_SPEC};
 pub use grok::{
     COMMUNITY_REASON as GROK_COMMUNITY_REASON, Grok, SPEC as GROK_SPEC, is_community_grok,
@@ -36,8 +40,9 @@ pub use kiro::{Kiro, SPEC as KIRO_SPEC};
 pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
 pub use probe::{ProbeOutput, mentions};
 
-/// A registry with all seven agents: Codex, Grok (xAI's CLI), Grok community (the
-/// `@vibe-kit/grok-cli`, under handoff's sandbox), Kiro, Claude Code, OpenCode, Cursor.
+/// A registry with all eight agents: Codex, Grok (xAI's CLI), Grok community (the
+/// `@vibe-kit/grok-cli`, under handoff's sandbox), Kiro, Claude Code, OpenCode, Cursor, GitHub
+/// Copilot CLI (under handoff's sandbox).
 pub fn default_registry() -> handoff_core::Registry {
     let mut r = handoff_core::Registry::new();
     r.register(Arc::new(Codex))
@@ -46,6 +51,7 @@ pub fn default_registry() -> handoff_core::Registry {
         .register(Arc::new(Kiro))
         .register(Arc::new(Claude))
         .register(Arc::new(OpenCode))
-        .register(Arc::new(Cursor));
+        .register(Arc::new(Cursor))
+        .register(Arc::new(Copilot));
     r
 }

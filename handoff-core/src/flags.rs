@@ -97,6 +97,10 @@ pub const AGENT_DIRS: &[&str] = &[
     ".kiro/",
     ".grok/",
     ".opencode/",
+    // GitHub Copilot's repository settings, hooks (which run shell commands) and instructions.
+    ".github/copilot/",
+    ".github/hooks/",
+    ".github/instructions/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -106,6 +110,7 @@ pub const AGENT_FILES: &[&str] = &[
     "CLAUDE.local.md",
     "opencode.json",
     "opencode.jsonc",
+    "copilot-instructions.md",
     ".mcp.json",
     ".cursorrules",
 ];
@@ -278,6 +283,13 @@ mod tests {
             (".vscode/tasks.json", FlagKind::AgentConfig),
             (".cargo/config.toml", FlagKind::AgentConfig),
             ("crates/a/.cargo/config", FlagKind::AgentConfig),
+            (".github/hooks/session.json", FlagKind::AgentConfig),
+            (".github/copilot/settings.json", FlagKind::AgentConfig),
+            (
+                ".github/instructions/rust.instructions.md",
+                FlagKind::AgentConfig,
+            ),
+            (".github/copilot-instructions.md", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());

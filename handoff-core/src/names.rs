@@ -38,10 +38,12 @@ impl AgentId {
     pub const OPENCODE: AgentId = AgentId(Cow::Borrowed("opencode"));
     /// Cursor agent.
     pub const CURSOR: AgentId = AgentId(Cow::Borrowed("cursor"));
+    /// GitHub Copilot CLI.
+    pub const COPILOT: AgentId = AgentId(Cow::Borrowed("copilot"));
 
-    /// The seven agents handoff ships adapters for, in the reference order (the community
-    /// Grok CLI after xAI's).
-    pub const BUILTIN: [AgentId; 7] = [
+    /// The eight agents handoff ships adapters for, in the reference order (the community
+    /// Grok CLI after xAI's, GitHub Copilot CLI last).
+    pub const BUILTIN: [AgentId; 8] = [
         AgentId::CODEX,
         AgentId::GROK,
         AgentId::GROK_COMMUNITY,
@@ -49,6 +51,7 @@ impl AgentId {
         AgentId::CLAUDE,
         AgentId::OPENCODE,
         AgentId::CURSOR,
+        AgentId::COPILOT,
     ];
 
     /// A compile-time id for an embedder's provider. The caller guarantees the syntax.

@@ -173,6 +173,9 @@ pub enum AnswerSource {
     Stdout,
     /// A file it writes.
     File(Utf8PathBuf),
+    /// Its stdout, with a report the CLI writes beside it (e.g. its token counts) read into
+    /// [`RawOutput::answer_file`].
+    StdoutWithReport(Utf8PathBuf),
 }
 
 /// A private file the engine writes (0600, exclusive create) before launch.
@@ -235,7 +238,8 @@ pub struct RawOutput {
     pub stderr: Vec<u8>,
     /// Exit code, when it exited normally.
     pub exit_code: Option<i32>,
-    /// Contents of the answer file, when the answer source is a file and it exists.
+    /// Contents of the file the answer source names ([`AnswerSource::File`] or
+    /// [`AnswerSource::StdoutWithReport`]), when it exists.
     pub answer_file: Option<Vec<u8>>,
 }
 
@@ -350,6 +354,14 @@ pub trait Provider: Send + Sync {
     /// empty for lines that say nothing worth showing (and for CLIs without an event stream).
     fn progress(&self, _line: &[u8]) -> Vec<ProgressEvent> {
         Vec::new()
+    }
+
+    /// For a CLI with no turn limit of its own: whether handoff enforces the spec's
+    /// [`ProviderSpec::max_turns`] itself, counting the [`ProgressEvent::Turn`] events of the
+    /// CLI's stream ([`Provider::progress`]) and stopping the CLI as a turn past the limit
+    /// starts. The run then ends as the agent's own failure at its turn limit.
+    fn turns_counted_by_handoff(&self) -> bool {
+        false
     }
 
     /// Receiving a continued task (`handoff continue --to`): `None` when this CLI can't own

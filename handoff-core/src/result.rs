@@ -229,6 +229,10 @@ pub struct Usage {
     pub cache_write_tokens: Option<u64>,
     /// Cost in US dollars as the CLI reports it.
     pub cost_usd: Option<f64>,
+    /// Premium requests as GitHub Copilot counts them: its billing unit, never dollars (zero
+    /// for a provider of the user's own). Absent for every other agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub premium_requests: Option<f64>,
 }
 
 impl Usage {
@@ -242,6 +246,7 @@ impl Usage {
             cache_read_tokens: None,
             cache_write_tokens: None,
             cost_usd: None,
+            premium_requests: None,
         }
     }
 }

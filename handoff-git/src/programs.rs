@@ -588,7 +588,10 @@ pub fn config_state(cwd: &camino::Utf8Path) -> Result<ConfigState, WorkspaceErro
         )
         .map_err(io(&root))?;
     }
-    for name in AGENT_FILES.iter().chain(&[".vscode/tasks.json"]) {
+    for name in AGENT_FILES
+        .iter()
+        .chain(&[".vscode/tasks.json", ".github/copilot-instructions.md"])
+    {
         files(
             kind,
             &root.join(name),

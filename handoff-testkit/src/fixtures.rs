@@ -34,6 +34,10 @@ pub const KIRO_CHAT_HELP: &str = include_str!("../fixtures/kiro-cli-chat-help.tx
 pub const OPENCODE_HELP: &str = include_str!("../fixtures/opencode-1.18.33-help.txt");
 /// `opencode run --help` of OpenCode 1.18.33.
 pub const OPENCODE_RUN_HELP: &str = include_str!("../fixtures/opencode-1.18.33-run-help.txt");
+/// `copilot --help` of GitHub Copilot CLI 1.0.102.
+pub const COPILOT_HELP: &str = include_str!("../fixtures/copilot-1.0.102-help.txt");
+/// The version the fake `copilot` reports (`GitHub Copilot CLI 1.0.102.`).
+pub const COPILOT_VERSION: &str = "1.0.102";
 /// `cursor-agent --help` (synthetic).
 pub const CURSOR_HELP: &str = include_str!("../fixtures/cursor-agent-help.txt");
 /// `cursor-agent sandbox run --help` (synthetic).

@@ -1,5 +1,5 @@
-//! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, the
-//! community Grok CLI) from the npm registry, driven through the `handoff` binary against the
+//! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, GitHub
+//! Copilot CLI, the community Grok CLI) from the npm registry, driven through the `handoff` binary against the
 //! testkit's scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server
 //! on 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
 //! install fails the suite; nothing is skipped silently.
@@ -52,6 +52,14 @@ pub const PINNED: &[Pin] = &[
         version: "1.18.33",
         exe: "opencode",
         agent: "opencode",
+    },
+    // GitHub Copilot CLI (its `--version` prints "GitHub Copilot CLI 1.0.102."). Its first run
+    // extracts a 235 MB package into the user's cache, outside handoff's sandbox.
+    Pin {
+        package: "@github/copilot",
+        version: "1.0.102",
+        exe: "copilot",
+        agent: "copilot",
     },
     // The community Grok CLI (its `--version` prints 1.0.1).
     Pin {

@@ -67,6 +67,7 @@ fn usage_of(ev: &ResultEvent) -> Option<Usage> {
         cache_read_tokens: u.cache_read_input_tokens,
         cache_write_tokens: u.cache_creation_input_tokens,
         cost_usd: ev.total_cost_usd,
+        premium_requests: None,
     })
 }
 

@@ -67,6 +67,7 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
                     cache_read_tokens: Some(0),
                     cache_write_tokens: Some(0),
                     cost_usd: None,
+                    premium_requests: None,
                 });
                 let add = |a: &mut Option<u64>, b: Option<u64>| {
                     *a = Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0)))

@@ -35,6 +35,7 @@ pub fn envelope_usage(envelope: &Value) -> Option<Usage> {
             .get("total_cost_usd")
             .and_then(Value::as_f64)
             .filter(|c| c.is_finite() && *c >= 0.0),
+        premium_requests: None,
     })
 }
 

@@ -85,6 +85,7 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
                     cache_read_tokens: Some(0),
                     cache_write_tokens: Some(0),
                     cost_usd: Some(0.0),
+                    premium_requests: None,
                 });
                 let t = part.tokens.as_ref();
                 let add = |a: &mut Option<u64>, b: Option<u64>| {

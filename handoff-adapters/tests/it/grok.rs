@@ -308,6 +308,7 @@ fn structured_output_is_the_answer_with_envelope_usage_and_cost() {
             cache_read_tokens: Some(512),
             cache_write_tokens: None,
             cost_usd: Some(0.00231),
+            premium_requests: None,
         })
     );
 }

@@ -112,6 +112,7 @@ pub(crate) fn answer_name(a: &AnswerSource) -> Value {
     match a {
         AnswerSource::Stdout => json!("stdout"),
         AnswerSource::File(p) => json!({"file": p}),
+        AnswerSource::StdoutWithReport(p) => json!({"stdout": true, "report": p}),
     }
 }
 
@@ -180,6 +181,7 @@ pub(crate) const AGENTS: &[Agent] = &[
     crate::kiro::KIRO,
     crate::opencode::OPENCODE,
     crate::cursor::CURSOR,
+    crate::copilot::COPILOT,
 ];
 
 /// Every mode × profile plan of `agent`, with the standard parent environment, named
@@ -449,6 +451,7 @@ pub(crate) fn usage(
         cache_read_tokens: Some(cache_read),
         cache_write_tokens: Some(cache_write),
         cost_usd,
+        premium_requests: None,
     })
 }
 
@@ -710,6 +713,26 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "api-opencode-context-length.out",
         "it__parse__api_errors",
         "opencode-context-length",
+    ),
+    // Recorded from GitHub Copilot CLI 1.0.102 against a local server answering an API error
+    // (it retries 429 and 5xx five times itself before it reports them).
+    (
+        "copilot",
+        "api-copilot-auth.out",
+        "it__parse__api_errors",
+        "copilot-auth",
+    ),
+    (
+        "copilot",
+        "api-copilot-rate-limited.out",
+        "it__parse__api_errors",
+        "copilot-rate-limited",
+    ),
+    (
+        "copilot",
+        "api-copilot-server-error.out",
+        "it__parse__api_errors",
+        "copilot-server-error",
     ),
 ];
 

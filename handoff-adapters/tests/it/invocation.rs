@@ -97,10 +97,7 @@ fn describe(inv: &Invocation, _run: &RunDir) -> Value {
             StdinSource::Null => "null",
         },
         "files": files,
-        "answer": match &inv.answer {
-            AnswerSource::Stdout => json!("stdout"),
-            AnswerSource::File(p) => json!({"file": p}),
-        },
+        "answer": answer_name(&inv.answer),
         "policy": inv.policy,
         "secrets": inv.secrets,
     })

@@ -4,6 +4,7 @@
 //! what is particular to each CLI; the `store_*` and `transcript_*` modules its sessions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod copilot;
 mod cursor;
 mod fakes;
 mod garbage;
@@ -20,6 +21,7 @@ mod receiver;
 mod schema;
 mod store_claude;
 mod store_codex;
+mod store_copilot;
 mod store_opencode;
 mod support;
 mod transcript_claude;

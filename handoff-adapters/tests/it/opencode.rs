@@ -189,10 +189,7 @@ fn describe(inv: &Invocation, _run: &RunDir) -> Value {
         },
         "dirs": inv.dirs,
         "files": files,
-        "answer": match &inv.answer {
-            AnswerSource::Stdout => json!("stdout"),
-            AnswerSource::File(p) => json!({"file": p}),
-        },
+        "answer": answer_name(&inv.answer),
         "policy": inv.policy,
         "secrets": inv.secrets,
         "inlineConfig": config,

@@ -15,6 +15,8 @@ mod concealment;
 mod config;
 mod containment;
 mod continuation;
+mod copilot;
+mod copilot_carry;
 mod docs;
 mod doctor;
 mod evidence;

@@ -2204,7 +2204,7 @@ fn capabilities_json() {
         ctx(&run)
     );
     let providers = j["providers"].as_array().unwrap();
-    assert_eq!(providers.len(), 7, "{}", ctx(&run));
+    assert_eq!(providers.len(), 8, "{}", ctx(&run));
     let ids: Vec<&str> = providers.iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(
         ids,
@@ -2215,16 +2215,17 @@ fn capabilities_json() {
             "kiro",
             "claude",
             "opencode",
-            "cursor"
+            "cursor",
+            "copilot"
         ]
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
-        // Full receivers, run against the real CLIs: Claude Code, Codex and OpenCode. Cursor
+        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot. Cursor
         // and Kiro receive from the note and a recap, verified against recorded outputs;
         // Cursor's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
-            "claude" | "codex" | "opencode" => ("full", serde_json::json!("real")),
+            "claude" | "codex" | "opencode" | "copilot" => ("full", serde_json::json!("real")),
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
             _ => ("none", serde_json::Value::Null),
         };

@@ -55,7 +55,7 @@ fn note_file(rig: &Rig) -> PathBuf {
 }
 
 /// `handoff continue --cwd <repo> --note-file <note> <args…>`.
-fn continue_(rig: &Rig, args: &[&str]) -> (i32, Value) {
+pub(super) fn continue_(rig: &Rig, args: &[&str]) -> (i32, Value) {
     let note = note_file(rig);
     let started = Instant::now();
     let out = rig

@@ -12,6 +12,7 @@
 mod attacks;
 mod carry;
 mod continuation;
+mod copilot;
 mod failures;
 mod grok_community;
 mod leftovers;
@@ -140,6 +141,10 @@ config = [
   'model_providers.e2e.stream_max_retries=0',
 ]
 env = {{ E2E_MODEL_KEY = "{MODEL_KEY}" }}
+
+[agents.copilot]
+model = "fake-model"
+env = {{ COPILOT_PROVIDER_BASE_URL = "{v1}", COPILOT_PROVIDER_API_KEY = "{MODEL_KEY}" }}
 
 [agents.grok-community]
 env = {{ GROK_API_KEY = "{MODEL_KEY}", GROK_BASE_URL = "{v1}" }}

@@ -29,6 +29,9 @@ pub(super) struct Ran {
     pub ending: Ending,
     /// Its output, for the adapter to read.
     pub raw: RawOutput,
+    /// The turn limit handoff stopped it at ([`Provider::turns_counted_by_handoff`]), if it
+    /// did.
+    pub turn_limit: Option<u32>,
 }
 
 /// A run wrapped in handoff's sandbox.
@@ -187,6 +190,17 @@ impl Engine {
             label,
             &draft.secrets,
         );
+        let limit = provider
+            .turns_counted_by_handoff()
+            .then_some(request.selection.resolved.max_turns)
+            .flatten();
+        let (tap, cancel, reached) = match limit {
+            Some(limit) => {
+                let watch = super::turns::TurnWatch::start(&provider, limit, tap, cancel);
+                (Some(watch.tap), watch.cancel, Some(watch.reached))
+            }
+            None => (tap, cancel, None),
+        };
         // The reaper holds the worktree lease until the agent's tree is gone, even if handoff
         // is killed first.
         let hold = draft.lease.as_ref().and_then(|l| l.hold().ok());
@@ -199,11 +213,14 @@ impl Engine {
             self.reaper(hold),
         )
         .await;
+        let turn_limit = reached
+            .filter(|r| report.ending == crate::process::Ending::Cancelled && r.reached())
+            .and(limit);
         draft.result.processes = Some(crate::result::Processes::from(&report.containment));
         draft.result.exit.provider = report.exit_code;
         draft.result.exit.signal = report.signal.clone();
         let answer_file = match &invocation.answer {
-            AnswerSource::File(p) => read_answer_file(p),
+            AnswerSource::File(p) | AnswerSource::StdoutWithReport(p) => read_answer_file(p),
             AnswerSource::Stdout => None,
         };
         let stderr = String::from_utf8_lossy(&report.stderr).into_owned();
@@ -253,6 +270,7 @@ impl Engine {
                 exit_code: report.exit_code,
                 answer_file,
             },
+            turn_limit,
         })
     }
 

@@ -23,6 +23,7 @@ mod plan;
 mod receiver;
 mod record;
 mod shared;
+mod turns;
 mod verdict;
 mod worker_advice;
 

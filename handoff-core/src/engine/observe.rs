@@ -349,7 +349,11 @@ pub(super) fn observe(
     timeout: Duration,
     draft: &mut Draft,
 ) -> Ended {
-    let Ran { ending, raw } = ran;
+    let Ran {
+        ending,
+        raw,
+        turn_limit,
+    } = ran;
     // Whatever else happened, processes that may outlive the run outrank it.
     if draft
         .result
@@ -364,6 +368,21 @@ pub(super) fn observe(
              some may outlive the run"
                 .to_owned(),
         );
+    }
+    if let Some(limit) = turn_limit {
+        // Stopped by handoff at the limit: what the CLI counted so far is still its usage.
+        if let Ok(
+            Observation::Answer { usage: Some(u), .. }
+            | Observation::AgentFailure { usage: Some(u), .. },
+        ) = provider.parse(&raw)
+        {
+            draft.result.usage = u;
+        }
+        return Ended::AgentFailure {
+            agent: provider.spec().id.clone(),
+            message: super::turns::message(limit),
+            reason: crate::FailureReason::new(crate::FailureCause::Other),
+        };
     }
     match ending {
         Ending::TimedOut => {
@@ -506,5 +525,6 @@ fn self_reported(out: &ProviderOutput) -> Usage {
         cache_read_tokens: None,
         cache_write_tokens: None,
         cost_usd: None,
+        premium_requests: None,
     }
 }

@@ -407,6 +407,10 @@ fn sum_usage<'a>(usages: impl Iterator<Item = &'a Usage> + Clone) -> Usage {
             .clone()
             .filter_map(|u| u.cost_usd)
             .reduce(|a, b| a + b),
+        premium_requests: usages
+            .clone()
+            .filter_map(|u| u.premium_requests)
+            .reduce(|a, b| a + b),
     }
 }
 

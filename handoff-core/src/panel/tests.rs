@@ -569,6 +569,7 @@ fn a_panel_assembles_its_members() {
         cache_read_tokens: None,
         cache_write_tokens: None,
         cost_usd: Some(0.25),
+        premium_requests: None,
     };
     let mut claude = result(
         AgentId::CLAUDE,
@@ -582,6 +583,7 @@ fn a_panel_assembles_its_members() {
     claude.usage = Usage {
         input_tokens: Some(50),
         cost_usd: Some(0.5),
+        premium_requests: None,
         ..codex.usage.clone()
     };
     claude.timing = Timing {

@@ -1,7 +1,7 @@
 //! The `fake-agent` binary: one executable that imitates each agent CLI handoff drives.
 //!
 //! Tests install it under a CLI's executable name (`claude`, `codex`, `grok`, `kiro-cli`,
-//! `opencode`, `cursor-agent`); it dispatches on the basename of `argv[0]`. Invoked as
+//! `opencode`, `cursor-agent`, `copilot`); it dispatches on the basename of `argv[0]`. Invoked as
 //! `fake-agent <name> ARGS…` it behaves as `<name> ARGS…`.
 //!
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
@@ -19,6 +19,7 @@ mod claude;
 mod claude_store;
 mod codex;
 mod codex_store;
+mod copilot;
 mod cursor;
 mod grok;
 mod grok_community;
@@ -36,13 +37,14 @@ use record::Recorder;
 use settings::Settings;
 
 /// The executable names the fake answers to.
-pub const EXECUTABLES: [&str; 6] = [
+pub const EXECUTABLES: [&str; 7] = [
     "claude",
     "codex",
     "grok",
     "kiro-cli",
     "opencode",
     "cursor-agent",
+    "copilot",
 ];
 
 /// Which CLI this process imitates.
@@ -54,6 +56,7 @@ pub(crate) enum Exe {
     Kiro,
     OpenCode,
     Cursor,
+    Copilot,
 }
 
 impl Exe {
@@ -65,6 +68,7 @@ impl Exe {
             "kiro-cli" => Exe::Kiro,
             "opencode" => Exe::OpenCode,
             "cursor-agent" => Exe::Cursor,
+            "copilot" => Exe::Copilot,
             _ => return None,
         })
     }
@@ -77,6 +81,7 @@ impl Exe {
             Exe::Kiro => "kiro-cli",
             Exe::OpenCode => "opencode",
             Exe::Cursor => "cursor-agent",
+            Exe::Copilot => "copilot",
         }
     }
 }
@@ -181,6 +186,7 @@ pub fn main() -> ExitCode {
         Exe::Kiro => kiro::run(&mut ctx),
         Exe::OpenCode => opencode::run(&mut ctx),
         Exe::Cursor => cursor::run(&mut ctx),
+        Exe::Copilot => copilot::run(&mut ctx),
     }
 }
 

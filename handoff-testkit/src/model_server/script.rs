@@ -15,10 +15,11 @@ pub const DEFAULT_SIDE_TEXT: &str = "Scripted model reply";
 pub const NO_SUITABLE_TOOL: &str = "NO_SUITABLE_TOOL";
 
 /// The tool names [`Step::WriteFile`] tries, in order.
-pub const WRITE_FILE_TOOLS: [&str; 6] = [
+pub const WRITE_FILE_TOOLS: [&str; 7] = [
     "Write",
     "write",
     "create_file",
+    "create",
     "apply_patch",
     "exec_command",
     "shell",
@@ -194,7 +195,8 @@ pub enum Step {
     FirstToolOf(Vec<(String, Value)>),
     /// Creates `path` holding `content` with the first offered of [`WRITE_FILE_TOOLS`]:
     /// `Write {file_path, content}` (Claude), `write {filePath, content}` (OpenCode),
-    /// `create_file {path, content}` (Grok), `apply_patch` with an `*** Add File:` patch
+    /// `create_file {path, content}` (Grok), `create {path, file_text}` (Copilot),
+    /// `apply_patch` with an `*** Add File:` patch
     /// (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
     /// `shell {command: ["bash", "-lc", …]}` (Codex).
     ///
@@ -581,6 +583,10 @@ fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
         (
             "create_file".into(),
             json!({ "path": path, "content": content }),
+        ),
+        (
+            "create".into(),
+            json!({ "path": path, "file_text": content }),
         ),
         (
             "apply_patch".into(),

@@ -436,6 +436,7 @@ fn check_body(body: &str, path: &str, p: &mut Problems) {
         "cursor-agent -p",
         "kiro-cli chat",
         "grok -p",
+        "copilot -p",
     ] {
         if body.contains(direct) {
             p.add(path, format!("calls an agent CLI directly (`{direct}`)"));

@@ -1,0 +1,287 @@
+//! GitHub Copilot CLI (`--harness copilot`, the fake `copilot`) through the `handoff` binary: a
+//! review that answers and changes nothing, a build that writes, both under handoff's own
+//! sandbox with the prompt on stdin; a refused control; the turn limit handoff keeps for a CLI
+//! that has none; a panel with it; and the surfaces that list it.
+
+use handoff_testkit::keys::MODE;
+use serde_json::Value;
+
+use crate::support::{Run, Sandbox, confined};
+
+fn changed(run: &Run) -> Vec<String> {
+    serde_json::from_value(run.json["git"]["changedFiles"].clone()).unwrap_or_default()
+}
+
+fn message(run: &Run) -> &str {
+    run.json["diagnostics"]["message"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The recorded runs of the CLI itself (probes left out).
+fn copilot_runs(sb: &Sandbox) -> Vec<Value> {
+    sb.agents
+        .invocations()
+        .into_iter()
+        .filter(|i| {
+            i["exe"] == "copilot"
+                && i["argv"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|w| w == "--output-format"))
+        })
+        .collect()
+}
+
+/// The values of a variadic flag in a recorded argv.
+fn values_after(argv: &Value, flag: &str) -> Vec<String> {
+    argv.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .skip_while(|a| *a != flag)
+        .skip(1)
+        .take_while(|a| !a.starts_with("--"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_review_answers_under_handoffs_sandbox_and_changes_nothing() {
+    let sb = confined();
+    let run = sb.delegate("claude", "copilot", "review", &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.status(), "succeeded");
+    assert_eq!(run.json["output"]["response"], "copilot finished review");
+    assert!(changed(&run).is_empty(), "{:?}", changed(&run));
+    assert_eq!(run.json["target"]["version"], "GitHub Copilot CLI 1.0.102.");
+    let receipt = &run.json["policy"]["sandbox"];
+    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
+    assert_eq!(receipt["worktree"], "read-only", "{receipt}");
+    // Tokens from the usage file; premium requests as such, never dollars.
+    let usage = &run.json["usage"];
+    assert_eq!(usage["source"], "provider-envelope", "{usage}");
+    assert_eq!(usage["inputTokens"], 120, "{usage}");
+    assert_eq!(usage["outputTokens"], 30, "{usage}");
+    assert_eq!(usage["premiumRequests"], 0.0, "{usage}");
+    assert!(usage["costUsd"].is_null(), "{usage}");
+    // The tools are the read-only list, writing denied.
+    let policy = &run.json["policy"];
+    let tools: Vec<&str> = policy["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"view") && !tools.contains(&"create"),
+        "{tools:?}"
+    );
+    assert!(policy["deny"].as_array().unwrap().contains(&"write".into()));
+}
+
+/// What the CLI was started with (recorded outside the sandbox): the prompt on stdin, never in
+/// argv; the tool list and the deny rules per grant; the usage file.
+#[test]
+fn the_prompt_goes_on_stdin_and_the_tools_follow_the_grants() {
+    let sb = Sandbox::new();
+    sb.agents.record_dir();
+    let run = sb.delegate("claude", "copilot", "review", &["--bash", "false"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let runs = copilot_runs(&sb);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let r = &runs[0];
+    assert!(
+        r["stdin"]
+            .as_str()
+            .is_some_and(|s| s.contains("Make the change")),
+        "{r}"
+    );
+    assert!(!r["argv"].to_string().contains("Make the change"));
+    assert_eq!(
+        values_after(&r["argv"], "--available-tools"),
+        ["view", "grep", "glob"]
+    );
+    let argv: Vec<&str> = r["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let denied: Vec<&str> = argv
+        .windows(2)
+        .filter(|w| w[0] == "--deny-tool")
+        .map(|w| w[1])
+        .collect();
+    assert_eq!(denied, ["write", "shell", "url"]);
+}
+
+#[test]
+fn a_build_writes_the_worktree() {
+    let sb = confined();
+    let run = sb.delegate("codex", "copilot", "build", &["--effort", "xhigh"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.status(), "succeeded");
+    assert_eq!(changed(&run), ["fake-build.txt"]);
+    assert_eq!(run.json["policy"]["sandbox"]["worktree"], "read-write");
+    assert!(
+        run.json["policy"]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&"create".into())
+    );
+    assert_eq!(run.json["selection"]["resolved"]["effort"], "xhigh");
+}
+
+/// Without a working bwrap Copilot runs unconfined, and the receipt says so.
+#[test]
+fn without_bubblewrap_the_receipt_says_unconfined() {
+    let sb = Sandbox::new();
+    let run = sb.delegate("claude", "copilot", "review", &[]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json["policy"]["sandbox"]["enforcement"], "none");
+}
+
+#[test]
+fn an_unsupported_control_is_refused_before_anything_starts() {
+    let sb = Sandbox::new();
+    for (extra, why) in [
+        (&["--effort", "ultra"][..], "--effort"),
+        (&["--max-turns", "0"][..], "--max-turns"),
+    ] {
+        let run = sb.delegate("claude", "copilot", "review", extra);
+        assert_eq!(run.code, 5, "{extra:?}: {}\n{}", run.stdout, run.stderr);
+        assert_eq!(run.status(), "rejected");
+        assert!(message(&run).contains(why), "{}", message(&run));
+        assert_eq!(
+            run.stderr.trim().lines().count(),
+            1,
+            "one line: {}",
+            run.stderr
+        );
+    }
+    assert!(copilot_runs(&sb).is_empty(), "the CLI was started");
+}
+
+/// Copilot has no turn limit of its own: handoff counts its turns and stops it as one past
+/// the limit starts; the run reads like another agent's turn limit.
+#[test]
+fn handoff_stops_copilot_at_its_turn_limit() {
+    let sb = Sandbox::new();
+    sb.agents.set(MODE, "max-turns");
+    let started = std::time::Instant::now();
+    let run = sb.delegate("claude", "copilot", "review", &["--max-turns", "3"]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.status(), "failed");
+    assert!(
+        message(&run).contains("max_turns: Reached maximum number of turns (3)"),
+        "{}",
+        message(&run)
+    );
+    assert_eq!(run.json["selection"]["resolved"]["maxTurns"], 3);
+    assert_eq!(run.json["exit"]["cancelled"], false);
+    // The fake would go on for 200 turns (4 s): it was stopped long before.
+    assert!(started.elapsed() < std::time::Duration::from_secs(4));
+}
+
+#[test]
+fn copilot_sits_on_a_panel() {
+    let sb = Sandbox::new();
+    let ins = sb.instructions("Review the repository and report what is wrong.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "advice",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "copilot,codex",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1");
+    let members: Vec<(&str, &str)> = run.json["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["target"]["harness"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(members, [("copilot", "succeeded"), ("codex", "succeeded")]);
+}
+
+#[test]
+fn capabilities_and_doctor_list_copilot() {
+    let sb = Sandbox::new();
+    let run = sb.run(&["capabilities", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let copilot = run.json["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "copilot")
+        .cloned()
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert_eq!(copilot["selection"]["maxTurns"], true, "{copilot:#}");
+    assert_eq!(copilot["grants"]["mcp"], true, "{copilot:#}");
+    let doctor = sb.run(&["doctor"]);
+    assert!(doctor.stdout.contains("copilot"), "{}", doctor.stdout);
+}
+
+/// `handoff run-with-advice` with `worker` asking `adviser` (the fake's advice switch): the
+/// one nested call's exit code and result.
+fn advice_from(worker: &str, adviser: &str) -> (Run, i64, Value) {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(handoff_testkit::keys::ADVICE, adviser);
+    let ins = sb.instructions("Look at the repository; ask for advice if useful.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "run-with-advice",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        worker,
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    let record = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .find(|r| r.get("nested").is_some())
+        .unwrap_or_else(|| panic!("no worker asked for advice: {run:?}"));
+    let call = record["nested"][0].clone();
+    let result =
+        serde_json::from_str(call["stdout"].as_str().unwrap_or("").trim()).unwrap_or(Value::Null);
+    (run, call["exitCode"].as_i64().unwrap_or(-1), result)
+}
+
+/// Copilot as a worker asks Codex for advice; a Codex worker asks Copilot, which (unconfined
+/// here, without handoff's sandbox) is admitted only without its shell.
+#[test]
+fn copilot_asks_for_advice_and_gives_it() {
+    let (run, code, result) = advice_from("copilot", "codex");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json["delegation"]["mode"], "advice-only");
+    assert_eq!(code, 0, "{result:#}");
+    assert_eq!(result["status"], "succeeded", "{result:#}");
+    let (run, code, result) = advice_from("codex", "copilot");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(code, 0, "{result:#}");
+    assert_eq!(result["target"]["harness"], "copilot");
+    assert_eq!(result["grants"]["resolved"]["bash"], false, "{result:#}");
+    assert_eq!(
+        result["grants"]["provenance"]["bash"], "isolation-attenuated",
+        "{result:#}"
+    );
+}

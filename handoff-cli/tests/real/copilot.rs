@@ -1,0 +1,296 @@
+//! GitHub Copilot CLI (`@github/copilot`), driven through `handoff` against the scripted model
+//! server with its BYOK variables (`COPILOT_PROVIDER_BASE_URL`, `COPILOT_PROVIDER_API_KEY`,
+//! offline): a review that answers and changes nothing, a build that writes, a refused control,
+//! the turn limit handoff keeps for it, and a panel with it.
+
+use handoff_testkit::model_server::{Script, Step, provider_output};
+use serde_json::Value;
+
+use super::Rig;
+
+/// Whether this run of the suite includes Copilot (`HANDOFF_REAL_ONLY` names the CLIs to run).
+fn wanted(others: &[&str]) -> bool {
+    match std::env::var("HANDOFF_REAL_ONLY") {
+        Ok(only) => std::iter::once("copilot")
+            .chain(others.iter().copied())
+            .all(|c| only.split(',').any(|o| o == c)),
+        Err(_) => true,
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_reviews_without_changing_anything() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::answer(provider_output("looks fine")));
+    let run = rig.run("review", &[]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.json["output"]["response"], "looks fine");
+    assert!(run.changed().is_empty(), "{:?}", run.changed());
+    // Tokens from its usage file; premium requests as Copilot counts them, never dollars.
+    let usage = &run.json["usage"];
+    assert_eq!(usage["source"], "provider-envelope", "{usage}");
+    assert!(usage["inputTokens"].as_u64().unwrap_or(0) > 0, "{usage}");
+    assert!(usage["costUsd"].is_null(), "{usage}");
+    assert_eq!(usage["premiumRequests"], 0.0, "{usage}");
+    // Read-only: no tool that writes, no sub-agent, no web.
+    let offered = rig.offered();
+    for t in ["create", "edit", "task", "web_fetch"] {
+        assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
+    }
+    // It ran under handoff's sandbox and reached the model through the filtering proxy.
+    let sandbox = &run.json["policy"]["sandbox"];
+    assert_eq!(sandbox["enforcement"], "handoff", "{sandbox}");
+    assert!(
+        sandbox["proxy"]["traffic"]
+            .to_string()
+            .contains("127.0.0.1"),
+        "{sandbox}"
+    );
+    rig.assert_no_process_left();
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_builds_with_its_own_tool() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::text("unused"));
+    let target = rig.file("hello.txt");
+    rig.server.set_script(Script::new([
+        Step::write_file(&target, "hello from copilot\n"),
+        Step::Answer(provider_output("wrote hello.txt")),
+    ]));
+    let run = rig.run("build", &["--effort", "high", "--model", "fake-model"]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "succeeded");
+    assert_eq!(run.changed(), ["hello.txt"]);
+    assert!(
+        std::fs::read_to_string(&target)
+            .unwrap()
+            .contains("hello from copilot")
+    );
+    let calls = rig.server.model_calls();
+    assert!(
+        calls.iter().any(|c| c.body["reasoning_effort"] == "high"),
+        "the effort did not reach the model"
+    );
+    assert!(
+        calls.iter().all(|c| c.body["model"] == "fake-model"),
+        "the model did not reach the wire"
+    );
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_refuses_an_effort_it_does_not_have_before_starting() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::answer(provider_output("unused")));
+    let run = rig.run("review", &["--effort", "ultra"]);
+    assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "rejected");
+    assert!(rig.server.model_calls().is_empty());
+}
+
+/// Copilot has no turn limit: handoff counts its turns and stops it as one past the limit
+/// starts, and the run reads like another agent's turn limit.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_is_stopped_at_its_turn_limit() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::text("unused"));
+    let file = rig.file("README.md");
+    let steps: Vec<Step> = (0..8).map(|_| Step::shell(format!("cat {file}"))).collect();
+    rig.server.set_script(Script::new(steps));
+    let run = rig.run("review", &["--max-turns", "2"]);
+    assert_eq!(run.code, 2, "{} {}", run.json, run.stderr);
+    assert_eq!(run.json["status"], "failed");
+    assert!(
+        run.message()
+            .contains("max_turns: Reached maximum number of turns (2)"),
+        "{}",
+        run.message()
+    );
+    assert!(rig.server.model_calls().len() <= 3, "it went on");
+    rig.assert_no_process_left();
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_sits_on_a_panel() {
+    if !wanted(&["opencode"]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::answer(provider_output("one view")));
+    let ins = rig.root.join("private/question.txt");
+    std::fs::write(&ins, "Is this safe?").unwrap();
+    let out = rig
+        .command()
+        .args(["advice", "--caller-harness", "claude"])
+        .args(["--harness", "copilot,opencode"])
+        .arg("--cwd")
+        .arg(rig.repo.path())
+        .arg("--instructions")
+        .arg(&ins)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let panel: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{panel:#}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let members: Vec<(&str, &str)> = panel["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["target"]["harness"].as_str().unwrap(),
+                m["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        members,
+        [("copilot", "succeeded"), ("opencode", "succeeded")]
+    );
+}
+
+/// A conversation carried between Copilot and OpenCode, both real: the first receiver's
+/// session (made by its real CLI from the note) is carried to the other, which resumes it with
+/// the earlier turns in its request; the source is left as it was.
+fn carried_between(from: &'static str, to: &'static str) {
+    if !wanted(&["opencode"]) {
+        return;
+    }
+    use super::carry::{FIRST_ANSWER, FIRST_PROMPT, SECOND_ANSWER, continue_, first_session};
+    let rig = super::carry::rig();
+    let source = first_session(&rig, "claude", from);
+    let source_file = match from {
+        "copilot" => Some(
+            rig.root
+                .join("home/.copilot/session-state")
+                .join(&source)
+                .join("events.jsonl"),
+        ),
+        _ => None,
+    };
+    let before = source_file.as_ref().map(|f| std::fs::read(f).unwrap());
+    rig.server.clear_log();
+    rig.server
+        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
+    let (code, r) = continue_(&rig, &["--to", to]);
+    assert_eq!(code, 0, "{from}→{to}: {r:#}");
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["source"]["provider"], from);
+    assert_eq!(carry["source"]["sessionId"], source.as_str());
+    let carried = carry["sessionId"].as_str().unwrap();
+    assert_eq!(r["receiver"]["sessionId"], carried, "{r:#}");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{from}→{to}: {:#}",
+        r["continuity"]
+    );
+    assert_eq!(r["receiver"]["lastMessage"], SECOND_ANSWER);
+    let request = super::carry::last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER), "{from}→{to}: {request}");
+    assert!(request.contains(FIRST_PROMPT), "{from}→{to}: {request}");
+    if let (Some(file), Some(before)) = (source_file, before) {
+        assert_eq!(std::fs::read(file).unwrap(), before, "the source changed");
+    }
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn carry_copilot_to_opencode_is_resumed_with_the_earlier_turns() {
+    carried_between("copilot", "opencode");
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
+    carried_between("opencode", "copilot");
+}
+
+/// A one-tool stdio MCP server (`echo`), in Python's standard library only.
+const MCP_ECHO: &str = r#"import sys, json
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    method = m.get("method")
+    if method == "initialize":
+        r = {"protocolVersion": m["params"].get("protocolVersion", "2024-11-05"),
+             "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}
+    elif method == "tools/list":
+        r = {"tools": [{"name": "echo", "description": "echo its text",
+                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    elif method == "tools/call":
+        r = {"content": [{"type": "text", "text": "echoed " + m["params"]["arguments"].get("text", "")}]}
+    else:
+        r = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// handoff's MCP servers are the only ones Copilot sees, and it can call them: the run's
+/// `--additional-mcp-config` file, under handoff's sandbox.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn copilot_calls_the_runs_own_mcp_server() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("copilot", Script::text("unused"));
+    // The server's script lives in the worktree (visible in the sandbox), committed first.
+    rig.repo.write("mcp_echo.py", MCP_ECHO);
+    rig.repo.commit_all("the MCP server");
+    let script = rig.file("mcp_echo.py");
+    let descriptor = rig.root.join("private/mcp.json");
+    std::fs::write(
+        &descriptor,
+        serde_json::json!({
+            "schemaVersion": "handoff.mcp.v1",
+            "servers": [{"name": "docs", "transport": "stdio",
+                         "command": "/usr/bin/python3", "args": [script], "env": {}}],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    rig.server.set_script(Script::new([
+        Step::tool_call("docs-echo", serde_json::json!({"text": "mcp-marker-22"})),
+        Step::Answer(provider_output("called it")),
+    ]));
+    let run = rig.run(
+        "review",
+        &[
+            "--mcp-config",
+            descriptor.to_str().unwrap(),
+            "--bash",
+            "false",
+        ],
+    );
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    let offered = rig.offered();
+    assert!(offered.contains(&"docs-echo".to_owned()), "{offered:?}");
+    for t in ["create", "edit", "bash", "task", "web_fetch"] {
+        assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
+    }
+    let calls = rig.server.requests();
+    let echoed = calls
+        .iter()
+        .any(|r| r.body.to_string().contains("echoed mcp-marker-22"));
+    assert!(echoed, "the MCP tool's output did not reach the model");
+}
