@@ -81,23 +81,42 @@ pub fn main(args: HookArgs) -> u8 {
     handoff_core::exit::OK
 }
 
-/// Claude Code does not wait for a `StopFailure` hook once its turn is over (`claude -p`
-/// exits and its hooks die with it): the hook hands the payload to a copy of itself in a new
-/// session and returns at once; that copy decides and starts the move.
-fn hand_over(payload: &[u8]) {
+/// Whether this process is a `StopFailure` hook that must hand itself over: `hook
+/// claude-stop-failure`, not yet the worker it hands over to.
+fn is_first_stop_failure() -> bool {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    args.len() == 3
+        && args[1] == "hook"
+        && args[2] == "claude-stop-failure"
+        && std::env::var_os(WORKER_ENV).is_none()
+}
+
+/// The first thing `main` does. Claude Code does not wait for a `StopFailure` hook once its
+/// turn is over (`claude -p` exits and its hooks die with it), so the hook hands its standard
+/// input, unread, to a copy of itself in a new session and returns at once: no configuration,
+/// no program lookup, no runtime, not even the payload's arrival before that. The copy reads
+/// the payload, says on the hook's standard error when it is not one (Claude Code shows that
+/// while it still listens), then lets go of it, decides and starts the move. Returns whether
+/// this process was such a hook (then it exits 0).
+pub fn hand_over_at_start() -> bool {
+    if !is_first_stop_failure() {
+        return false;
+    }
+    hand_over();
+    true
+}
+
+fn hand_over() {
     use std::os::unix::process::CommandExt;
     let Ok(exe) = std::env::current_exe() else {
         return warn("the path of this handoff binary is unknown");
     };
     let mut cmd = std::process::Command::new(exe);
-    if let Some(path) = handoff_core::original_path() {
-        cmd.env("PATH", path);
-    }
     cmd.args(["hook", "claude-stop-failure"])
         .env(WORKER_ENV, "1")
-        .stdin(std::process::Stdio::piped())
+        .stdin(std::process::Stdio::inherit())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::inherit());
     if let Some(pid) = handoff_continue::limit::claude_ancestor() {
         cmd.env(SOURCE_ENV, pid.to_string());
     }
@@ -109,27 +128,31 @@ fn hand_over(payload: &[u8]) {
             Ok(())
         });
     }
-    match cmd.spawn() {
-        Ok(mut child) => {
-            if let Some(mut stdin) = child.stdin.take() {
-                let _ = stdin.write_all(payload);
-            }
+    if let Err(e) = cmd.spawn() {
+        warn(&format!("cannot start: {e}"));
+    }
+}
+
+/// Points standard error at `/dev/null`: the worker lets go of the hook's, so that nothing
+/// waits on it while the move is decided and started.
+fn let_go_of_stderr() {
+    use std::os::fd::AsRawFd;
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: `dup2` onto descriptor 2 replaces it atomically; `null` stays owned here.
+        #[allow(unsafe_code)]
+        unsafe {
+            nix::libc::dup2(null.as_raw_fd(), 2);
         }
-        Err(e) => warn(&format!("cannot start: {e}")),
     }
 }
 
 fn stop_failure() {
+    // The first process handed over in `hand_over_at_start`; this is the worker.
     let bytes = read_stdin();
-    if std::env::var_os(WORKER_ENV).is_none() {
-        if parse(&bytes).is_none() {
-            return warn("no readable StopFailure payload with a cwd inside a git worktree");
-        }
-        return hand_over(&bytes);
-    }
     let Some((value, root)) = parse(&bytes) else {
         return warn("no readable StopFailure payload with a cwd inside a git worktree");
     };
+    let_go_of_stderr();
     let payload = match StopFailure::parse(value.to_string().as_bytes()) {
         Ok(p) => p,
         Err(e) => return warn(&e),

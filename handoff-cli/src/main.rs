@@ -617,6 +617,10 @@ fn guard_programs() {
 }
 
 fn main() -> ExitCode {
+    // A `StopFailure` hook must be gone before Claude Code is: nothing comes before it.
+    if hook::hand_over_at_start() {
+        return ExitCode::SUCCESS;
+    }
     handoff_core::allocator::return_large_blocks();
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
