@@ -273,6 +273,16 @@ pub struct Fingerprint {
     /// `hashed: <why>` (every file read, e.g. on a network filesystem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verified_by: Option<String>,
+    /// What was created since the baseline among the paths that the ignore rules of the
+    /// baseline ignore (build output such as `target/` or `node_modules/`): one entry per
+    /// top-most new ignored path, with how many files it holds, sorted by path, at most
+    /// [`IGNORED_CREATED_LIMIT`]. Not part of the digest or of `changedFiles`: shown, not
+    /// evidence. Empty without a baseline and when ignored files are fingerprinted one by one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored_created: Vec<IgnoredTree>,
+    /// How many more new ignored paths there were than `ignoredCreated` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ignored_created_omitted: u64,
     /// The `core.hooksPath` directory when it lies inside the worktree (a worktree path ending
     /// in `/`, e.g. `.husky/_/`): the files under it are hooks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,6 +297,29 @@ pub struct Fingerprint {
     #[serde(skip)]
     #[schemars(skip)]
     pub baseline: Option<std::sync::Arc<Baseline>>,
+}
+
+/// How many new ignored paths [`Fingerprint::ignored_created`] lists at most.
+pub const IGNORED_CREATED_LIMIT: usize = 100;
+/// How many files are counted at most below one new ignored directory.
+pub const IGNORED_COUNT_LIMIT: u64 = 100_000;
+
+/// A path created during a run that the ignore rules before the run ignore, summarized.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IgnoredTree {
+    /// The worktree path; a directory ends in `/` (e.g. `target/`).
+    pub path: String,
+    /// How many files (regular files and symbolic links) it holds, below every level; 1 for a
+    /// file. Not followed: symbolic links, nested repositories' `.git`.
+    pub files: u64,
+    /// Counting stopped at [`IGNORED_COUNT_LIMIT`] files: `files` is a lower bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What changed between two fingerprints.
@@ -311,10 +344,6 @@ pub struct GitEvidence {
     pub masked_paths: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 impl Fingerprint {
     /// A fingerprint that holds nothing but a record of the worktree at `root` (one a store
     /// kept): what [`Workspace::fingerprint_since`] needs to trust that record.
@@ -332,6 +361,8 @@ impl Fingerprint {
             includes_ignored: false,
             entries: Entries::default(),
             verified_by: None,
+            ignored_created: Vec::new(),
+            ignored_created_omitted: 0,
             hooks_dir: None,
             record: Some(std::sync::Arc::new(record)),
             baseline: None,
@@ -355,6 +386,8 @@ impl Fingerprint {
             includes_ignored: self.includes_ignored,
             entries: Entries::default(),
             verified_by: self.verified_by.clone(),
+            ignored_created: self.ignored_created.clone(),
+            ignored_created_omitted: self.ignored_created_omitted,
             hooks_dir: self.hooks_dir.clone(),
             record: self.record.clone(),
             baseline: self.baseline.clone(),

@@ -69,6 +69,8 @@ mod tests {
             changes: vec![],
             excluded_refs: vec!["refs/heads/x".into()],
             includes_ignored: true,
+            ignored_created: Vec::new(),
+            ignored_created_omitted: 0,
             entries: [("a", "tracked 100644 00")].into_iter().collect(),
             verified_by: None,
             hooks_dir: None,

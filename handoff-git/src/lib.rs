@@ -62,6 +62,7 @@ mod gitdir;
 mod gitfs;
 mod hash;
 mod ignore_rules;
+mod ignored_trees;
 mod index_file;
 mod objects;
 mod par;

@@ -170,7 +170,7 @@ fn pack_is_sound(idx: &Path, kind: gix::hash::Kind) -> bool {
     };
     let mut inflate = gix::zlib::Inflate::default();
     let mut buf = Vec::new();
-    let mut cache = gix::odb::pack::cache::Never;
+    let mut cache = DeltaBases::default();
     for i in 0..bundle.index.num_objects() {
         let id = bundle.index.oid_at_index(i).to_owned();
         let sound = bundle
@@ -183,6 +183,47 @@ fn pack_is_sound(idx: &Path, kind: gix::hash::Kind) -> bool {
         }
     }
     true
+}
+
+/// The decoded bases of a pack's delta chains, kept while a pack is verified so that each base
+/// is decoded once rather than once per object built on it; at most [`DeltaBases::LIMIT`]
+/// bytes (all dropped when full).
+#[derive(Default)]
+struct DeltaBases {
+    bases: std::collections::HashMap<u64, (gix::objs::Kind, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl DeltaBases {
+    const LIMIT: usize = 64 << 20;
+}
+
+impl gix::odb::pack::cache::DecodeEntry for DeltaBases {
+    fn put(&mut self, _pack: u32, offset: u64, data: &[u8], kind: gix::objs::Kind, _: usize) {
+        if data.len() > Self::LIMIT / 4 {
+            return;
+        }
+        if self.bytes + data.len() > Self::LIMIT {
+            self.bases.clear();
+            self.bytes = 0;
+        }
+        self.bytes += data.len();
+        if let Some((_, old)) = self.bases.insert(offset, (kind, data.to_vec())) {
+            self.bytes -= old.len();
+        }
+    }
+
+    fn get(
+        &mut self,
+        _pack: u32,
+        offset: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<(gix::objs::Kind, usize)> {
+        let (kind, data) = self.bases.get(&offset)?;
+        out.clear();
+        out.extend_from_slice(data);
+        Some((*kind, data.len()))
+    }
 }
 
 /// A partial clone lacks objects by design: whether `repo` is one.

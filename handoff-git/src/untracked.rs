@@ -36,18 +36,28 @@ pub(crate) struct Found {
     pub(crate) ignored: bool,
 }
 
+/// What [`classify`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Classified {
+    /// The untracked paths (and, when asked for, the ignored ones), sorted by path.
+    pub(crate) found: Vec<Found>,
+    /// Without ignored paths asked for: the top-most ignored paths (nothing above them is
+    /// ignored), not read, with whether each is a directory; sorted by path.
+    pub(crate) ignored_tops: Vec<(BString, bool)>,
+}
+
 /// Classifies `candidates` (paths the index does not know, as found in tracked directories) and
 /// walks the untracked directories among them; with `include_ignored`, ignored paths are kept
-/// (and ignored directories walked) too. The result is sorted by path.
+/// (and ignored directories walked) too.
 pub(crate) fn classify(
     rules: &mut IgnoreRules<'_>,
     root: &Path,
     display_root: &Utf8Path,
     candidates: Vec<(BString, Kind)>,
     include_ignored: bool,
-) -> Result<Vec<Found>, WorkspaceError> {
+) -> Result<Classified, WorkspaceError> {
     if candidates.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Classified::default());
     }
     let mut walker = Walker {
         rules,
@@ -55,13 +65,19 @@ pub(crate) fn classify(
         display_root,
         include_ignored,
         found: Vec::new(),
+        ignored_tops: Vec::new(),
     };
     for (path, kind) in candidates {
         walker.visit(path, kind, false)?;
     }
     let mut found = walker.found;
     found.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(found)
+    let mut ignored_tops = walker.ignored_tops;
+    ignored_tops.sort();
+    Ok(Classified {
+        found,
+        ignored_tops,
+    })
 }
 
 struct Walker<'a, 'rules> {
@@ -70,6 +86,7 @@ struct Walker<'a, 'rules> {
     display_root: &'a Utf8Path,
     include_ignored: bool,
     found: Vec<Found>,
+    ignored_tops: Vec<(BString, bool)>,
 }
 
 impl Walker<'_, '_> {
@@ -84,6 +101,9 @@ impl Walker<'_, '_> {
         }
         let ignored = parent_ignored || self.rules.is_ignored(path.as_bstr(), kind == Kind::Dir)?;
         if ignored && !self.include_ignored {
+            if !parent_ignored {
+                self.ignored_tops.push((path, kind == Kind::Dir));
+            }
             return Ok(());
         }
         let what = match kind {

@@ -19,7 +19,7 @@ use crate::scan::{RowFile, ScanInput};
 use crate::state::Nested;
 use crate::state::Wt;
 use crate::untracked::{Found, What};
-use crate::{gitdir, hash, objects, par, scan, snapshot, staged, state, untracked};
+use crate::{gitdir, hash, ignored_trees, objects, par, scan, snapshot, staged, state, untracked};
 
 /// How deep nested repositories (submodules, repositories inside the worktree) are followed.
 const MAX_NESTING: usize = 8;
@@ -330,13 +330,21 @@ pub(crate) fn fingerprint_repository(
         judged_by.as_deref().map(|b| &b.ignore_files),
     )?;
     rules.read_tracked(state)?;
-    let found = untracked::classify(
+    let classified = untracked::classify(
         &mut rules,
         &root_path,
         &root,
         scanned.candidates,
         options.include_ignored,
     )?;
+    let found = classified.found;
+    // What the run created that the baseline's rules ignore: summarized, not evidence.
+    let (ignored_created, ignored_created_omitted) = match &judged_by {
+        Some(b) if !options.include_ignored => {
+            ignored_trees::created(&root_path, &classified.ignored_tops, &b.ignored)
+        }
+        _ => (Vec::new(), 0),
+    };
     let object_hash = repo.object_hash();
     let found_states = par::map(&found, threads, |found, buf| {
         found_state(object_hash, &root_path, &root, found, buf)
@@ -423,6 +431,7 @@ pub(crate) fn fingerprint_repository(
         },
         object_files,
         tips,
+        ignored: ignored_trees::keys(&classified.ignored_tops),
     };
     extra.extend(git.entries);
     let changes: Vec<StatusChange> = changes.into_values().collect();
@@ -437,6 +446,8 @@ pub(crate) fn fingerprint_repository(
         changes,
         excluded_refs: git.excluded_refs,
         includes_ignored: options.include_ignored,
+        ignored_created,
+        ignored_created_omitted,
         entries: Default::default(),
         verified_by: Some(hashed_why.unwrap_or_else(|| {
             if after_record {
@@ -709,6 +720,8 @@ mod tests {
             changes: vec![],
             excluded_refs: vec![],
             includes_ignored: false,
+            ignored_created: Vec::new(),
+            ignored_created_omitted: 0,
             entries: entries.iter().cloned().collect(),
             verified_by: None,
             hooks_dir: None,

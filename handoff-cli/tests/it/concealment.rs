@@ -140,6 +140,73 @@ fn build_output_ignored_before_the_run_stays_ignored() {
     assert_eq!(changed(&run), [".gitignore", "fake-build.txt", "work.txt"]);
 }
 
+/// `git.after.ignoredCreated`: the new ignored paths, as `(path, files)`.
+fn ignored_created(run: &Run) -> Vec<(String, u64)> {
+    run.json["git"]["after"]["ignoredCreated"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            (
+                t["path"].as_str().unwrap_or_default().to_owned(),
+                t["files"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// A build tree the run creates under a rule that was there before (`target/`) is shown per
+/// directory with a count, not file by file and not hidden; the build's own change is still
+/// listed file by file.
+const BUILD_TREE: &str = "mkdir -p target/debug && \
+    for i in $(seq 1 500); do : > target/debug/f$i; done && echo done > work.txt";
+
+#[test]
+fn an_ignored_build_tree_is_shown_per_directory_with_a_count() {
+    let sb = Sandbox::new();
+    shell(&sb, BUILD_TREE);
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+    assert_eq!(changed(&run), ["fake-build.txt", "work.txt"]);
+    assert_eq!(ignored_created(&run), [("target/".to_owned(), 500)]);
+    assert!(run.json["git"]["before"].get("ignoredCreated").is_none());
+}
+
+/// A review whose tests build into an ignored `target/` is not blocked for it (ignored output is
+/// not evidence, as before), and what it created is shown; the file it wrote outside the ignored
+/// tree still blocks it.
+#[test]
+fn an_ignored_build_tree_is_shown_but_does_not_block_a_review() {
+    let sb = Sandbox::new();
+    shell(
+        &sb,
+        "mkdir -p target/debug && for i in $(seq 1 500); do : > target/debug/f$i; done",
+    );
+    let run = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+    assert_eq!(run.json["git"]["changed"], false, "{}", run.stdout);
+    assert_eq!(ignored_created(&run), [("target/".to_owned(), 500)]);
+
+    let sb = Sandbox::new();
+    shell(&sb, BUILD_TREE);
+    let run = sb.delegate("claude", "codex", "review", &[]);
+    assert_eq!(run.status(), "blocked", "{}", run.stdout);
+    assert_eq!(changed(&run), ["work.txt"]);
+    assert_eq!(ignored_created(&run), [("target/".to_owned(), 500)]);
+}
+
+/// A tree that was there and ignored before the run is not read again, whatever the run adds.
+#[test]
+fn an_ignored_tree_from_before_the_run_is_not_listed() {
+    let sb = Sandbox::new();
+    sb.repo.write("target/old", "x");
+    shell(&sb, BUILD_TREE);
+    let run = sb.delegate("claude", "codex", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}", run.stdout);
+    assert_eq!(changed(&run), ["fake-build.txt", "work.txt"]);
+    assert_eq!(ignored_created(&run), []);
+}
+
 #[test]
 fn a_rewritten_loose_object_is_a_change() {
     let sb = Sandbox::new();

@@ -1,7 +1,7 @@
 //! [`Baseline`]: what a fingerprint saw that a later fingerprint of the same worktree judges by,
 //! rather than by what a run may have rewritten in between.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a "before" fingerprint saw that the "after" judges by: the ignore rules and the object
 /// store as they stood before the run.
@@ -20,4 +20,8 @@ pub struct Baseline {
     pub object_files: BTreeMap<String, String>,
     /// The object ids HEAD and the refs pointed at (hex), sorted.
     pub tips: Vec<String>,
+    /// The top-most ignored paths (worktree paths; nothing above them is ignored) that were
+    /// there, not read: an ignored path the "after" finds that is not here was created during
+    /// the run, and is summarized in [`crate::Fingerprint::ignored_created`].
+    pub ignored: BTreeSet<String>,
 }

@@ -315,6 +315,8 @@ fn fp(digest: &str, entries: &[(&str, &str)]) -> Fingerprint {
         changes: vec![],
         excluded_refs: vec![],
         includes_ignored: false,
+        ignored_created: vec![],
+        ignored_created_omitted: 0,
         entries: entries
             .iter()
             .map(|(p, s)| (p.to_string(), s.to_string()))

@@ -61,7 +61,8 @@ pub(super) fn plan(
         source.display_root,
         candidates,
         false,
-    )?;
+    )?
+    .found;
 
     let entries = state.entries();
     let mut items = Vec::with_capacity(entries.len() + found.len());

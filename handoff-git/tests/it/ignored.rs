@@ -1,5 +1,6 @@
 //! Ignored files: left out by default, fingerprinted on request.
 
+use handoff_core::Workspace;
 use handoff_git::GitWorkspace;
 
 use crate::support::{TestRepo, changed};
@@ -24,6 +25,32 @@ fn ignored_files_count_when_asked_for() {
     let plain = repo.fingerprint();
     assert!(!plain.includes_ignored);
     assert!(!plain.entries.contains_key("debug.log"));
+}
+
+/// What a run creates under the rules before it is summarized per top-most new path with a
+/// file count, out of the digest; a tree that was there before is not read again.
+#[test]
+fn new_ignored_trees_are_counted_not_listed() {
+    let repo = TestRepo::with_commit();
+    repo.write(".gitignore", "*.log\ntarget/\nnode_modules/\n");
+    repo.write("target/old", "x\n");
+    let before = repo.fingerprint();
+    repo.write("target/debug/app", "binary\n");
+    repo.write("debug.log", "noise\n");
+    for i in 0..3 {
+        repo.write(&format!("node_modules/pkg/f{i}.js"), "x\n");
+    }
+    let after = GitWorkspace::new()
+        .fingerprint_since(repo.root(), &before)
+        .unwrap();
+    assert_eq!(after.digest, before.digest);
+    let got: Vec<(&str, u64)> = after
+        .ignored_created
+        .iter()
+        .map(|t| (t.path.as_str(), t.files))
+        .collect();
+    assert_eq!(got, [("debug.log", 1), ("node_modules/", 3)]);
+    assert!(before.ignored_created.is_empty());
 }
 
 #[test]

@@ -7,6 +7,7 @@
 mod detection;
 mod discovery;
 mod forgery;
+mod gc_cost;
 mod gitdir;
 mod ignored;
 mod nested;
