@@ -444,6 +444,33 @@ mod tests {
 }
 
 /// An absolute `HOME` of `env`.
+/// The receipt of a nested-advice worker whose bash tool carries the supervisor context: under
+/// handoff's sandbox (`sandboxed`), the mailbox read-only but for its `in/`; without it, nothing
+/// opened since `agent` runs unconfined.
+pub fn nested_receipt(
+    nested: &handoff_core::NestedAccess,
+    sandboxed: bool,
+    agent: &str,
+) -> serde_json::Value {
+    if sandboxed {
+        serde_json::json!({
+            "mailbox": nested.mailbox,
+            "handoffExe": nested.handoff_exe,
+            "writable": [nested.inbox()],
+            "readable": [nested.outbox()],
+            "unixSockets": "none: the supervisor is reached through the mailbox",
+            "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
+        })
+    } else {
+        serde_json::json!({
+            "mailbox": nested.mailbox,
+            "handoffExe": nested.handoff_exe,
+            "opened": format!("nothing: {agent} runs unconfined without handoff's sandbox"),
+            "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
+        })
+    }
+}
+
 pub(crate) fn home_dir(
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<camino::Utf8PathBuf> {

@@ -361,23 +361,8 @@ impl Copilot {
             policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
         }
         if let Some(nested) = &run.nested {
-            policy["nestedAdvice"] = if sandbox.is_some() {
-                json!({
-                    "mailbox": nested.mailbox,
-                    "handoffExe": nested.handoff_exe,
-                    "writable": [nested.inbox()],
-                    "readable": [nested.outbox()],
-                    "unixSockets": "none: the supervisor is reached through the mailbox",
-                    "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
-                })
-            } else {
-                json!({
-                    "mailbox": nested.mailbox,
-                    "handoffExe": nested.handoff_exe,
-                    "opened": "nothing: Copilot runs unconfined without handoff's sandbox",
-                    "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
-                })
-            };
+            policy["nestedAdvice"] =
+                crate::common::nested_receipt(nested, sandbox.is_some(), "Copilot");
         }
         Ok(Invocation {
             sandbox,

@@ -396,26 +396,8 @@ impl OpenCode {
             policy["sandbox"] = handoff_core::sandbox::unavailable_receipt();
         }
         if let Some(nested) = &run.nested {
-            // OpenCode has no sandbox to open: its bash tool runs commands with the agent's
-            // own environment, the supervisor context included.
-            policy["nestedAdvice"] = if sandbox.is_some() {
-                // handoff's sandbox mounts the mailbox read-only and its in/ writable.
-                json!({
-                    "mailbox": nested.mailbox,
-                    "handoffExe": nested.handoff_exe,
-                    "writable": [nested.inbox()],
-                    "readable": [nested.outbox()],
-                    "unixSockets": "none: the supervisor is reached through the mailbox",
-                    "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
-                })
-            } else {
-                json!({
-                    "mailbox": nested.mailbox,
-                    "handoffExe": nested.handoff_exe,
-                    "opened": "nothing: OpenCode runs unconfined without handoff's sandbox",
-                    "environment": "HANDOFF_SUPERVISOR_CONTEXT reaches the bash tool",
-                })
-            };
+            policy["nestedAdvice"] =
+                crate::common::nested_receipt(nested, sandbox.is_some(), "OpenCode");
         }
         Ok(Invocation {
             sandbox,
