@@ -8,8 +8,8 @@ use std::io::{BufWriter, Write};
 
 use camino::Utf8PathBuf;
 use clap::Args;
-use handoff_core::{Fingerprint, GitEvidence, Workspace, exit};
-use handoff_git::{DetailedFingerprint, GitWorkspace};
+use handoff_core::{Fingerprint, GitEvidence, Masker, TaskStore, Workspace, exit};
+use handoff_git::{DetailedFingerprint, GitWorkspace, Judged, Kept};
 
 /// Exit code of `--diff` when something changed.
 const CHANGED: u8 = 1;
@@ -26,11 +26,13 @@ pub struct FingerprintArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub cwd: Utf8PathBuf,
     /// Print JSON: the fingerprint with its per-path table (`entries`), which `--diff` reads
-    /// back; with `--diff`, the git evidence (`changed`, `changedFiles`, before and after).
+    /// back (what it judges by is kept in the task store); with `--diff`, the git evidence
+    /// (`changed`, `changedFiles`, before and after).
     #[arg(long)]
     pub json: bool,
     /// Compare with a fingerprint saved by `handoff fingerprint --json` and show what changed
-    /// since.
+    /// since, judged as a run's "after" is by what the task store kept when it was saved (else
+    /// every file is hashed).
     #[arg(long, value_name = "BEFORE.json")]
     pub diff: Option<Utf8PathBuf>,
     /// Fingerprint ignored files too (with --diff, the default is what BEFORE.json did).
@@ -51,36 +53,65 @@ pub async fn main(args: FingerprintArgs) -> u8 {
 
 fn run(args: &FingerprintArgs) -> u8 {
     let before = match &args.diff {
-        Some(path) => match load(path) {
+        Some(path) => match handoff_git::read_saved(path) {
             Ok(before) => Some(before),
-            Err(message) => return fail(&message),
+            Err(err) => return fail(&err.to_string()),
         },
         None => None,
     };
     let ignored = args.ignored || before.as_ref().is_some_and(|b| b.includes_ignored);
-    // A saved fingerprint has no record of the stat data behind it, and the index's could have
-    // been forged since: `--diff` reads and hashes every file, as a run's "after" does for
-    // every file its record cannot vouch for.
     let workspace = GitWorkspace::new()
         .with_ignored(ignored)
-        .with_stat_cache(!args.full_hash && before.is_none());
-    let fingerprint = match workspace.fingerprint(&args.cwd) {
-        Ok(fingerprint) => fingerprint,
-        Err(err) => return fail(&err.to_string()),
-    };
+        .with_stat_cache(!args.full_hash);
     let mut out = BufWriter::new(std::io::stdout().lock());
     let code = match before {
-        None => {
-            if args.json {
-                let _ = serde_json::to_writer(&mut out, &DetailedFingerprint(fingerprint));
-                let _ = writeln!(out);
-            } else {
-                let _ = print_fingerprint(&mut out, &fingerprint);
+        None if args.json => {
+            // What a later `--diff` judges by is kept in the task store.
+            let store = crate::open_store();
+            let masker = Masker::new(crate::known_secrets());
+            let store_ref = store
+                .as_ref()
+                .map(|s| s as &dyn TaskStore)
+                .map_err(Clone::clone);
+            let (fingerprint, kept) =
+                match handoff_git::save(&workspace, &args.cwd, store_ref, &masker) {
+                    Ok(saved) => saved,
+                    Err(err) => return fail(&err.to_string()),
+                };
+            if let Kept::No(why) = kept {
+                warn(&format!(
+                    "not kept in the task store ({why}): a later --diff with it hashes every \
+                     file and judges ignore rules and objects as they are then"
+                ));
             }
+            let _ = serde_json::to_writer(&mut out, &DetailedFingerprint(fingerprint));
+            let _ = writeln!(out);
             exit::OK
         }
+        None => match workspace.fingerprint(&args.cwd) {
+            Ok(fingerprint) => {
+                let _ = print_fingerprint(&mut out, &fingerprint);
+                exit::OK
+            }
+            Err(err) => return fail(&err.to_string()),
+        },
         Some(before) => {
-            let evidence = before.compare(&fingerprint);
+            let store = crate::open_store();
+            let store_ref = store
+                .as_ref()
+                .map(|s| s as &dyn TaskStore)
+                .map_err(Clone::clone);
+            let (evidence, judged) =
+                match handoff_git::diff(&workspace, &args.cwd, &before, store_ref) {
+                    Ok(diff) => diff,
+                    Err(err) => return fail(&err.to_string()),
+                };
+            if let Judged::Hashed(why) = judged {
+                warn(&format!(
+                    "{why}: every file was hashed, and ignore rules and objects are judged as \
+                     they are now"
+                ));
+            }
             let code = if evidence.changed { CHANGED } else { exit::OK };
             if args.json {
                 let _ = serde_json::to_writer(&mut out, &evidence);
@@ -95,22 +126,8 @@ fn run(args: &FingerprintArgs) -> u8 {
     code
 }
 
-/// The largest saved fingerprint `--diff` reads (a repository of a million files is about a
-/// tenth of it).
-const MAX_SAVED_BYTES: usize = 1 << 30;
-
-/// Reads a fingerprint saved by `handoff fingerprint --json`.
-fn load(path: &Utf8PathBuf) -> Result<Fingerprint, String> {
-    // A regular file only: a FIFO or a device would never end.
-    let bytes = handoff_core::read_regular_file(path.as_str(), MAX_SAVED_BYTES)?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("'{path}' is not UTF-8"))?;
-    let detailed: DetailedFingerprint = serde_json::from_str(&text).map_err(|err| {
-        format!(
-            "'{path}' is not a fingerprint saved by `handoff fingerprint --json` \
-             (with its `entries`): {err}"
-        )
-    })?;
-    Ok(detailed.into())
+fn warn(message: &str) {
+    let _ = writeln!(std::io::stderr(), "handoff fingerprint: {message}");
 }
 
 fn fail(message: &str) -> u8 {

@@ -179,8 +179,9 @@ pub use transcript::{
 };
 pub use trust::{ConfigChanges, ConfigState};
 pub use workspace::{
-    Baseline, ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, GitEvidence,
-    IGNORED_COUNT_LIMIT, IGNORED_CREATED_LIMIT, IgnoredTree, ParkedError, ParkedFingerprint,
-    RECORD_PAGE, RecordLookup, RecordedId, Snapshot, Stamp, StatRecord, StateFile, StatesReader,
-    StatesWriter, StatusChange, Workspace, WorkspaceError, WorktreeLocation, WorktreeView,
+    Baseline, ChangeCounts, Entries, FINGERPRINT_SCHEMA, Fingerprint, FingerprintBasis,
+    GitEvidence, IGNORED_COUNT_LIMIT, IGNORED_CREATED_LIMIT, IgnoredTree, ParkedError,
+    ParkedFingerprint, RECORD_PAGE, RecordLookup, RecordedId, Snapshot, Stamp, StatRecord,
+    StateFile, StatesReader, StatesWriter, StatusChange, Workspace, WorkspaceError,
+    WorktreeLocation, WorktreeView,
 };

@@ -15,7 +15,7 @@ mod entries;
 mod parked;
 mod record_pages;
 mod stat_record;
-pub use baseline::Baseline;
+pub use baseline::{Baseline, FingerprintBasis};
 pub use entries::Entries;
 pub use parked::{ParkedError, ParkedFingerprint, StateFile, StatesReader, StatesWriter};
 use record_pages::Pages;

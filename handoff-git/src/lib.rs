@@ -64,6 +64,7 @@ mod hash;
 mod ignore_rules;
 mod ignored_trees;
 mod index_file;
+mod nested;
 mod objects;
 mod par;
 mod paths;
@@ -71,6 +72,7 @@ mod programs;
 mod repo;
 mod repo_state;
 mod runner;
+mod saved;
 mod scan;
 mod snapshot;
 mod staged;
@@ -88,4 +90,5 @@ pub use repo_state::repo_state;
 pub use runner::{
     FORCED_CONFIG, Git, GitError, KEPT_ENV, PrivateIndex, TRANSPORTS, Trust, split_z, tail,
 };
+pub use saved::{Judged, Kept, MAX_SAVED_BYTES, SavedError, diff, read_saved, save};
 pub use workspace::GitWorkspace;

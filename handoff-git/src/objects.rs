@@ -8,8 +8,9 @@
 //! So a fingerprint records the stat data of the object store's files ([`object_files`]), and
 //! a fingerprint taken after it re-verifies only what differs ([`verify`]): a loose object file
 //! that is new or changed must hold the object its name says; a pack that is new or changed must
-//! hold, for every id in its index, content that hashes to that id; and when a loose object or
-//! a pack is gone, every object the refs reached before must still be there. What fails is an
+//! hold, for every id in its index, content that hashes to that id; and when a pack is gone, or
+//! a loose object that is not found anywhere now, every object the refs reached before must
+//! still be there. What fails is an
 //! entry of the fingerprint (`.git/objects/…`), so the two fingerprints differ.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -149,9 +150,17 @@ pub(crate) fn verify(
         }
     }
 
-    // When files went away, what the refs reached is still there.
-    let gone = before.keys().any(|key| !now.contains_key(key));
-    if gone && !partial_clone(repo) {
+    // When files went away, what the refs reached is still there. Loose objects that are still
+    // found (packed by housekeeping) need no walk; a pack that went away, or a loose object
+    // that is nowhere now, does: whether the refs reached what it held is only known by
+    // walking from them.
+    let mut gone = before.keys().filter(|key| !now.contains_key(*key));
+    let lost = gone.any(|key| {
+        key.starts_with("pack/")
+            || !ObjectId::from_hex(key.replace('/', "").as_bytes())
+                .is_ok_and(|id| repo.has_object(id))
+    });
+    if lost && !partial_clone(repo) {
         for id in missing_reachable(repo, &baseline.tips)? {
             let hex = id.to_hex().to_string();
             out.push((

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use gix::bstr::{BStr, ByteSlice};
+use gix::bstr::ByteSlice;
 use handoff_core::{
     Baseline, ChangeCounts, FINGERPRINT_SCHEMA, Fingerprint, Snapshot, StatRecord, StatusChange,
     Workspace, WorkspaceError, WorktreeLocation,
@@ -13,16 +13,13 @@ use handoff_core::{
 use sha2::{Digest, Sha256};
 
 use crate::ignore_rules::IgnoreRules;
+use crate::nested::{NO_REPOSITORY, NestedRepos};
 use crate::paths::{entry_key, worktree_path};
-use crate::repo::{discover, git_error, head_commit, open_options, read_index};
+use crate::repo::{discover, git_error, head_commit, read_index};
 use crate::scan::{RowFile, ScanInput};
-use crate::state::Nested;
 use crate::state::Wt;
 use crate::untracked::{Found, What};
 use crate::{gitdir, hash, ignored_trees, objects, par, scan, snapshot, staged, state, untracked};
-
-/// How deep nested repositories (submodules, repositories inside the worktree) are followed.
-const MAX_NESTING: usize = 8;
 
 /// Reads git evidence with gix: a content-addressed fingerprint of the whole worktree that
 /// contains a directory, and of the repository state an agent could change besides it. See the
@@ -321,6 +318,7 @@ pub(crate) fn fingerprint_repository(
     } else {
         options.clone()
     };
+    let mut nested_repos = NestedRepos::new(&root_path, judged_by.as_deref());
 
     // Ignored-ness is judged by the rules as they stood at the baseline: rules written since
     // hide nothing written since.
@@ -376,7 +374,7 @@ pub(crate) fn fingerprint_repository(
                 (Wt::Missing, None)
             } else {
                 let path = stages[0].path(state);
-                match nested_state(&root_path, path, depth, &nested_options)? {
+                match nested_repos.state(path, depth, &nested_options)? {
                     // A submodule that is not checked out: an (empty) directory, which git
                     // status does not report.
                     nested if nested.state == NO_REPOSITORY => (Wt::Dir, None),
@@ -405,7 +403,9 @@ pub(crate) fn fingerprint_repository(
         let key = entry_key(found.path.as_bstr());
         let state = match (found.what, state) {
             (What::Repo, _) => {
-                nested_state(&root_path, found.path.as_bstr(), depth, &nested_options)?.state
+                nested_repos
+                    .state(found.path.as_bstr(), depth, &nested_options)?
+                    .state
             }
             (_, Some(state)) => state,
             // Gone since it was listed.
@@ -432,6 +432,7 @@ pub(crate) fn fingerprint_repository(
         object_files,
         tips,
         ignored: ignored_trees::keys(&classified.ignored_tops),
+        nested: nested_repos.into_baselines(),
     };
     extra.extend(git.entries);
     let changes: Vec<StatusChange> = changes.into_values().collect();
@@ -458,7 +459,7 @@ pub(crate) fn fingerprint_repository(
         })),
         hooks_dir: git.hooks_dir.clone(),
         record: Some(Arc::new(record)),
-        baseline: (depth == 0).then(|| Arc::new(baseline)),
+        baseline: Some(Arc::new(baseline)),
     };
     // The index is not needed any more: the entries are put together without it beside them.
     drop(index);
@@ -481,44 +482,6 @@ pub(crate) fn fingerprint_repository(
     fingerprint.digest = digest(&fingerprint, threads)?;
     fingerprint.entry_count = fingerprint.entries.len() as u64;
     Ok(fingerprint)
-}
-
-/// The state of a gitlink's directory that holds no repository.
-const NO_REPOSITORY: &str = "dir";
-
-/// The state of the directory `path` (a gitlink's, or an untracked one with a `.git`): the
-/// fingerprint digest of the repository in it, or `dir` when there is none.
-fn nested_state(
-    root: &Path,
-    path: &BStr,
-    depth: usize,
-    options: &GitWorkspace,
-) -> Result<Nested, WorkspaceError> {
-    let dir = worktree_path(root, path)?;
-    let unreadable = |state: &str| Nested {
-        state: state.to_owned(),
-        head: None,
-        clean: true,
-    };
-    if std::fs::symlink_metadata(dir.join(".git")).is_err() {
-        return Ok(unreadable(NO_REPOSITORY));
-    }
-    if depth >= MAX_NESTING {
-        return Ok(unreadable("repo too-deep"));
-    }
-    let Ok(repo) = gix::open_opts(&dir, open_options(None)) else {
-        return Ok(unreadable("repo unreadable"));
-    };
-    Ok(
-        match fingerprint_repository(&repo, depth + 1, options, None, None) {
-            Ok(fingerprint) => Nested {
-                state: format!("repo {}", fingerprint.digest),
-                clean: fingerprint.changes.is_empty(),
-                head: fingerprint.head,
-            },
-            Err(_) => unreadable("repo unreadable"),
-        },
-    )
 }
 
 /// `<mode> <blob id>` of an untracked or ignored file or symlink; `None` if it is gone.
@@ -651,7 +614,7 @@ fn merge(
 /// the state of a plain, clean tracked path (`tracked <mode> <id>`, the bulk of every
 /// fingerprint) as `1`, a mode code and the hex id; any other state as `0`, its length (4 bytes)
 /// and its text. Either way the encoding is unambiguous, so equal digests mean equal entries.
-fn digest(fingerprint: &Fingerprint, threads: usize) -> Result<String, WorkspaceError> {
+pub(crate) fn digest(fingerprint: &Fingerprint, threads: usize) -> Result<String, WorkspaceError> {
     let entries = &fingerprint.entries;
     let groups: Vec<usize> = (0..entries.len()).step_by(DIGEST_GROUP).collect();
     let hashes = par::map(&groups, threads, |&start, buf| {

@@ -28,14 +28,30 @@ enum Migration {
 }
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [Migration; 6] = [
+const MIGRATIONS: [Migration; 7] = [
     Migration::Sql(V1),
     Migration::Sql(V2),
     Migration::Sql(V3),
     Migration::Scrub,
     Migration::Sql(V5),
     Migration::Sql(V6),
+    Migration::Sql(V7),
 ];
+
+/// What a later `handoff fingerprint --diff` judges a saved fingerprint by: its record and its
+/// baseline (JSON), by digest and worktree; the record last, written in place like a stat
+/// record's.
+const V7: &str = "
+CREATE TABLE IF NOT EXISTS fingerprint_bases (
+    digest   TEXT NOT NULL CHECK (substr(digest, 1, 7) = 'sha256:'),
+    worktree TEXT NOT NULL,
+    saved_at TEXT NOT NULL,
+    baseline TEXT NOT NULL CHECK (json_type(baseline) = 'object'),
+    record   BLOB NOT NULL,
+    PRIMARY KEY (digest, worktree)
+) STRICT;
+CREATE INDEX IF NOT EXISTS fingerprint_bases_by_worktree ON fingerprint_bases (worktree, saved_at);
+";
 
 /// Background jobs (`--detach`, the MCP server's): who runs each, its command line (masked, a
 /// JSON array), its supervisor, and how it ended. Only `running` and `finished` are stored: a

@@ -9,9 +9,9 @@ use camino::{Utf8Path, Utf8PathBuf};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use handoff_core::{
-    ConfigState, Fork, HandoffId, HandoffOutcome, HandoffRow, Job, JobId, Masker, NewHandoff,
-    NewJob, NewTask, ProcessRef, Record, StoreError, Task, TaskAgent, TaskId, TaskStore,
-    TimelineEntry, check_timestamp, now_iso,
+    ConfigState, FingerprintBasis, Fork, HandoffId, HandoffOutcome, HandoffRow, Job, JobId, Masker,
+    NewHandoff, NewJob, NewTask, ProcessRef, Record, StoreError, Task, TaskAgent, TaskId,
+    TaskStore, TimelineEntry, check_timestamp, now_iso,
 };
 
 use crate::jobs;
@@ -341,6 +341,18 @@ impl TaskStore for SqliteStore {
         path: &Utf8Path,
     ) -> Result<Option<(camino::Utf8PathBuf, Vec<u8>)>, StoreError> {
         self.read(|conn, c| sql::stat_record(conn, c, path))
+    }
+
+    fn save_fingerprint_basis(&self, basis: &FingerprintBasis) -> Result<(), StoreError> {
+        self.write(|conn, c| sql::save_fingerprint_basis(conn, c, basis, &now_iso()))
+    }
+
+    fn fingerprint_basis(
+        &self,
+        digest: &str,
+        worktree: &camino::Utf8Path,
+    ) -> Result<Option<FingerprintBasis>, StoreError> {
+        self.read(|conn, c| sql::fingerprint_basis(conn, c, digest, worktree))
     }
 
     fn save_config_state(&self, task: &TaskId, state: &ConfigState) -> Result<bool, StoreError> {

@@ -283,3 +283,51 @@ fn a_build_under_handoffs_sandbox_cannot_rewrite_an_object() {
     assert_eq!(std::fs::read(sb.repo.path().join(&file)).unwrap(), before);
     assert_eq!(changed(&run), ["fake-build.txt", "work.txt"]);
 }
+
+/// A repository nested in the worktree, committed to, and (with `track`) added to the outer
+/// index as a gitlink; its path.
+fn nested_repo(sb: &Sandbox, track: bool) -> &'static str {
+    let path = "vendor/lib";
+    sb.repo
+        .write(&format!("{path}/lib.rs"), "pub fn lib() {}\n");
+    let git = |args: &[&str]| {
+        let mut all = vec![
+            "-C",
+            path,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+        ];
+        all.extend_from_slice(args);
+        sb.repo.git(&all)
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "lib"]);
+    if track {
+        sb.repo.git(&["add", path]);
+        sb.repo.commit_all("vendor lib");
+    }
+    path
+}
+
+/// Inside a nested repository too, ignore rules written during the run hide nothing: it is
+/// judged by its own rules as they stood before.
+#[test]
+fn a_directory_that_ignores_itself_inside_a_nested_repository_hides_nothing() {
+    for track in [true, false] {
+        let sb = Sandbox::new();
+        let path = nested_repo(&sb, track);
+        shell(
+            &sb,
+            &format!(
+                "mkdir -p {path}/stash && printf '*\\n' > {path}/stash/.gitignore && \
+                 echo planted > {path}/stash/notes.txt"
+            ),
+        );
+        let run = sb.delegate("claude", "codex", "review", &[]);
+        assert_eq!(run.status(), "blocked", "track {track}: {}", run.stdout);
+        assert_eq!(changed(&run), [path], "track {track}");
+    }
+}

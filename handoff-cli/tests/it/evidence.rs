@@ -11,7 +11,7 @@ use handoff_testkit::keys::SHELL;
 use crate::support::Sandbox;
 
 /// What the agent does while it waits: the test stands in for its shell, from another thread.
-fn forge(repo: &Path, rel: &str, content: &str) {
+pub(crate) fn forge(repo: &Path, rel: &str, content: &str) {
     let path = repo.join(rel);
     assert_eq!(
         std::fs::metadata(&path).unwrap().len(),
@@ -347,25 +347,6 @@ fn a_build_that_plants_a_hook_in_a_hooks_path_inside_the_worktree_is_blocked() {
     assert_eq!(run.json["git"]["before"]["hooksDir"], "scripts/hooks/");
 }
 
-/// `handoff fingerprint --diff` shows each changed path with its states before and after.
-#[test]
-fn a_saved_fingerprint_shows_what_changed_since_with_both_states() {
-    let sb = Sandbox::new();
-    sb.repo.write("a.txt", "one\n");
-    let cwd = sb.cwd();
-    let saved = sb.run(&["fingerprint", "--cwd", &cwd, "--json"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
-    let before = sb.private.join("before.json");
-    std::fs::write(&before, &saved.stdout).unwrap();
-    sb.repo.write("a.txt", "two\n");
-    let before = before.to_str().unwrap();
-    let diff = sb.run(&["fingerprint", "--cwd", &cwd, "--diff", before]);
-    assert_eq!(diff.code, 1, "{diff:?}");
-    let out = &diff.stdout;
-    assert!(out.contains("~ a.txt\n    was untracked 100644 "), "{out}");
-    assert!(out.contains("\n    now untracked 100644 "), "{out}");
-}
-
 /// The parent of process `pid`, from `/proc/<pid>/stat` (the field after the command's `)`).
 fn parent_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -601,61 +582,4 @@ fn a_record_forged_in_the_task_store_during_a_run_is_written_over() {
     });
     assert_ne!(forged, truthful);
     assert_eq!(read(), truthful, "the forged record was kept");
-}
-
-/// A saved fingerprint, then a change covered in the index's stat data: `--diff` still sees it,
-/// since it reads every file rather than trusting the index.
-#[test]
-fn fingerprint_diff_sees_a_change_hidden_in_the_index() {
-    let sb = Sandbox::new();
-    sb.repo.write("a.rs", "fn a() {}\n");
-    sb.repo.commit_all("a.rs");
-    std::thread::sleep(Duration::from_millis(2100));
-    let cwd = sb.cwd();
-    let saved = sb.run(&["fingerprint", "--cwd", &cwd, "--json"]);
-    assert_eq!(saved.code, 0, "{saved:?}");
-    let before = sb.private.join("before.json");
-    std::fs::write(&before, &saved.stdout).unwrap();
-    forge(sb.repo.path(), "a.rs", "fn b() {}\n");
-    assert_eq!(sb.repo.git(&["status", "--porcelain", "--", "a.rs"]), "");
-    let diff = sb.run(&[
-        "fingerprint",
-        "--cwd",
-        &cwd,
-        "--diff",
-        before.to_str().unwrap(),
-    ]);
-    assert_eq!(diff.code, 1, "{diff:?}");
-    assert!(diff.stdout.contains("a.rs"), "{}", diff.stdout);
-}
-
-/// `--diff` on a FIFO (or anything but a regular file) is refused at once, not waited on.
-#[test]
-fn fingerprint_diff_refuses_a_fifo_without_waiting() {
-    let sb = Sandbox::new();
-    let fifo = sb.private.join("before.json");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let cwd = sb.cwd();
-    let mut child = sb
-        .command()
-        .args(["fingerprint", "--cwd", &cwd, "--diff"])
-        .arg(&fifo)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut waited = Duration::ZERO;
-    while child.try_wait().unwrap().is_none() {
-        if waited > Duration::from_secs(20) {
-            child.kill().unwrap();
-            panic!("`fingerprint --diff <fifo>` is still waiting");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        waited += Duration::from_millis(50);
-    }
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(5), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("is not a regular file"), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -37,6 +37,7 @@ mod own_sandbox;
 mod panel;
 mod planting;
 mod remote;
+mod saved_fingerprint;
 mod statuses;
 mod support;
 mod terminal;

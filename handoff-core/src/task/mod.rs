@@ -391,6 +391,27 @@ pub trait TaskStore: Send + Sync {
         Ok(None)
     }
 
+    /// Keeps what a later comparison with a saved fingerprint of the worktree at `worktree`
+    /// (`handoff fingerprint --json`, then `--diff`) judges by, under the fingerprint's
+    /// `digest`: its record ([`crate::StatRecord::as_bytes`]) and its baseline
+    /// ([`crate::Baseline::to_bytes`]). Only the most recent few of a worktree are kept. A store
+    /// that keeps none does nothing.
+    fn save_fingerprint_basis(&self, basis: &crate::FingerprintBasis) -> Result<(), StoreError> {
+        let _ = basis;
+        Ok(())
+    }
+
+    /// What [`TaskStore::save_fingerprint_basis`] kept for the fingerprint with `digest` of the
+    /// worktree at `worktree`.
+    fn fingerprint_basis(
+        &self,
+        digest: &str,
+        worktree: &Utf8Path,
+    ) -> Result<Option<crate::FingerprintBasis>, StoreError> {
+        let _ = (digest, worktree);
+        Ok(None)
+    }
+
     /// Keeps `state` as what task `task` trusts (its configuration at its first event) unless
     /// it already has one; whether it was kept. A forked task starts with its original's. A
     /// store that keeps none does nothing.

@@ -97,8 +97,8 @@ pub(crate) use self::handoffs::{
 };
 pub(crate) use self::jobs::{finish_job, insert_job, job, jobs, set_job_supervisor};
 pub(crate) use self::records::{
-    config_state, copy_config_state, save_config_state, save_stat_record,
-    save_worktree_config_state, stat_record, worktree_config_state,
+    config_state, copy_config_state, fingerprint_basis, save_config_state, save_fingerprint_basis,
+    save_stat_record, save_worktree_config_state, stat_record, worktree_config_state,
 };
 pub(crate) use self::tasks::{insert_task, set_agent, task, task_for_worktree, tasks, touch};
 pub(crate) use self::timeline::{

@@ -1,10 +1,11 @@
-//! What is kept beside tasks: handoff's stat record of each worktree, and the configuration
-//! state each task (or a worktree that has no task yet) trusts.
+//! What is kept beside tasks: handoff's stat record of each worktree, what saved fingerprints are
+//! compared by, and the configuration state each task (or a worktree that has no task yet)
+//! trusts.
 
 use camino::Utf8Path;
 use rusqlite::Connection;
 
-use handoff_core::{StoreError, TaskId};
+use handoff_core::{FingerprintBasis, StoreError, TaskId};
 
 use super::{Ctx, SqlResult, execute, get, query_one};
 
@@ -44,13 +45,112 @@ pub(crate) fn save_stat_record(
         |r| get::<i64>(r, 0, c),
     )?
     .ok_or_else(|| c.corrupt("stat record", "the row just written is missing"))?;
+    write_record(conn, c, "stat_records", row, record)
+}
+
+/// Writes `record` into the `record` column (a `zeroblob` of its length) of `table`'s row `row`,
+/// in pieces.
+fn write_record(
+    conn: &Connection,
+    c: &Ctx,
+    table: &str,
+    row: i64,
+    record: &[u8],
+) -> Result<(), StoreError> {
     let mut blob = conn
-        .blob_open(rusqlite::MAIN_DB, "stat_records", "record", row, false)
+        .blob_open(rusqlite::MAIN_DB, table, "record", row, false)
         .ctx(c)?;
     for (i, piece) in record.chunks(BLOB_PIECE).enumerate() {
         blob.write_at(piece, i * BLOB_PIECE).ctx(c)?;
     }
     Ok(())
+}
+
+/// The `record` column of `table`'s row `row`, read from its blob in pieces into one buffer
+/// (reading the column would have SQLite assemble a copy first).
+fn read_record(conn: &Connection, c: &Ctx, table: &str, row: i64) -> Result<Vec<u8>, StoreError> {
+    let blob = conn
+        .blob_open(rusqlite::MAIN_DB, table, "record", row, true)
+        .ctx(c)?;
+    let mut record = vec![0; blob.len()];
+    for (i, piece) in record.chunks_mut(BLOB_PIECE).enumerate() {
+        blob.read_at_exact(piece, i * BLOB_PIECE).ctx(c)?;
+    }
+    Ok(record)
+}
+
+/// How many saved fingerprints' bases are kept per worktree: older ones are deleted.
+const BASES_PER_WORKTREE: i64 = 16;
+
+/// Keeps `basis`, replacing one of the same digest and worktree, and lets go of the oldest of
+/// its worktree beyond [`BASES_PER_WORKTREE`].
+pub(crate) fn save_fingerprint_basis(
+    conn: &Connection,
+    c: &Ctx,
+    basis: &FingerprintBasis,
+    at: &str,
+) -> Result<(), StoreError> {
+    let invalid = |reason: String| StoreError::Invalid {
+        field: "fingerprint basis",
+        reason,
+    };
+    let len = i64::try_from(basis.record.len())
+        .map_err(|_| invalid(format!("{} bytes is too large", basis.record.len())))?;
+    let baseline = std::str::from_utf8(&basis.baseline)
+        .map_err(|_| invalid("the baseline is not UTF-8".to_owned()))?;
+    let worktree = basis.worktree.as_str();
+    execute(
+        conn,
+        c,
+        "INSERT INTO fingerprint_bases (digest, worktree, saved_at, baseline, record) \
+         VALUES (?1, ?2, ?3, ?4, zeroblob(?5)) \
+         ON CONFLICT (digest, worktree) DO UPDATE SET saved_at = excluded.saved_at, \
+         baseline = excluded.baseline, record = zeroblob(?5)",
+        rusqlite::params![basis.digest, worktree, at, baseline, len],
+    )?;
+    let row = query_one(
+        conn,
+        c,
+        "SELECT rowid FROM fingerprint_bases WHERE digest = ?1 AND worktree = ?2",
+        [basis.digest.as_str(), worktree],
+        |r| get::<i64>(r, 0, c),
+    )?
+    .ok_or_else(|| c.corrupt("fingerprint basis", "the row just written is missing"))?;
+    write_record(conn, c, "fingerprint_bases", row, &basis.record)?;
+    execute(
+        conn,
+        c,
+        "DELETE FROM fingerprint_bases WHERE worktree = ?1 AND rowid NOT IN \
+         (SELECT rowid FROM fingerprint_bases WHERE worktree = ?1 \
+          ORDER BY saved_at DESC, rowid DESC LIMIT ?2)",
+        rusqlite::params![worktree, BASES_PER_WORKTREE],
+    )?;
+    Ok(())
+}
+
+/// The basis kept for the fingerprint with `digest` of the worktree at `worktree`.
+pub(crate) fn fingerprint_basis(
+    conn: &Connection,
+    c: &Ctx,
+    digest: &str,
+    worktree: &Utf8Path,
+) -> Result<Option<FingerprintBasis>, StoreError> {
+    let found = query_one(
+        conn,
+        c,
+        "SELECT rowid, baseline FROM fingerprint_bases WHERE digest = ?1 AND worktree = ?2",
+        [digest, worktree.as_str()],
+        |r| Ok((get::<i64>(r, 0, c)?, get::<String>(r, 1, c)?)),
+    )?;
+    let Some((row, baseline)) = found else {
+        return Ok(None);
+    };
+    Ok(Some(FingerprintBasis {
+        digest: digest.to_owned(),
+        worktree: worktree.to_owned(),
+        record: read_record(conn, c, "fingerprint_bases", row)?,
+        baseline: baseline.into_bytes(),
+    }))
 }
 
 /// Keeps `state` as the task's configuration state unless it has one; whether it was kept.
@@ -144,8 +244,7 @@ pub(crate) fn copy_config_state(
     Ok(())
 }
 
-/// The record of the deepest worktree that is `path` or contains it, read from its blob in
-/// pieces into one buffer (reading the column would have SQLite assemble a copy first).
+/// The record of the deepest worktree that is `path` or contains it.
 pub(crate) fn stat_record(
     conn: &Connection,
     c: &Ctx,
@@ -160,13 +259,7 @@ pub(crate) fn stat_record(
             |r| get::<i64>(r, 0, c),
         )?;
         if let Some(row) = found {
-            let blob = conn
-                .blob_open(rusqlite::MAIN_DB, "stat_records", "record", row, true)
-                .ctx(c)?;
-            let mut record = vec![0; blob.len()];
-            for (i, piece) in record.chunks_mut(BLOB_PIECE).enumerate() {
-                blob.read_at_exact(piece, i * BLOB_PIECE).ctx(c)?;
-            }
+            let record = read_record(conn, c, "stat_records", row)?;
             return Ok(Some((candidate.to_owned(), record)));
         }
     }

@@ -397,3 +397,62 @@ fn a_worktrees_stat_record_is_kept_replaced_and_found_from_inside_it() {
         Some((inner.clone(), b"inner".to_vec()))
     );
 }
+
+#[test]
+fn a_saved_fingerprints_basis_is_kept_by_digest_and_worktree_and_the_oldest_let_go() {
+    use handoff_core::{FingerprintBasis, TaskStore};
+    let (_dir, path) = crate::temp();
+    let store = crate::open(&path);
+    let wt = camino::Utf8Path::new("/work/repo");
+    let other = camino::Utf8Path::new("/work/clone");
+    let basis = |n: usize, worktree: &camino::Utf8Path| FingerprintBasis {
+        digest: format!("sha256:{n:064x}"),
+        worktree: worktree.to_owned(),
+        record: vec![n as u8; 70_000 + n],
+        baseline: format!("{{\"n\":{n}}}").into_bytes(),
+    };
+    let first = basis(0, wt);
+    assert_eq!(store.fingerprint_basis(&first.digest, wt).unwrap(), None);
+    store.save_fingerprint_basis(&first).unwrap();
+    // The same digest of another worktree is another basis.
+    store.save_fingerprint_basis(&basis(0, other)).unwrap();
+    assert_eq!(
+        store.fingerprint_basis(&first.digest, wt).unwrap(),
+        Some(first.clone())
+    );
+    assert_eq!(
+        store.fingerprint_basis(&first.digest, other).unwrap(),
+        Some(basis(0, other))
+    );
+    // Saved again: replaced, not doubled.
+    let again = FingerprintBasis {
+        record: b"again".to_vec(),
+        ..first.clone()
+    };
+    store.save_fingerprint_basis(&again).unwrap();
+    assert_eq!(
+        store.fingerprint_basis(&first.digest, wt).unwrap(),
+        Some(again)
+    );
+    // Sixteen more of the same worktree: the oldest goes, the other worktree's stays.
+    for n in 1..=16 {
+        store.save_fingerprint_basis(&basis(n, wt)).unwrap();
+    }
+    assert_eq!(store.fingerprint_basis(&first.digest, wt).unwrap(), None);
+    assert_eq!(
+        store.fingerprint_basis(&basis(1, wt).digest, wt).unwrap(),
+        Some(basis(1, wt))
+    );
+    assert!(store.fingerprint_basis(&first.digest, other).unwrap().is_some());
+    // What is not a digest, or a baseline that is not a JSON object, is not kept.
+    let bad = FingerprintBasis {
+        digest: "md5:00".to_owned(),
+        ..basis(20, wt)
+    };
+    assert!(store.save_fingerprint_basis(&bad).is_err());
+    let bad = FingerprintBasis {
+        baseline: b"[1]".to_vec(),
+        ..basis(21, wt)
+    };
+    assert!(store.save_fingerprint_basis(&bad).is_err());
+}
