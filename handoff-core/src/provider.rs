@@ -84,6 +84,9 @@ pub struct RunDir {
     /// Whether handoff's own sandbox can run here ([`crate::sandbox::bubblewrap_here`]): an
     /// adapter that asks for it plans the CLI's state for it.
     pub handoff_sandbox: bool,
+    /// Whether handoff's sandbox is to hold this run although the adapter would not ask for it
+    /// ([`crate::RunShape::confined`]): a nested adviser confined against its worker.
+    pub confined: bool,
 }
 
 /// What a worker with nested advice needs to reach from inside its sandbox: its mailbox to

@@ -110,6 +110,9 @@ fn nested_receipt(nested: &NestedAccess) -> serde_json::Value {
 /// sandbox ([`settings`]) holds the commands; the file tools are held by the tool allowlist
 /// alone, and it names them without a path rule.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    if super::confined::applies(shape) {
+        return super::confined::isolation(shape);
+    }
     let g = &shape.grants;
     Isolation {
         enforcement: Enforcement::Native,
@@ -218,6 +221,10 @@ impl Claude {
         let mcp_names = mcp.as_ref().map(|(_, n)| n.clone()).unwrap_or_default();
         let write = request.writes();
         let tool_list = tools(request, &mcp_names).join(",");
+        // Held by handoff's sandbox when the supervisor asked for it (a confined adviser).
+        let confined = (run.confined && run.handoff_sandbox)
+            .then(|| super::confined::plan(run, &mut env, request.grants.resolved.web_search))
+            .transpose()?;
         // Without Bash the worker cannot run the nested command: nothing is opened.
         let nested = run.nested.as_ref().filter(|_| request.grants.resolved.bash);
         let sel = &request.selection.resolved;
@@ -227,7 +234,11 @@ impl Claude {
         let mut args: Vec<String> = vec![
             "--safe-mode".into(),
             "--settings".into(),
-            settings(&request.cwd, write, nested).to_string(),
+            match &confined {
+                Some(_) => super::confined::settings(),
+                None => settings(&request.cwd, write, nested),
+            }
+            .to_string(),
             "--strict-mcp-config".into(),
             "--mcp-config".into(),
             mcp.as_ref()
@@ -274,7 +285,20 @@ impl Claude {
             "sessionPersistence": false,
             "environment": "allowlist",
         });
-        if let Some(nested) = nested {
+        if confined.is_some() {
+            policy["enforcement"] = json!("handoff-sandbox-and-tool-allowlist");
+            policy["nativeBashSandbox"] = json!(false);
+            policy["sandboxFailIfUnavailable"] = json!(false);
+            policy["network"] =
+                json!("its model's endpoint through handoff's proxy; web tools only when granted");
+            policy["confined"] = super::confined::receipt();
+        }
+        let (sandbox, dirs) = confined.map_or((None, Vec::new()), |(s, d)| (Some(s), d));
+        if let Some(nested) = &run.nested
+            && sandbox.is_some()
+        {
+            policy["nestedAdvice"] = crate::common::nested_receipt(nested, true, "Claude Code");
+        } else if let Some(nested) = nested {
             policy["nestedAdvice"] = nested_receipt(nested);
         } else if let Some(nested) = &run.nested {
             policy["nestedAdvice"] = json!({
@@ -284,13 +308,13 @@ impl Claude {
             });
         }
         Ok(Invocation {
-            sandbox: None,
+            sandbox,
             program: run.executable.clone(),
             args,
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
-            dirs: vec![],
+            dirs,
             files: mcp.map(|(f, _)| vec![f]).unwrap_or_default(),
             answer: AnswerSource::Stdout,
             policy,

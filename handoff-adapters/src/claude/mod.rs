@@ -8,6 +8,7 @@
 //! the envelope whose `structured_output` is the answer (validated by Claude against
 //! `--json-schema`).
 
+mod confined;
 mod invocation;
 mod parse;
 mod progress;

@@ -74,6 +74,7 @@ pub(crate) fn run_dir_for(
     let schema = provider_output_schema();
     RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: fx.run_path.clone(),
         executable: executable.to_owned(),
         prompt: build_prompt(&validated.request, &schema, None),

@@ -44,6 +44,7 @@ fn plan_nested(
     let schema = provider_output_schema();
     let run = RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: fx.run_path.clone(),
         executable: exe(&harness).into(),
         prompt: build_prompt(&validated.request, &schema, None),

@@ -40,6 +40,7 @@ fn request(fx: &Fixture, harness: &str, role: ReceiverRole, selected: bool) -> R
 fn run_dir(fx: &Fixture, harness: &str) -> RunDir {
     RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: fx.run_path.clone(),
         executable: exe(harness).into(),
         prompt: PROMPT.to_owned(),
@@ -326,6 +327,7 @@ const FRESH_RECEIVERS: [&str; 2] = ["cursor", "kiro"];
 fn fresh_run_dir(fx: &Fixture, harness: &str) -> RunDir {
     RunDir {
         handoff_sandbox: true,
+        confined: false,
         ..run_dir(fx, harness)
     }
 }

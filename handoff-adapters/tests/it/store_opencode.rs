@@ -682,6 +682,7 @@ fn resuming(fx: &Fixture, fork: Option<bool>) -> Result<handoff_core::Invocation
     };
     let run = RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: fx.run_path.clone(),
         executable: "/usr/local/bin/opencode".into(),
         prompt: "# Handoff note\n".to_owned(),
@@ -750,6 +751,7 @@ fn a_session_that_is_not_opencodes_is_refused() {
     };
     let run = RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: fx.run_path.clone(),
         executable: "/usr/local/bin/opencode".into(),
         prompt: String::new(),

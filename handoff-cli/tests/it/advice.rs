@@ -24,7 +24,7 @@ fn caller_for(target: &str) -> &'static str {
 
 /// `handoff <verb> --caller-harness … --harness <target> [--mode <mode>] --cwd <repo>
 /// --instructions <file> <extra…>`.
-fn root_args(
+pub(crate) fn root_args(
     sb: &Sandbox,
     verb: &str,
     target: &str,
@@ -140,7 +140,7 @@ fn sha256_tagged(bytes: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
-fn dag_nodes(run: &Run) -> Vec<Value> {
+pub(crate) fn dag_nodes(run: &Run) -> Vec<Value> {
     run.json["dag"]["nodes"]
         .as_array()
         .cloned()
@@ -148,7 +148,7 @@ fn dag_nodes(run: &Run) -> Vec<Value> {
 }
 
 /// Checks the counters of a final DAG against its nodes.
-fn assert_dag_consistent(dag: &Value) {
+pub(crate) fn assert_dag_consistent(dag: &Value) {
     let nodes = dag["nodes"].as_array().unwrap();
     let advice = nodes.iter().filter(|n| n["operation"] == "advice").count() as u64;
     let handoff = nodes.len() as u64 - advice;

@@ -7,6 +7,7 @@
 )]
 
 mod advice;
+mod advice_confined;
 mod attribute;
 mod carry;
 mod causes;

@@ -658,6 +658,9 @@ enum Expect {
     AsAsked,
     /// It runs with these grants withheld (`dag.nodes[].attenuated.withheld`).
     Attenuated(&'static [&'static str]),
+    /// It runs under handoff's sandbox, which its adapter would not ask for, with these grants
+    /// withheld (`dag.nodes[].attenuated.handoffSandbox`).
+    Confined(&'static [&'static str]),
     /// It is refused, the message holding this.
     Refused(&'static str),
 }
@@ -847,7 +850,26 @@ fn worker_asks_for_nested_advice(
         "{cli}: the DAG's node is the result the worker got"
     );
     match expect {
-        Expect::Attenuated(withheld) => {
+        Expect::Attenuated(withheld) | Expect::Confined(withheld) => {
+            let confined = matches!(expect, Expect::Confined(_));
+            assert_eq!(
+                nested["attenuated"]["handoffSandbox"]
+                    .as_bool()
+                    .unwrap_or(false),
+                confined,
+                "{nested}"
+            );
+            if confined {
+                assert_eq!(nested["isolation"]["enforcement"], "handoff", "{nested}");
+                assert_eq!(
+                    nested["isolation"]["filesystemRead"], "worktree",
+                    "{nested}"
+                );
+                assert!(
+                    nested_result["policy"]["confined"].is_object(),
+                    "{nested_result}"
+                );
+            }
             assert_eq!(
                 nested["attenuated"]["withheld"],
                 serde_json::json!(withheld),
@@ -937,16 +959,13 @@ fn codex_worker_gets_attenuated_advice_from_an_unconfined_opencode() {
 
 /// Under handoff's sandbox an OpenCode worker reads only the worktree and its processes die
 /// with a PID namespace; Claude Code's Read tool reads any path and it runs under the reaper,
-/// which no grant changes: refused, naming both.
+/// which no grant changes: the supervisor has handoff's sandbox hold it (its shell withheld,
+/// since under that sandbox it would reach the model's endpoint), and it answers from a home
+/// of its own, its credentials from the environment.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
-fn opencode_worker_is_refused_claude() {
-    worker_is_refused_nested_advice(
-        "opencode",
-        "claude",
-        "adviser claude is less isolated than its caller opencode: filesystem read anywhere \
-         (caller: worktree), processes reaper (caller: pid-namespace)",
-    );
+fn opencode_worker_gets_claudes_advice_under_handoffs_sandbox() {
+    worker_asks_for_nested_advice("opencode", "claude", Expect::Confined(&["bash"]), true);
 }
 
 /// Claude Code's read-only bash sandbox (bubblewrap, no network, no Unix socket) writes its

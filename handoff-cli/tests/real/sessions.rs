@@ -417,6 +417,7 @@ fn codex_resumes_a_session_handoff_wrote() {
     };
     let run = RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: Utf8PathBuf::try_from(bench.root.join("run")).unwrap(),
         executable: Utf8PathBuf::try_from(real_bin().join("codex")).unwrap(),
         prompt: RESUME_PROMPT.to_owned(),
@@ -512,6 +513,7 @@ fn claude_forks_a_session_natively_and_leaves_it_unchanged() {
     };
     let run = RunDir {
         handoff_sandbox: false,
+        confined: false,
         path: Utf8PathBuf::try_from(bench.root.join("run")).unwrap(),
         executable: Utf8PathBuf::try_from(real_bin().join("claude")).unwrap(),
         prompt: RESUME_PROMPT.to_owned(),

@@ -96,6 +96,7 @@ impl Engine {
             nested_text: None,
             timeout: Duration::from_millis(request.budgets.limits.timeout_ms),
             view: None,
+            confined: false,
         };
         if request.delegation.mode == DelegationMode::AdviceOnly {
             let exe = self.options.handoff_exe.clone().ok_or_else(|| {

@@ -224,6 +224,9 @@ pub(crate) struct Launch {
     pub timeout: Duration,
     /// What a nested adviser works on; `None` for a root run.
     pub view: Option<NestedView>,
+    /// Whether handoff's sandbox holds the agent although its adapter would not ask for it (a
+    /// nested adviser confined against its worker).
+    pub confined: bool,
 }
 
 /// The worktree a nested adviser works on, made ready by the supervisor.

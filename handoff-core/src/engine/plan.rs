@@ -71,6 +71,7 @@ impl Engine {
         let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());
         let plan = RunDir {
             handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            confined: launch.confined,
             path: run_path.clone(),
             executable: exe
                 .clone()

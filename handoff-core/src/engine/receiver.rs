@@ -271,6 +271,7 @@ impl Engine {
         let exe = locate(spec, &self.options.env);
         let plan = RunDir {
             handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            confined: false,
             path: run_path.clone(),
             executable: exe
                 .clone()

@@ -1,6 +1,7 @@
 //! The rule that a nested adviser is never less isolated than the worker that asks for it, and
 //! how the supervisor keeps it: an adviser that would be weaker runs with fewer grants when
-//! that is enough, and is refused only when no lowering of its grants is.
+//! that is enough; else under handoff's own sandbox (with as few grants withheld as that
+//! needs) when its adapter can run so; and is refused only when neither is enough.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,8 +19,9 @@ pub enum Confinement {
     /// The adviser, with the grants it asked for, is at least as isolated as its caller on
     /// every dimension: it runs as asked.
     AsConfigured(Isolation),
-    /// With the grants it asked for the adviser would be weaker; with some of them withheld it
-    /// is not: it runs with `grants`, under `isolation`.
+    /// With the grants it asked for the adviser would be weaker; with some of them withheld,
+    /// or under handoff's sandbox ([`Attenuation::handoff_sandbox`]), it is not: it runs with
+    /// `grants`, under `isolation`.
     Attenuated {
         /// The isolation it runs under.
         isolation: Isolation,
@@ -39,11 +41,17 @@ pub enum Confinement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Attenuation {
-    /// The grants withheld (`bash`, `webSearch`, `mcp`), in that order; at least one.
+    /// The grants withheld (`bash`, `webSearch`, `mcp`), in that order; at least one unless
+    /// `handoffSandbox`.
     pub withheld: Vec<GrantKind>,
     /// Why: each dimension on which the adviser, with the grants it asked for, was weaker than
     /// the worker that asked; at least one.
     pub because: Vec<WeakerLevel>,
+    /// The adviser runs under handoff's own sandbox, which its adapter would not ask for by
+    /// itself (an agent with a sandbox of its own whose reach no lowering of grants narrows
+    /// enough); `withheld` may then be empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub handoff_sandbox: bool,
 }
 
 /// A dimension on which an adviser as asked was weaker than its caller, with both levels.
@@ -122,8 +130,10 @@ fn candidates(grants: &GrantsResolved, shell_optional: bool) -> Vec<Vec<GrantKin
 
 /// Picks what a nested adviser of shape `asked` on `provider` runs under, against `caller`:
 /// as asked when that is not weaker on any dimension; else with the fewest grants withheld
-/// (the shell, web search, MCP servers, tried in that order) that leave it no weaker; else a
-/// refusal naming each dimension on which it stays weaker with all of them withheld.
+/// (the shell, web search, MCP servers, tried in that order) that leave it no weaker; else,
+/// where handoff's sandbox can run, under it ([`RunShape::confined`]) with the fewest grants
+/// withheld that that still needs; else a refusal naming each dimension on which it stays
+/// weaker with all of them withheld.
 pub fn confine(caller: &Isolation, provider: &dyn Provider, asked: &RunShape) -> Confinement {
     decide(
         caller,
@@ -147,33 +157,37 @@ pub(crate) fn decide(
         return Confinement::AsConfigured(configured);
     }
     let sets = candidates(&asked.grants, shell_optional);
-    for withheld in &sets {
-        let shape = RunShape {
-            grants: without(&asked.grants, withheld),
-            ..asked.clone()
-        };
+    let lowered = |withheld: &[GrantKind], confined: bool| RunShape {
+        grants: without(&asked.grants, withheld),
+        confined,
+        ..asked.clone()
+    };
+    // First with fewer grants as configured; then, where handoff's sandbox can run, under it,
+    // with as few grants withheld as that still needs (none first).
+    let mut tries: Vec<(&[GrantKind], bool)> = sets.iter().map(|s| (&s[..], false)).collect();
+    if asked.handoff_sandbox && !asked.confined {
+        tries.push((&[], true));
+        tries.extend(sets.iter().map(|s| (&s[..], true)));
+    }
+    for (withheld, confined) in tries {
+        let shape = lowered(withheld, confined);
         let isolation = rank(&shape);
         if isolation.weaker_than(caller).is_empty() {
             return Confinement::Attenuated {
                 isolation,
                 grants: shape.grants,
                 attenuation: Attenuation {
-                    withheld: withheld.clone(),
+                    withheld: withheld.to_vec(),
                     because: weaker.into_iter().map(WeakerLevel::from).collect(),
+                    handoff_sandbox: confined,
                 },
             };
         }
     }
     // Every grant that could go, gone: what is still weaker is what refuses the adviser.
-    let least = sets.last().map_or_else(
-        || configured,
-        |all| {
-            rank(&RunShape {
-                grants: without(&asked.grants, all),
-                ..asked.clone()
-            })
-        },
-    );
+    let least = sets
+        .last()
+        .map_or_else(|| configured, |all| rank(&lowered(all, false)));
     Confinement::Refused(least.weaker_dimensions(caller))
 }
 
@@ -345,6 +359,63 @@ mod tests {
         }
     }
 
+    /// An adviser that reads anywhere unless handoff's sandbox holds it, whose shell under that
+    /// sandbox reaches the model's endpoints.
+    fn confinable(shape: &RunShape) -> Isolation {
+        if shape.confined && shape.handoff_sandbox {
+            return Isolation {
+                enforcement: super::super::Enforcement::Handoff,
+                filesystem_read: FilesystemRead::Worktree,
+                network: if shape.grants.bash {
+                    Network::ModelEndpoints
+                } else {
+                    Network::None
+                },
+                ..sealed()
+            };
+        }
+        adviser(shape)
+    }
+
+    #[test]
+    fn where_no_lowering_is_enough_handoffs_sandbox_holds_the_adviser() {
+        // A worker that reads only its worktree: no grant narrows what the adviser reads.
+        let caller = Isolation {
+            filesystem_read: FilesystemRead::Worktree,
+            ..sealed()
+        };
+        match decide(&caller, &asked(true, false, false), true, confinable) {
+            Confinement::Attenuated {
+                isolation,
+                grants,
+                attenuation,
+            } => {
+                assert!(attenuation.handoff_sandbox);
+                // Under the sandbox the shell still reaches the model's endpoints: it goes too.
+                assert_eq!(attenuation.withheld, vec![GrantKind::Bash]);
+                assert!(!grants.bash);
+                assert_eq!(isolation.filesystem_read, FilesystemRead::Worktree);
+                let json = serde_json::to_value(&attenuation).unwrap();
+                assert_eq!(json["handoffSandbox"], true);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing to withhold once held: withheld is empty.
+        match decide(&caller, &asked(false, false, false), true, confinable) {
+            Confinement::Attenuated { attenuation, .. } => {
+                assert!(attenuation.handoff_sandbox && attenuation.withheld.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Where handoff's sandbox cannot run, the adviser is refused as before.
+        let mut shape = asked(false, false, false);
+        shape.handoff_sandbox = false;
+        assert!(matches!(
+            decide(&caller, &shape, true, confinable),
+            Confinement::Refused(_)
+        ));
+    }
+
     #[test]
     fn grant_kinds_read_in_json_as_the_grants_do() {
         let json = serde_json::to_value(Attenuation {
@@ -354,6 +425,7 @@ mod tests {
                 caller: "none".into(),
                 asked: "temp".into(),
             }],
+            handoff_sandbox: false,
         })
         .unwrap();
         assert_eq!(

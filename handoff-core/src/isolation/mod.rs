@@ -305,6 +305,11 @@ pub struct RunShape {
     /// Whether handoff's own sandbox can run here ([`crate::sandbox::bubblewrap_here`]), for
     /// an adapter that asks for it.
     pub handoff_sandbox: bool,
+    /// Whether handoff's own sandbox holds the agent although its adapter would not ask for it
+    /// (an agent with a sandbox of its own): a nested adviser confined so that it is no less
+    /// isolated than the worker that asked ([`confine`]). Only where `handoff_sandbox`; an
+    /// adapter that cannot run so ranks it as it ranks the run without.
+    pub confined: bool,
 }
 
 impl RunShape {
@@ -315,6 +320,7 @@ impl RunShape {
             grants: request.grants.resolved.clone(),
             nested: request.delegation.mode == DelegationMode::AdviceOnly,
             handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            confined: false,
         }
     }
 
@@ -331,6 +337,7 @@ impl RunShape {
             },
             nested,
             handoff_sandbox: true,
+            confined: false,
         }
     }
 

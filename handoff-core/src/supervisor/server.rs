@@ -587,6 +587,7 @@ async fn serve(
         Ok(i) => i,
         Err(e) => return refusal(shared, Some(input), caller, e.to_string()).await,
     };
+    let confined = attenuated.as_ref().is_some_and(|a| a.handoff_sandbox);
     let asked_cwd = Utf8PathBuf::from(&request.cwd);
     let Ok(rel) = asked_cwd
         .strip_prefix(&parent.worktree)
@@ -740,6 +741,7 @@ async fn serve(
                             }),
                         timeout,
                         view: Some(made),
+                        confined,
                     };
                     shared
                         .engine

@@ -443,7 +443,12 @@ fn a_saved_fingerprints_basis_is_kept_by_digest_and_worktree_and_the_oldest_let_
         store.fingerprint_basis(&basis(1, wt).digest, wt).unwrap(),
         Some(basis(1, wt))
     );
-    assert!(store.fingerprint_basis(&first.digest, other).unwrap().is_some());
+    assert!(
+        store
+            .fingerprint_basis(&first.digest, other)
+            .unwrap()
+            .is_some()
+    );
     // What is not a digest, or a baseline that is not a JSON object, is not kept.
     let bad = FingerprintBasis {
         digest: "md5:00".to_owned(),

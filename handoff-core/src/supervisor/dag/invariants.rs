@@ -88,10 +88,10 @@ pub fn check_dag_invariants(dag: &Dag) -> Result<(), String> {
         }
         if n.attenuated
             .as_ref()
-            .is_some_and(|a| a.withheld.is_empty() || a.because.is_empty())
+            .is_some_and(|a| (a.withheld.is_empty() && !a.handoff_sandbox) || a.because.is_empty())
         {
             return Err(format!(
-                "node {id:?} is attenuated without a grant withheld or a reason"
+                "node {id:?} is attenuated without a grant withheld, handoff's sandbox or a reason"
             ));
         }
         if !n.request_hash.as_deref().is_some_and(is_sha256) {

@@ -12,6 +12,7 @@ fn attenuation() -> crate::isolation::Attenuation {
             caller: "none".into(),
             asked: "temp".into(),
         }],
+        handoff_sandbox: false,
     }
 }
 
