@@ -46,6 +46,9 @@ fn parent_profile(write: bool) -> &'static str {
 /// What a run of `shape` can do under the configuration [`Codex::plan`] builds: Codex's
 /// sandbox holds every command and patch.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
+    if super::confined::applies(shape) {
+        return super::confined::isolation(shape);
+    }
     let g = &shape.grants;
     Isolation {
         enforcement: Enforcement::Native,
@@ -249,6 +252,10 @@ impl Codex {
         let mut env = agent_env(spec, &run.parent_env);
         let mut secrets = Vec::new();
         let (mcp_args, mcp_names) = mcp_overrides(run, &mut env, &mut secrets)?;
+        // Held by handoff's sandbox when the supervisor asked for it (a confined adviser).
+        let confined = (run.confined && run.handoff_sandbox)
+            .then(|| super::confined::plan(run, &mut env))
+            .transpose()?;
         let schema_path = run.file("provider-output.schema.json");
         let answer_path = run.file("provider-result.json");
         let write = request.writes();
@@ -363,14 +370,19 @@ impl Codex {
                 "opened": "nothing: without a shell the worker cannot run the nested command",
             });
         }
+        if confined.is_some() {
+            policy["enforcement"] = json!("handoff-sandbox-and-native-filesystem-sandbox");
+            policy["confined"] = super::confined::receipt();
+        }
+        let (sandbox, dirs) = confined.map_or((None, Vec::new()), |(s, d)| (Some(s), d));
         Ok(Invocation {
-            sandbox: None,
+            sandbox,
             program: run.executable.clone(),
             args,
             env,
             cwd: request.cwd.clone().into(),
             stdin: StdinSource::Prompt,
-            dirs: vec![],
+            dirs,
             files: vec![handoff_core::PrivateFile {
                 path: schema_path,
                 contents: serde_json::to_vec_pretty(&schema).unwrap_or_default(),

@@ -8,6 +8,7 @@
 //! filesystem policy instead, plus its mailbox's `in/` writable (see
 //! `invocation::nested_overrides`).
 
+mod confined;
 mod invocation;
 mod parse;
 mod progress;

@@ -648,7 +648,7 @@ fn result_line(output: &str) -> Option<Value> {
 /// on the same scripted server, whose conversations are routed to a script of their own by
 /// their prompt (`Operation: advice`); the worker then answers with the advice in hand.
 fn worker_gets_nested_advice(cli: &'static str, adviser: &'static str) {
-    worker_asks_for_nested_advice(cli, adviser, Expect::AsAsked, true);
+    worker_asks_for_nested_advice(cli, adviser, Expect::AsAsked, true, &|_| {});
 }
 
 /// What the supervisor does with a real adviser.
@@ -665,24 +665,27 @@ enum Expect {
     Refused(&'static str),
 }
 
-/// [`worker_gets_nested_advice`] for an adviser less isolated than `cli`: the supervisor
-/// refuses it (exit 5, `refusal` in the message) before its CLI starts, and the worker gets
-/// that refusal as the nested command's output.
-fn worker_is_refused_nested_advice(
+/// [`worker_gets_nested_advice`] for an adviser that may not run (its rig adjusted by `adjust`
+/// first): the supervisor refuses it (exit 5, `refusal` in the message) before its CLI starts,
+/// and the worker gets that refusal as the nested command's output.
+fn worker_is_refused_nested_advice_where(
     cli: &'static str,
     adviser: &'static str,
     refusal: &'static str,
+    adjust: &dyn Fn(&Rig),
 ) {
-    worker_asks_for_nested_advice(cli, adviser, Expect::Refused(refusal), true);
+    worker_asks_for_nested_advice(cli, adviser, Expect::Refused(refusal), true, adjust);
 }
 
 /// `cli` asks `adviser` as [`worker_gets_nested_advice`] does, handoff's own sandbox available
-/// to it or not (`bubblewrap`), and the supervisor does what `expect` says.
+/// to it or not (`bubblewrap`), its rig adjusted by `adjust` first, and the supervisor does
+/// what `expect` says.
 fn worker_asks_for_nested_advice(
     cli: &'static str,
     adviser: &'static str,
     expect: Expect,
     bubblewrap: bool,
+    adjust: &dyn Fn(&Rig),
 ) {
     let refusal = match expect {
         Expect::Refused(r) => Some(r),
@@ -726,6 +729,7 @@ fn worker_asks_for_nested_advice(
     if !bubblewrap {
         rig.without_bubblewrap();
     }
+    adjust(&rig);
     let run = rig.run_with_advice("review", &["--timeout-ms", "240000"]);
 
     // The model server saw the worker call its shell with the nested command, and the output
@@ -794,14 +798,14 @@ fn worker_asks_for_nested_advice(
         );
         assert_eq!(run.code, 0, "{cli}: {} {}", run.json, run.stderr);
         assert_eq!(run.json["output"]["response"], WORKER_TEXT);
+        // Refused at admission (no node), or as its run was planned (its node `rejected`).
         let nodes = run.json["dag"]["nodes"]
             .as_array()
             .cloned()
             .unwrap_or_default();
-        assert_eq!(
-            nodes.len(),
-            1,
-            "{cli}: nothing was admitted: {}",
+        assert!(
+            nodes.iter().skip(1).all(|n| n["state"] == "rejected"),
+            "{cli}: nothing ran: {}",
             run.json["dag"]
         );
         let repo = rig.repo.path().to_string_lossy().into_owned();
@@ -954,7 +958,13 @@ fn codex_worker_gets_nested_advice_from_claude() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn codex_worker_gets_attenuated_advice_from_an_unconfined_opencode() {
-    worker_asks_for_nested_advice("codex", "opencode", Expect::Attenuated(&["bash"]), false);
+    worker_asks_for_nested_advice(
+        "codex",
+        "opencode",
+        Expect::Attenuated(&["bash"]),
+        false,
+        &|_| {},
+    );
 }
 
 /// Under handoff's sandbox an OpenCode worker reads only the worktree and its processes die
@@ -965,7 +975,13 @@ fn codex_worker_gets_attenuated_advice_from_an_unconfined_opencode() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn opencode_worker_gets_claudes_advice_under_handoffs_sandbox() {
-    worker_asks_for_nested_advice("opencode", "claude", Expect::Confined(&["bash"]), true);
+    worker_asks_for_nested_advice(
+        "opencode",
+        "claude",
+        Expect::Confined(&["bash"]),
+        true,
+        &|_| {},
+    );
 }
 
 /// Claude Code's read-only bash sandbox (bubblewrap, no network, no Unix socket) writes its
@@ -986,15 +1002,32 @@ fn opencode_worker_gets_nested_advice() {
     worker_gets_nested_advice("opencode", "opencode");
 }
 
+/// Codex's sandbox reads the whole disk, which no grant changes: the supervisor has handoff's
+/// sandbox hold it, and Codex's own sandbox still holds its commands inside (bubblewrap in
+/// bubblewrap), so it keeps its shell.
+/// Held by handoff's sandbox, Codex gets no stored login: without its provider's key in the
+/// environment it is refused as its run is planned, and never starts.
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
-fn opencode_worker_is_refused_a_less_isolated_adviser() {
-    // Codex's sandbox reads the whole disk.
-    worker_is_refused_nested_advice(
+fn opencode_worker_is_refused_codex_without_its_key_in_the_environment() {
+    worker_is_refused_nested_advice_where(
         "opencode",
         "codex",
-        "filesystem read anywhere (caller: worktree)",
+        "codex would run under handoff's sandbox here",
+        &|rig| {
+            let path = rig.root.join("config.toml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            let without = text.replace(&format!("env = {{ E2E_MODEL_KEY = \"{MODEL_KEY}\" }}"), "");
+            assert_ne!(text, without);
+            std::fs::write(&path, without).unwrap();
+        },
     );
+}
+
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn opencode_worker_gets_codexs_advice_under_handoffs_sandbox() {
+    worker_asks_for_nested_advice("opencode", "codex", Expect::Confined(&[]), true, &|_| {});
 }
 
 /// A Claude Code or Codex review worker asks an OpenCode adviser whose model is hostile: its
