@@ -322,6 +322,14 @@ pub trait Provider: Send + Sync {
         crate::isolation::Isolation::unconfined()
     }
 
+    /// Whether this CLI's runs ask for handoff's own sandbox where it can run (the default).
+    /// One that never does (it holds its runs with a sandbox of its own) says so, and its root
+    /// runs skip finding out whether bubblewrap works here; a confined adviser
+    /// ([`crate::RunShape::confined`]) finds out all the same.
+    fn asks_for_handoff_sandbox(&self) -> bool {
+        true
+    }
+
     /// After a run under handoff's sandbox ([`Invocation::sandbox`]), whose CLI kept its
     /// state in the run's private directory: carries what the user needs of it (e.g. the
     /// session, so that it can be resumed and continued) into the user's own store, before the

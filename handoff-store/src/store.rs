@@ -119,6 +119,17 @@ impl SqliteStore {
         // In WAL mode NORMAL cannot corrupt the file; a power cut may lose the last commits.
         conn.pragma_update(None, "synchronous", "NORMAL")
             .ctx(&ctx)?;
+        // Every `handoff` process opens the store once and closes it as it exits: the last one
+        // out would move the log into the file (three syncs) on every run. The log is moved
+        // when it grows past SQLite's threshold instead, by the writer that grows it, and the
+        // log file is cut back to 32 MiB whenever it starts over.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .ctx(&ctx)?;
+        conn.pragma_update(None, "journal_size_limit", 32 << 20)
+            .ctx(&ctx)?;
         schema::migrate(&mut conn, &ctx, &options.masker)?;
         Ok(SqliteStore {
             ctx,

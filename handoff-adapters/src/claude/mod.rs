@@ -137,6 +137,11 @@ impl Provider for Claude {
         runtime_check(raw)
     }
 
+    /// Never: its own bash sandbox holds its runs (handoff's only for a confined adviser).
+    fn asks_for_handoff_sandbox(&self) -> bool {
+        false
+    }
+
     fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
         invocation::isolation(shape)
     }

@@ -110,6 +110,11 @@ impl Provider for Codex {
         self.plan(request, run)
     }
 
+    /// Never: its own sandbox holds its runs (handoff's only for a confined adviser).
+    fn asks_for_handoff_sandbox(&self) -> bool {
+        false
+    }
+
     fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
         invocation::isolation(shape)
     }

@@ -166,6 +166,11 @@ impl Provider for Cursor {
         self.plan(request, run)
     }
 
+    /// Never: its own sandbox holds its runs.
+    fn asks_for_handoff_sandbox(&self) -> bool {
+        false
+    }
+
     fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
         invocation::isolation(shape)
     }

@@ -111,7 +111,11 @@ fn codex_advises_an_opencode_worker_under_handoffs_sandbox_with_its_shell() {
     let nodes = dag_nodes(&run);
     assert_eq!(nodes.len(), 2, "{nodes:#?}");
     let node = &nodes[1];
-    assert_eq!(node["attenuated"]["withheld"], serde_json::json!([]), "{node:#}");
+    assert_eq!(
+        node["attenuated"]["withheld"],
+        serde_json::json!([]),
+        "{node:#}"
+    );
     assert_eq!(node["attenuated"]["handoffSandbox"], true, "{node:#}");
     assert_eq!(node["isolation"], nodes[0]["isolation"], "{nodes:#?}");
     assert_dag_consistent(&run.json["dag"]);

@@ -70,7 +70,8 @@ impl Engine {
         let schema = provider_output_schema();
         let prompt = build_prompt(request, &schema, launch.nested_text.as_deref());
         let plan = RunDir {
-            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            handoff_sandbox: (launch.confined || provider.asks_for_handoff_sandbox())
+                && crate::sandbox::bubblewrap_here().is_some(),
             confined: launch.confined,
             path: run_path.clone(),
             executable: exe

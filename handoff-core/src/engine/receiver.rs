@@ -270,7 +270,8 @@ impl Engine {
         let run_path = run_dir.path().to_owned();
         let exe = locate(spec, &self.options.env);
         let plan = RunDir {
-            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            handoff_sandbox: provider.asks_for_handoff_sandbox()
+                && crate::sandbox::bubblewrap_here().is_some(),
             confined: false,
             path: run_path.clone(),
             executable: exe

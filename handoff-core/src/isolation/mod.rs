@@ -21,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::names::Mode;
-use crate::provider::Registry;
+use crate::provider::{Provider, Registry};
 use crate::request::{DelegationMode, GrantsResolved, Request};
 
 /// Declares a level enum: strongest variant first (so `<` means stronger), kebab-case in JSON,
@@ -313,13 +313,30 @@ pub struct RunShape {
 }
 
 impl RunShape {
-    /// The shape of a validated request.
+    /// The shape of a validated request on `provider`: whether handoff's sandbox can run is
+    /// found out only for a CLI that asks for it ([`Provider::asks_for_handoff_sandbox`]).
+    pub fn on(request: &Request, provider: &dyn Provider) -> RunShape {
+        RunShape {
+            handoff_sandbox: provider.asks_for_handoff_sandbox()
+                && crate::sandbox::bubblewrap_here().is_some(),
+            ..RunShape::without_sandbox_probe(request)
+        }
+    }
+
+    /// The shape of a validated request, with whether handoff's sandbox can run here.
     pub fn of(request: &Request) -> RunShape {
+        RunShape {
+            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            ..RunShape::without_sandbox_probe(request)
+        }
+    }
+
+    fn without_sandbox_probe(request: &Request) -> RunShape {
         RunShape {
             mode: request.mode,
             grants: request.grants.resolved.clone(),
             nested: request.delegation.mode == DelegationMode::AdviceOnly,
-            handoff_sandbox: crate::sandbox::bubblewrap_here().is_some(),
+            handoff_sandbox: false,
             confined: false,
         }
     }
@@ -352,7 +369,7 @@ impl RunShape {
 pub fn of_request(registry: &Registry, request: &Request) -> Option<Isolation> {
     registry
         .get(&request.target.harness)
-        .map(|p| p.isolation(&RunShape::of(request)))
+        .map(|p| p.isolation(&RunShape::on(request, p.as_ref())))
 }
 
 mod confine;
