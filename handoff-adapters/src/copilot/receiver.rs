@@ -14,9 +14,10 @@ use handoff_core::{
 };
 use serde_json::{Value, json};
 
-use super::invocation::{SECRET_VARS, byok, effective_env, roots, user_package_cache};
+use super::invocation::{SECRET_VARS, byok, roots, user_package_cache};
 use super::sessions::copilot_home;
 use super::{Copilot, SPEC};
+use crate::common::effective_env;
 use crate::common::{json_lines, one_line, receiver_grants};
 use crate::store::plain_id;
 

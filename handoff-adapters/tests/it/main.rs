@@ -8,6 +8,7 @@ mod copilot;
 mod cursor;
 mod fakes;
 mod garbage;
+mod gemini;
 mod grok;
 mod grok_community;
 mod harness;

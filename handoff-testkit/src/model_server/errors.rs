@@ -170,7 +170,7 @@ impl ApiError {
 
     /// The Gemini API body: `{"error":{"code","message","status","details"}}`, with the
     /// `RetryInfo` and `QuotaFailure` details Gemini CLI reads a 429 by.
-    fn gemini_body(self, model: &str) -> Value {
+    pub(crate) fn gemini_body(self, model: &str) -> Value {
         let status =
             StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let retry = json!({
