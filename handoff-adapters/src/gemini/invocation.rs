@@ -52,7 +52,7 @@ pub fn thinking_budget(effort: &str) -> Option<u32> {
     }
 }
 
-/// The built-in tools a run is given (`tools.core`), by grant.
+/// The built-in tools a run is given (with its MCP servers' tools, `tools.core`), by grant.
 pub fn granted_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
     let mut t = READ_TOOLS.to_vec();
     for (granted, tools) in [(write, WRITE_TOOLS), (bash, SHELL_TOOLS), (web, WEB_TOOLS)] {
@@ -171,9 +171,12 @@ impl Gemini {
             .unwrap_or(spec.max_turns.map_or(12, |d| d.handoff));
         let tools = granted_tools(write, g.bash, g.web_search);
         let denied = denied_tools(write, g.bash, g.web_search);
+        // `tools.core` holds MCP tools too: each run's server by the prefix of its tools.
+        let mut core: Vec<String> = tools.iter().map(|t| (*t).to_owned()).collect();
+        core.extend(names.iter().map(|n| format!("mcp_{n}_*")));
 
         let mut settings = base_settings(&user);
-        settings["tools"]["core"] = json!(tools);
+        settings["tools"]["core"] = json!(core);
         settings["model"] = json!({ "maxSessionTurns": turns });
         let budget = if sel.effort == PROVIDER_DEFAULT_STR {
             None
@@ -252,8 +255,8 @@ impl Gemini {
             "geminiHome": "private to the run (GEMINI_CLI_HOME): no user settings, MCP servers, extensions, hooks or skills",
             "model": model,
             "approvalMode": "yolo: only the listed tools exist",
-            "tools": tools,
-            "toolList": "allowlist (settings tools.core)",
+            "tools": core,
+            "toolList": "allowlist (settings tools.core; an MCP server's tools by their prefix mcp_<server>_)",
             "deny": denied,
             "denyTier": "admin (--admin-policy)",
             "auth": auth_type(&user),

@@ -116,8 +116,15 @@ impl Provider for Gemini {
         progress::events(line)
     }
 
+    /// Even `gemini --version` writes into its home (`projects.json` temporaries): the probes
+    /// get a home in the probe's scratch directory, never the user's `~/.gemini`.
     async fn preflight(&self, exe: &Utf8Path, probe: &ProbeEnv) -> Preflight {
-        match probe::version_and_flags(exe, probe, &["--help"], REQUIRED_FLAGS).await {
+        let mut probe = probe.clone();
+        probe.env.insert(
+            "GEMINI_CLI_HOME".into(),
+            probe.scratch.join("gemini-home").to_string(),
+        );
+        match probe::version_and_flags(exe, &probe, &["--help"], REQUIRED_FLAGS).await {
             Ok(version) => Preflight {
                 version: Some(version),
                 failure: None,

@@ -244,6 +244,10 @@ fn mcp_servers_are_private_settings() {
             .or_else(|| s["mcpServers"]["remote-search"].get("url"))
             .is_some()
     );
+    // Their tools are in the tool list by prefix (`tools.core` holds MCP tools too).
+    let core = s["tools"]["core"].as_array().unwrap();
+    assert!(core.contains(&json!("mcp_local-docs_*")), "{core:?}");
+    assert!(core.contains(&json!("mcp_remote-search_*")), "{core:?}");
     let names = arg_after(&inv.args, "--allowed-mcp-server-names").unwrap();
     assert!(
         names.contains("local-docs") && names.contains("remote-search"),

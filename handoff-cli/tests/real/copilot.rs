@@ -225,7 +225,7 @@ fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
 }
 
 /// A one-tool stdio MCP server (`echo`), in Python's standard library only.
-const MCP_ECHO: &str = r#"import sys, json
+pub(super) const MCP_ECHO: &str = r#"import sys, json
 for line in sys.stdin:
     m = json.loads(line)
     if "id" not in m:

@@ -1,5 +1,5 @@
-//! The real agent CLIs (Claude Code, Codex, OpenCode, the community Grok CLI), installed from
-//! npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
+//! The real agent CLIs (Claude Code, Codex, OpenCode, GitHub Copilot CLI, Gemini CLI, the
+//! community Grok CLI), installed from npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
 //! scripted model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
 //! runs them with `HANDOFF_REAL_BIN` pointing at the installed CLIs, and a missing variable fails.
 #![allow(
@@ -14,6 +14,7 @@ mod carry;
 mod continuation;
 mod copilot;
 mod failures;
+mod gemini;
 mod grok_community;
 mod leftovers;
 mod limit;
@@ -145,6 +146,10 @@ env = {{ E2E_MODEL_KEY = "{MODEL_KEY}" }}
 [agents.copilot]
 model = "fake-model"
 env = {{ COPILOT_PROVIDER_BASE_URL = "{v1}", COPILOT_PROVIDER_API_KEY = "{MODEL_KEY}" }}
+
+[agents.gemini]
+model = "gemini-2.5-flash"
+env = {{ GOOGLE_GEMINI_BASE_URL = "{url}", GEMINI_API_KEY = "{MODEL_KEY}" }}
 
 [agents.grok-community]
 env = {{ GROK_API_KEY = "{MODEL_KEY}", GROK_BASE_URL = "{v1}" }}
