@@ -22,14 +22,14 @@
 //! body), and the `init` event names the session. Gemini ends a run over its turn limit with
 //! exit code 53.
 //!
-//! A continuation receiver runs a headless turn whose session lands in the user's own store
-//! (`receiver.rs`); the store is read and written as `~/.gemini/tmp/<slug>/chats/*.jsonl`
-//! (`sessions.rs`).
+//! Its sessions (`~/.gemini/tmp/<slug>/chats/*.jsonl`) are read as the source of a continued
+//! task (`sessions.rs`); Gemini does not receive one.
 
 mod invocation;
 mod network;
 mod parse;
 mod progress;
+mod sessions;
 
 use async_trait::async_trait;
 use camino::Utf8Path;
@@ -114,6 +114,10 @@ impl Provider for Gemini {
 
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         progress::events(line)
+    }
+
+    fn sessions(&self) -> Option<&dyn handoff_core::Sessions> {
+        Some(self)
     }
 
     /// Even `gemini --version` writes into its home (`projects.json` temporaries): the probes

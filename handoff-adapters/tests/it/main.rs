@@ -23,6 +23,7 @@ mod schema;
 mod store_claude;
 mod store_codex;
 mod store_copilot;
+mod store_gemini;
 mod store_opencode;
 mod support;
 mod transcript_claude;

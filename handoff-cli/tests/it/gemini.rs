@@ -253,3 +253,47 @@ fn gemini_asks_for_advice_and_gives_it() {
         );
     }
 }
+
+/// A recorded real Gemini session (0.61.0: a `write_file` call, its result and the answer),
+/// in the sandbox's Gemini store under the project of the sandbox's repository, carried to
+/// Codex, which continues it; the source is left as it was.
+#[test]
+fn a_gemini_session_is_carried_to_codex_which_continues_it() {
+    use crate::carry::{home, log_json, repo_path, sandbox};
+    let sb = sandbox();
+    let repo = repo_path(&sb);
+    let project = home(&sb).join(".gemini/tmp/repo");
+    std::fs::create_dir_all(project.join("chats")).unwrap();
+    std::fs::write(project.join(".project_root"), &repo).unwrap();
+    let recorded = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../handoff-adapters/tests/it/fixtures/sessions/gemini-write-session.jsonl");
+    let text = std::fs::read_to_string(recorded)
+        .unwrap()
+        .replace("$SCRATCH/repo", &repo);
+    let source = project.join("chats/session-2026-12-06T23-52-5eb8a97b.jsonl");
+    std::fs::write(&source, &text).unwrap();
+
+    let run = crate::copilot_carry::continue_(&sb, &["--from", "gemini", "--to", "codex"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["source"]["provider"], "gemini");
+    assert_eq!(
+        carry["source"]["sessionId"],
+        "5eb8a97b-cd8b-4893-ae71-7bb3aab742d8"
+    );
+    assert_eq!(carry["source"]["found"], "latest");
+    // The user turn, the tool call, its result and the answer.
+    assert_eq!(carry["messages"], 4, "{carry:#}");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{:#}",
+        r["continuity"]
+    );
+    assert_eq!(std::fs::read_to_string(&source).unwrap(), text);
+    assert!(log_json(&sb).to_string().contains("gemini"));
+    // Gemini takes no task over itself.
+    let run = crate::copilot_carry::continue_(&sb, &["--from", "codex", "--to", "gemini"]);
+    assert_eq!(run.code, 5, "{run:#?}");
+}

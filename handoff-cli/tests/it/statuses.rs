@@ -2224,7 +2224,7 @@ fn capabilities_json() {
         let id = p["id"].as_str().unwrap();
         // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot. Cursor
         // and Kiro receive from the note and a recap, verified against recorded outputs;
-        // Cursor's sessions are read as a source. Grok keeps no sessions.
+        // Cursor's and Gemini's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
             "claude" | "codex" | "opencode" | "copilot" => ("full", serde_json::json!("real")),
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
@@ -2235,7 +2235,7 @@ fn capabilities_json() {
             p["continuation"],
             serde_json::json!({
                 "receive": receiver != "none",
-                "sessions": full || id == "cursor",
+                "sessions": full || matches!(id, "cursor" | "gemini"),
                 "receiver": receiver,
                 "verified": verified,
             }),

@@ -1,0 +1,192 @@
+//! Gemini sessions, read as the source of a continued task: a real session (Gemini CLI 0.61.0
+//! with a `write_file` call, its result and the answer; scratch paths replaced), record
+//! replacement and `$set` patches, finding sessions by id and by directory, and nothing
+//! written into its store.
+
+use std::collections::BTreeMap;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use handoff_adapters::Gemini;
+use handoff_core::{AgentId, Role, SessionQuery, Sessions, StoreEnv};
+use proptest::prelude::*;
+
+use crate::support::*;
+
+const SESSION: &str = "5eb8a97b-cd8b-4893-ae71-7bb3aab742d8";
+
+fn store(home: &Utf8Path) -> StoreEnv {
+    StoreEnv {
+        vars: BTreeMap::from([("HOME".to_owned(), home.to_string())]),
+        executable: None,
+        scratch: None,
+    }
+}
+
+#[test]
+fn a_real_session_reads_to_its_turns() {
+    let t = Gemini
+        .read_transcript(&session_fixture("gemini-write-session.jsonl"))
+        .unwrap();
+    assert_eq!(t.source.session_id, SESSION);
+    assert_eq!(t.source.provider, AgentId::GEMINI);
+    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    let got = texts(&t);
+    // Gemini's set-up context is left out; the person's words come first.
+    assert_eq!(got[0], (Role::User, "text: write out.txt\n".to_owned()));
+    assert_eq!(
+        got[1],
+        (
+            Role::Assistant,
+            r#"call write_file: {"content":"hi\n","file_path":"$SCRATCH/repo/out.txt"}"#.to_owned()
+        )
+    );
+    assert!(
+        matches!(&got[2], (Role::User, s) if s.starts_with("result: Successfully created")),
+        "{got:?}"
+    );
+    assert_eq!(got[3].0, Role::Assistant);
+    assert!(got[3].1.contains("handoff.provider-output.v1"), "{got:?}");
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(t.messages[1].model.as_deref(), Some("gemini-2.5-flash"));
+}
+
+#[test]
+fn later_records_replace_earlier_ones_and_set_replaces_all() {
+    let text = concat!(
+        r#"{"sessionId":"s-1","projectHash":"x","startTime":"t","lastUpdated":"t","kind":"main"}"#,
+        "\n",
+        r#"{"id":"a","type":"user","content":[{"text":"first"}]}"#,
+        "\n",
+        r#"{"id":"b","type":"gemini","content":"draft"}"#,
+        "\n",
+        r#"{"id":"b","type":"gemini","content":"final"}"#,
+        "\n",
+        r#"{"id":"c","type":"info","content":"shown, not said"}"#,
+        "\n",
+        "not json\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = Utf8PathBuf::from_path_buf(dir.path().join("s.jsonl")).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let t = Gemini.read_transcript(&path).unwrap();
+    assert_eq!(
+        texts(&t),
+        [
+            (Role::User, "text: first".to_owned()),
+            (Role::Assistant, "text: final".to_owned())
+        ]
+    );
+    assert_eq!(t.warnings.len(), 1, "{:?}", t.warnings);
+    let reset = format!(
+        "{text}{}\n",
+        r#"{"$set":{"messages":[{"id":"z","type":"user","content":"only this"}]}}"#
+    );
+    std::fs::write(&path, reset).unwrap();
+    let t = Gemini.read_transcript(&path).unwrap();
+    assert_eq!(texts(&t), [(Role::User, "text: only this".to_owned())]);
+    std::fs::write(&path, "garbage\n").unwrap();
+    assert!(Gemini.read_transcript(&path).is_err());
+}
+
+/// A Gemini store with the recorded session in the project at `repo`.
+fn seeded(home: &Utf8Path, repo: &str) -> Utf8PathBuf {
+    let project = home.join(".gemini/tmp/repo");
+    std::fs::create_dir_all(project.join("chats")).unwrap();
+    std::fs::write(project.join(".project_root"), repo).unwrap();
+    let text = std::fs::read_to_string(session_fixture("gemini-write-session.jsonl"))
+        .unwrap()
+        .replace("$SCRATCH/repo", repo);
+    let file = project.join("chats/session-2026-12-06T23-52-5eb8a97b.jsonl");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+#[tokio::test]
+async fn sessions_are_found_by_id_and_by_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
+    let file = seeded(&home, "/work/repo");
+    let s = store(&home);
+    let by_id = Gemini
+        .find_session(&s, &SessionQuery::Id(SESSION.to_owned()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_id.path, file);
+    assert_eq!(by_id.cwd.as_deref(), Some(Utf8Path::new("/work/repo")));
+    let latest = Gemini
+        .find_session(
+            &s,
+            &SessionQuery::Latest {
+                cwd: "/work/repo".into(),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.session_id, SESSION);
+    for query in [
+        SessionQuery::Id("5eb8a97b-0000-4000-8000-000000000000".to_owned()),
+        SessionQuery::Id("../../etc".to_owned()),
+        SessionQuery::Latest {
+            cwd: "/work/other".into(),
+        },
+    ] {
+        assert!(
+            Gemini.find_session(&s, &query).await.unwrap().is_none(),
+            "{query:?}"
+        );
+    }
+    // GEMINI_CLI_HOME moves the store.
+    let moved = StoreEnv {
+        vars: BTreeMap::from([
+            ("HOME".to_owned(), "/nowhere".to_owned()),
+            ("GEMINI_CLI_HOME".to_owned(), home.to_string()),
+        ]),
+        executable: None,
+        scratch: None,
+    };
+    assert!(
+        Gemini
+            .find_session(&moved, &SessionQuery::Id(SESSION.to_owned()))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn nothing_is_written_into_its_store() {
+    let p = provider("gemini");
+    assert!(p.sessions().is_some());
+    assert!(p.receiver().is_none());
+    let dir = tempfile::tempdir().unwrap();
+    let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
+    let source = Gemini
+        .read_transcript(&session_fixture("gemini-write-session.jsonl"))
+        .unwrap();
+    let target = handoff_core::CarryTarget {
+        session_id: "6a1f1f5e-0000-4000-8000-000000000000".to_owned(),
+        cwd: "/work/repo".into(),
+        model: None,
+        dry_run: false,
+    };
+    assert!(
+        Gemini
+            .write_session(&store(&home), &source, &target)
+            .await
+            .is_err()
+    );
+    assert!(std::fs::read_dir(&home).unwrap().next().is_none());
+}
+
+proptest! {
+    /// Any bytes read without a panic.
+    #[test]
+    fn any_bytes_never_panic(lines in prop::collection::vec("\\PC{0,60}", 0..8)) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().join("s.jsonl")).unwrap();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let _ = Gemini.read_transcript(&path);
+    }
+}
