@@ -22,13 +22,15 @@
 //! body), and the `init` event names the session. Gemini ends a run over its turn limit with
 //! exit code 53.
 //!
-//! Its sessions (`~/.gemini/tmp/<slug>/chats/*.jsonl`) are read as the source of a continued
-//! task (`sessions.rs`); Gemini does not receive one.
+//! A continuation receiver runs a headless turn whose session lands in the user's own store
+//! (`receiver.rs`); the store is read and written as `~/.gemini/tmp/<slug>/chats/*.jsonl`
+//! (`sessions.rs`).
 
 mod invocation;
 mod network;
 mod parse;
 mod progress;
+mod receiver;
 mod sessions;
 
 use async_trait::async_trait;
@@ -76,6 +78,9 @@ pub static SPEC: std::sync::LazyLock<ProviderSpec> = std::sync::LazyLock::new(||
         "GOOGLE_CLOUD_PROJECT",
         "GOOGLE_CLOUD_LOCATION",
         "GOOGLE_APPLICATION_CREDENTIALS",
+        // Where the user's Gemini keeps its sessions (a continuation's store); a delegated run
+        // sets its own.
+        "GEMINI_CLI_HOME",
     ],
 });
 
@@ -114,6 +119,10 @@ impl Provider for Gemini {
 
     fn progress(&self, line: &[u8]) -> Vec<handoff_core::ProgressEvent> {
         progress::events(line)
+    }
+
+    fn receiver(&self) -> Option<&dyn handoff_core::Receiver> {
+        Some(self)
     }
 
     fn sessions(&self) -> Option<&dyn handoff_core::Sessions> {

@@ -1,7 +1,6 @@
-//! Gemini's sessions, read as the source of a continued task: `~/.gemini/tmp/<slug>/chats/
-//! session-<YYYY-MM-DDTHH-mm>-<id8>.jsonl` (under `$GEMINI_CLI_HOME` when set), found by id or
-//! as the newest session of the project at a directory, and read into a neutral transcript.
-//! Nothing is ever written there.
+//! Gemini's sessions: `~/.gemini/tmp/<slug>/chats/session-<YYYY-MM-DDTHH-mm>-<id8>.jsonl`
+//! (under `$GEMINI_CLI_HOME` when set), found by id or as the newest session of the project at
+//! a directory, read into a neutral transcript, and written for a carried conversation.
 //!
 //! What Gemini CLI 0.61.0 writes (read off the real binary): a header line
 //! `{sessionId, projectHash, startTime, lastUpdated, kind}`; message records
@@ -11,6 +10,13 @@
 //! The first user record of a session is the environment Gemini set up
 //! (`<session_context>…`), not the person's words; tool results are user records of
 //! `functionResponse` parts, and a `gemini` record names its calls in `toolCalls`.
+//!
+//! `gemini --resume <id>` looks for the session among the `chats/` of the project folder of its
+//! working directory: the one `projects.json` names, else any folder whose `.project_root` is
+//! that directory, which it then adopts. A carried session is therefore written into that
+//! folder (made, with its `.project_root`, when the project has none): a header and one record
+//! per message, tool calls and results as tagged text, each record marked `handoff` so that
+//! reading it back restores who said it.
 
 use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
@@ -20,8 +26,11 @@ use handoff_core::{
 };
 use serde_json::Value;
 
-use super::{Gemini, SPEC};
-use crate::store::{blocking, io_error};
+use super::Gemini;
+use crate::store::{
+    MARKER, blocking, carried_messages, derived_uuid, io_error, marker, part_text, plain_id,
+    read_marker, text_part, write_new,
+};
 
 /// Most project and chat entries looked at when finding a session.
 const MAX_SCAN_ENTRIES: usize = 100_000;
@@ -258,8 +267,24 @@ pub(crate) fn parse(path: &Utf8Path, bytes: &[u8]) -> Result<Transcript, Transcr
             // Info, warnings and errors Gemini showed: not conversation.
             _ => continue,
         };
+        let carried = read_marker(m.get(MARKER));
         let mut parts = Vec::new();
-        content_parts(m.get("content"), &mut parts);
+        match (&carried, m.get("content")) {
+            // Carried by handoff: each part's text, tagged blocks restored.
+            (Some(_), Some(Value::String(text))) => parts.extend(
+                text.split("\n\n")
+                    .filter(|t| !t.trim().is_empty())
+                    .map(|t| text_part(t.to_owned())),
+            ),
+            (Some(_), Some(Value::Array(items))) => parts.extend(
+                items
+                    .iter()
+                    .filter_map(|i| i.get("text").and_then(Value::as_str))
+                    .filter(|t| !t.trim().is_empty())
+                    .map(|t| text_part(t.to_owned())),
+            ),
+            (_, content) => content_parts(content, &mut parts),
+        }
         for call in m
             .get("toolCalls")
             .and_then(Value::as_array)
@@ -280,10 +305,15 @@ pub(crate) fn parse(path: &Utf8Path, bytes: &[u8]) -> Result<Transcript, Transcr
         if parts.is_empty() {
             continue;
         }
+        let own = m.get("model").and_then(Value::as_str).map(str::to_owned);
+        let (provider, model) = match carried {
+            Some((provider, model)) => (provider, model.unwrap_or(own)),
+            None => (AgentId::GEMINI, own),
+        };
         messages.push(Message {
             role,
-            provider: AgentId::GEMINI,
-            model: m.get("model").and_then(Value::as_str).map(str::to_owned),
+            provider,
+            model,
             at: m
                 .get("timestamp")
                 .and_then(Value::as_str)
@@ -319,6 +349,161 @@ pub(crate) fn read(path: &Utf8Path) -> Result<Transcript, TranscriptError> {
     parse(path, &bytes)
 }
 
+/// The project folder `gemini` run in `cwd` uses under `tmp`: the one `projects.json` maps it
+/// to, else one whose `.project_root` names it; `None` when it has none yet.
+pub(crate) fn project_dir(gemini: &Utf8Path, cwd: &Utf8Path) -> Option<Utf8PathBuf> {
+    let tmp = gemini.join("tmp");
+    let registered = std::fs::read_to_string(gemini.join("projects.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| {
+            v.pointer("/projects")?
+                .get(cwd.as_str())?
+                .as_str()
+                .map(str::to_owned)
+        })
+        .filter(|slug| plain_id(slug))
+        .map(|slug| tmp.join(slug))
+        .filter(|dir| project_root(dir).is_none_or(|r| r == cwd));
+    registered.or_else(|| {
+        tmp.read_dir_utf8()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(MAX_SCAN_ENTRIES)
+            .map(|e| e.path().to_owned())
+            .find(|dir| project_root(dir).as_deref() == Some(cwd))
+    })
+}
+
+/// A new project folder for `cwd`: its base name made a slug, numbered past the folders that
+/// belong to other projects.
+pub(crate) fn new_project_dir(gemini: &Utf8Path, cwd: &Utf8Path) -> Utf8PathBuf {
+    let base: String = cwd
+        .file_name()
+        .unwrap_or("project")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let tmp = gemini.join("tmp");
+    (0..)
+        .map(|n| {
+            if n == 0 {
+                tmp.join(&base)
+            } else {
+                tmp.join(format!("{base}-{n}"))
+            }
+        })
+        .find(|dir| !dir.exists())
+        .unwrap_or_else(|| tmp.join(base))
+}
+
+/// The lines of a carried session: its header, then one record per message.
+pub(crate) fn carried_records(
+    transcript: &Transcript,
+    target: &handoff_core::CarryTarget,
+    now: &str,
+) -> Result<String, TranscriptError> {
+    use sha2::Digest as _;
+    let messages = carried_messages(transcript)?;
+    let id = &target.session_id;
+    let hash = format!("{:x}", sha2::Sha256::digest(target.cwd.as_str().as_bytes()));
+    let mut out = serde_json::json!({
+        "sessionId": id,
+        "projectHash": hash,
+        "startTime": now,
+        "lastUpdated": now,
+        "kind": "main",
+    })
+    .to_string();
+    out.push('\n');
+    for (n, m) in messages.iter().enumerate() {
+        let texts: Vec<String> = m.parts.iter().filter_map(part_text).collect();
+        let text = texts.join("\n\n");
+        let record_id = derived_uuid(&format!("{id}/{n}"));
+        let record = match m.role {
+            // A user turn is a list of parts: one text part each.
+            Role::User => serde_json::json!({
+                "id": record_id,
+                "timestamp": now,
+                "type": "user",
+                "content": texts.iter().map(|t| serde_json::json!({"text": t})).collect::<Vec<_>>(),
+                MARKER: marker(m),
+            }),
+            Role::Assistant => serde_json::json!({
+                "id": record_id,
+                "timestamp": now,
+                "type": "gemini",
+                "content": text,
+                "thoughts": [],
+                "model": target.model.clone().or_else(|| m.model.clone()),
+                MARKER: marker(m),
+            }),
+        };
+        out.push_str(&record.to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `2026-12-06T23-52`: the minute a session file's name carries.
+fn file_minute(now: &str) -> String {
+    now.chars()
+        .take(16)
+        .map(|c| if c == ':' { '-' } else { c })
+        .collect()
+}
+
+fn write(
+    store: &StoreEnv,
+    transcript: &Transcript,
+    target: &handoff_core::CarryTarget,
+    now: &str,
+) -> Result<handoff_core::CarriedSession, TranscriptError> {
+    let short = target
+        .session_id
+        .get(..8)
+        .filter(|_| plain_id(&target.session_id))
+        .ok_or_else(|| {
+            TranscriptError::Unsupported(format!(
+                "'{}' cannot name a Gemini session",
+                target.session_id
+            ))
+        })?;
+    let gemini = projects_root(store)?
+        .parent()
+        .map(Utf8Path::to_owned)
+        .unwrap_or_default();
+    let text = carried_records(transcript, target, now)?;
+    let (dir, new) = match project_dir(&gemini, &target.cwd) {
+        Some(dir) => (dir, false),
+        None => (new_project_dir(&gemini, &target.cwd), true),
+    };
+    let path = dir
+        .join("chats")
+        .join(format!("session-{}-{short}.jsonl", file_minute(now)));
+    let mut files = vec![path.clone()];
+    if !target.dry_run {
+        if new {
+            let root = dir.join(".project_root");
+            write_new(&root, target.cwd.as_str().as_bytes())?;
+            files.push(root);
+        }
+        write_new(&path, text.as_bytes())?;
+    }
+    Ok(handoff_core::CarriedSession {
+        session_id: target.session_id.clone(),
+        files,
+        bytes: text.len() as u64,
+    })
+}
+
 #[async_trait]
 impl Sessions for Gemini {
     fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
@@ -334,28 +519,24 @@ impl Sessions for Gemini {
         blocking(move || find(&store, &query)).await
     }
 
-    // Gemini is a source only: a conversation is not carried into its store.
     async fn write_session(
         &self,
-        _store: &StoreEnv,
-        _transcript: &Transcript,
-        _target: &handoff_core::CarryTarget,
+        store: &StoreEnv,
+        transcript: &Transcript,
+        target: &handoff_core::CarryTarget,
     ) -> Result<handoff_core::CarriedSession, TranscriptError> {
-        Err(TranscriptError::Unsupported(format!(
-            "handoff cannot write {} sessions",
-            SPEC.id
-        )))
+        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
+        blocking(move || write(&store, &transcript, &target, &handoff_core::now_iso())).await
     }
 
+    /// One of Gemini's own sessions under a new id: read and written again as carried.
     async fn copy_session(
         &self,
-        _store: &StoreEnv,
-        _source: &SessionRef,
-        _target: &handoff_core::CarryTarget,
+        store: &StoreEnv,
+        source: &SessionRef,
+        target: &handoff_core::CarryTarget,
     ) -> Result<handoff_core::CarriedSession, TranscriptError> {
-        Err(TranscriptError::Unsupported(format!(
-            "handoff cannot copy {} sessions",
-            SPEC.id
-        )))
+        let transcript = read(&source.path)?;
+        self.write_session(store, &transcript, target).await
     }
 }

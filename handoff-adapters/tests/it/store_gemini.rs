@@ -155,29 +155,63 @@ async fn sessions_are_found_by_id_and_by_directory() {
     );
 }
 
+/// A carried conversation lands in the project folder of the target directory (made, with
+/// its `.project_root`, when the project has none), named as Gemini names its sessions, and
+/// reads back to the same turns with who said them.
 #[tokio::test]
-async fn nothing_is_written_into_its_store() {
+async fn a_carried_conversation_is_written_where_gemini_resumes_it() {
     let p = provider("gemini");
-    assert!(p.sessions().is_some());
-    assert!(p.receiver().is_none());
+    assert!(p.sessions().is_some() && p.receiver().is_some());
     let dir = tempfile::tempdir().unwrap();
     let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
     let source = Gemini
         .read_transcript(&session_fixture("gemini-write-session.jsonl"))
         .unwrap();
-    let target = handoff_core::CarryTarget {
-        session_id: "6a1f1f5e-0000-4000-8000-000000000000".to_owned(),
-        cwd: "/work/repo".into(),
-        model: None,
+    let id = "6a1f1f5e-3c2b-4d5e-8f90-123456789abc";
+    let target = |cwd: &str| handoff_core::CarryTarget {
+        session_id: id.to_owned(),
+        cwd: cwd.into(),
+        model: Some("gemini-2.5-flash".to_owned()),
         dry_run: false,
     };
+    let s = store(&home);
+    let carried = Gemini
+        .write_session(&s, &source, &target("/work/My Repo"))
+        .await
+        .unwrap();
+    let file = &carried.files[0];
+    let project = home.join(".gemini/tmp/my-repo");
+    assert!(file.starts_with(project.join("chats")), "{file}");
+    assert!(file.as_str().ends_with("-6a1f1f5e.jsonl"), "{file}");
+    assert_eq!(
+        std::fs::read_to_string(project.join(".project_root")).unwrap(),
+        "/work/My Repo"
+    );
+    let back = Gemini.read_transcript(file).unwrap();
+    assert_eq!(back.source.session_id, id);
+    assert_eq!(texts(&back), texts(&source));
+    assert!(back.messages.iter().all(|m| m.provider == AgentId::GEMINI));
+    let found = Gemini
+        .find_session(&s, &SessionQuery::Id(id.to_owned()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&found.path, file);
+    // The same id again is refused; another project of the same name gets its own folder.
     assert!(
         Gemini
-            .write_session(&store(&home), &source, &target)
+            .write_session(&s, &source, &target("/work/My Repo"))
             .await
             .is_err()
     );
-    assert!(std::fs::read_dir(&home).unwrap().next().is_none());
+    let mut other = target("/elsewhere/my-repo");
+    other.session_id = "7b2f1f5e-3c2b-4d5e-8f90-123456789abc".to_owned();
+    let carried = Gemini.write_session(&s, &source, &other).await.unwrap();
+    assert!(
+        carried.files[0].starts_with(home.join(".gemini/tmp/my-repo-1/chats")),
+        "{:?}",
+        carried.files
+    );
 }
 
 proptest! {

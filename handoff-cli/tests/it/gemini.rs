@@ -293,7 +293,58 @@ fn a_gemini_session_is_carried_to_codex_which_continues_it() {
     );
     assert_eq!(std::fs::read_to_string(&source).unwrap(), text);
     assert!(log_json(&sb).to_string().contains("gemini"));
-    // Gemini takes no task over itself.
-    let run = crate::copilot_carry::continue_(&sb, &["--from", "codex", "--to", "gemini"]);
-    assert_eq!(run.code, 5, "{run:#?}");
+}
+
+/// A Claude Code conversation carried into Gemini's store (a project folder made for the
+/// worktree, which Gemini adopts) and resumed there by the fake `gemini`; the person resumes it
+/// with Gemini's own command.
+#[test]
+fn a_claude_conversation_is_carried_into_gemini_which_continues_it() {
+    use crate::carry::{home, repo_path, sandbox, seed_claude};
+    let sb = sandbox();
+    seed_claude(&sb);
+    let run = crate::copilot_carry::continue_(&sb, &["--from", "claude", "--to", "gemini"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let r = &run.json;
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["mode"], "converted");
+    let id = carry["sessionId"].as_str().unwrap().to_owned();
+    let files: Vec<String> = serde_json::from_value(carry["files"].clone()).unwrap();
+    let file = std::path::PathBuf::from(&files[0]);
+    // A project folder of the store, made for the worktree: its `.project_root` names it.
+    let project = file.parent().unwrap().parent().unwrap().to_path_buf();
+    assert_eq!(project.parent().unwrap(), home(&sb).join(".gemini/tmp"));
+    assert_eq!(
+        std::fs::read_to_string(project.join(".project_root")).unwrap(),
+        repo_path(&sb)
+    );
+    assert!(
+        file.to_string_lossy()
+            .ends_with(&format!("-{}.jsonl", &id[..8])),
+        "{files:?}"
+    );
+    assert_eq!(r["receiver"]["sessionId"], id.as_str(), "{r:#}");
+    let argv = r["receiver"]["argv"].as_array().unwrap();
+    assert!(
+        argv.windows(2)
+            .any(|w| w[0] == "--resume" && w[1] == id.as_str()),
+        "{argv:?}"
+    );
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{:#}",
+        r["continuity"]
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(header["sessionId"], id.as_str(), "{text}");
+    assert!(
+        text.contains("Create notes.txt with one line."),
+        "the first user turn is carried"
+    );
+    assert!(text.contains("\"handoff\":{\"provider\":\"claude\""));
+    let resume = &r["receiver"]["resume"]["argv"];
+    assert_eq!(resume[0], "gemini");
+    assert_eq!(resume[1], "--resume");
 }

@@ -2222,11 +2222,13 @@ fn capabilities_json() {
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
-        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot. Cursor
-        // and Kiro receive from the note and a recap, verified against recorded outputs;
-        // Cursor's and Gemini's sessions are read as a source. Grok keeps no sessions.
+        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot,
+        // Gemini. Cursor and Kiro receive from the note and a recap, verified against recorded
+        // outputs; Cursor's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
-            "claude" | "codex" | "opencode" | "copilot" => ("full", serde_json::json!("real")),
+            "claude" | "codex" | "opencode" | "copilot" | "gemini" => {
+                ("full", serde_json::json!("real"))
+            }
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
             _ => ("none", serde_json::Value::Null),
         };
@@ -2235,7 +2237,7 @@ fn capabilities_json() {
             p["continuation"],
             serde_json::json!({
                 "receive": receiver != "none",
-                "sessions": full || matches!(id, "cursor" | "gemini"),
+                "sessions": full || id == "cursor",
                 "receiver": receiver,
                 "verified": verified,
             }),
