@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Gemini;
-use handoff_core::{AgentId, Role, SessionQuery, Sessions, StoreEnv};
+use handoff_core::{
+    AgentId, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role, RunDir,
+    SessionQuery, Sessions, StoreEnv,
+};
 use proptest::prelude::*;
 
 use crate::support::*;
@@ -212,6 +215,134 @@ async fn a_carried_conversation_is_written_where_gemini_resumes_it() {
         "{:?}",
         carried.files
     );
+}
+
+fn receiver_plan(
+    fx: &Fixture,
+    resume: Option<&str>,
+    role: ReceiverRole,
+    sandbox: bool,
+) -> handoff_core::Invocation {
+    let request = ReceiverRequest {
+        target: AgentId::GEMINI,
+        cwd: fx.cwd.clone(),
+        role,
+        model: Some("gemini-2.5-flash".into()),
+        effort: None,
+        session_id: "6f1c2f7e-3b8a-4c1d-9e2f-0a1b2c3d4e5f".into(),
+        resume: resume.map(|id| ResumeFrom {
+            session_id: id.into(),
+            fork: false,
+        }),
+    };
+    let run = RunDir {
+        handoff_sandbox: sandbox,
+        path: fx.run_path.clone(),
+        executable: "/usr/local/bin/gemini".into(),
+        prompt: "take over".into(),
+        output_schema: serde_json::Value::Null,
+        mcp: None,
+        parent_env: parent_env(),
+        agent_config: Default::default(),
+        nested: None,
+    };
+    Gemini.receiver_invocation(&request, &run).unwrap()
+}
+
+#[test]
+fn the_receiver_resumes_in_the_users_store() {
+    let fx = Fixture::new();
+    let carried = "0b6a3c1e-2f4d-4e5a-8b7c-9d0e1f2a3b4c";
+    let inv = receiver_plan(&fx, Some(carried), ReceiverRole::Implement, false);
+    assert_eq!(arg_after(&inv.args, "--resume"), Some(carried));
+    assert_eq!(arg_after(&inv.args, "--model"), Some("gemini-2.5-flash"));
+    assert!(inv.args.iter().any(|a| a == "--skip-trust"));
+    assert!(
+        !inv.env.contains_key("GEMINI_CLI_HOME"),
+        "the user's own home"
+    );
+    assert_eq!(inv.stdin, handoff_core::StdinSource::Prompt);
+    let policy = String::from_utf8(inv.files[0].contents.clone()).unwrap();
+    assert!(
+        !policy.contains("write_file") && policy.contains("web_fetch"),
+        "{policy}"
+    );
+    // The worktree's project folder in the user's store, made for it.
+    let project = Utf8PathBuf::from("/home/tester/.gemini/tmp")
+        .join(fx.cwd.file_name().unwrap().to_ascii_lowercase());
+    assert!(inv.dirs.contains(&project.join("chats")), "{:?}", inv.dirs);
+    assert!(
+        inv.files
+            .iter()
+            .any(|f| f.path == project.join(".project_root"))
+    );
+    // A new session takes the chosen id; a review may not write.
+    let inv = receiver_plan(&fx, None, ReceiverRole::Review, false);
+    assert_eq!(
+        arg_after(&inv.args, "--session-id"),
+        Some("6f1c2f7e-3b8a-4c1d-9e2f-0a1b2c3d4e5f")
+    );
+    let policy = String::from_utf8(inv.files[0].contents.clone()).unwrap();
+    assert!(policy.contains("write_file"), "{policy}");
+    assert_eq!(
+        Gemini.resume_command(carried, &Default::default()),
+        ["gemini", "--resume", carried]
+    );
+}
+
+/// Under handoff's sandbox: a private Gemini directory over the user's, the project's chats
+/// folder on top.
+#[test]
+fn under_handoffs_sandbox_only_the_chats_folder_is_the_users() {
+    let fx = Fixture::new();
+    let inv = receiver_plan(&fx, None, ReceiverRole::Implement, true);
+    let binds = inv.sandbox.unwrap().binds;
+    let user = Utf8Path::new("/home/tester/.gemini");
+    assert_eq!(binds[0].dest, user);
+    assert!(binds[0].source.starts_with(&fx.run_path));
+    assert!(binds[1].dest.starts_with(user.join("tmp")));
+    assert!(binds[1].dest.ends_with("chats"));
+    assert_eq!(binds[1].source, binds[1].dest);
+    assert!(binds.iter().all(|b| b.writable));
+    let settings = inv
+        .files
+        .iter()
+        .find(|f| f.path.as_str().ends_with("/.gemini/settings.json"))
+        .unwrap();
+    let settings: serde_json::Value = serde_json::from_slice(&settings.contents).unwrap();
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
+}
+
+#[test]
+fn the_receivers_output_names_its_session() {
+    let report = Gemini.parse_receiver(&stdout(fixture("gemini-write.out")));
+    assert_eq!(
+        report.session_id.as_deref(),
+        Some("5eb8a97b-cd8b-4893-ae71-7bb3aab742d8")
+    );
+    assert!(report.last_message.unwrap().contains("provider-output"));
+    assert_eq!(report.failure, None);
+    let failed = Gemini.parse_receiver(&stdout(fixture("gemini-turn-limit.out")));
+    assert!(failed.failure.unwrap().contains("max session turns"));
+    let cut = Gemini.parse_receiver(&RawOutput {
+        stderr: b"Error resuming session: No previous sessions found for this project.\n".to_vec(),
+        ..RawOutput::default()
+    });
+    assert_eq!(
+        cut.failure.as_deref(),
+        Some("Error resuming session: No previous sessions found for this project.")
+    );
+}
+
+proptest! {
+    /// Any bytes as a receiver's output read without a panic.
+    #[test]
+    fn any_output_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..2048)) {
+        let _ = Gemini.parse_receiver(&RawOutput { stdout: bytes, ..RawOutput::default() });
+    }
 }
 
 proptest! {

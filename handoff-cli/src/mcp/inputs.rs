@@ -177,8 +177,9 @@ pub struct ContinueInput {
     /// <machine>[:<path>] | on this machine]", e.g. "codex gpt-5 high on devbox" (the
     /// positional argument of `handoff continue`; give this or `to`).
     pub destination: Option<String>,
-    /// The agent that takes the task over (`--to`): claude, codex, opencode or copilot with the
-    /// carried conversation; cursor or kiro from the note and a recap (`fallback: fresh-agent`).
+    /// The agent that takes the task over (`--to`): claude, codex, opencode, copilot or gemini
+    /// with the carried conversation; cursor or kiro from the note and a recap (`fallback:
+    /// fresh-agent`).
     pub to: Option<String>,
     /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit
     /// (`--cwd`).

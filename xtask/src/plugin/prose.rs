@@ -496,7 +496,7 @@ repository, with the Git state read from the repository), carries this conversat
 receiving agent's own session store (your session is only read), starts the receiver headless in \
 the same worktree on that session, checks in its store that it really continued, and records the \
 handoff in the task's timeline. The person can then resume the receiver's session in that agent's own \
-interface. Receivers: `claude`, `codex`, `opencode`, `copilot` with this conversation; `cursor` and `kiro` from the note and a recap alone (they need `--fallback fresh-agent`).\n\n",
+interface. Receivers: `claude`, `codex`, `opencode`, `copilot`, `gemini` with this conversation; `cursor` and `kiro` from the note and a recap alone (they need `--fallback fresh-agent`).\n\n",
     );
     s.push_str(FIND_BINARY);
     s.push_str(

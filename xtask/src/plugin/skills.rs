@@ -110,7 +110,7 @@ other agents while doing it.",
     out.push(Skill {
         name: CONTINUE_SKILL.into(),
         description: "Hand the whole task over to another agent (Claude Code, Codex, OpenCode, \
-GitHub Copilot CLI, Cursor or Kiro) and step back: checkpoint the work, write and check a nine-section handoff note, start the \
+GitHub Copilot CLI, Gemini CLI, Cursor or Kiro) and step back: checkpoint the work, write and check a nine-section handoff note, start the \
 receiver in a session the person can resume, and report how to resume it. Use when the person \
 says 'hand this off', 'continue on Codex', 'give this to Claude', 'save where we are' or 'write a \
 handoff note'."
