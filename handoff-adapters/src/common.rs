@@ -573,3 +573,55 @@ pub fn proxied_shell_isolation(shape: &handoff_core::RunShape) -> handoff_core::
         process: handoff_core::process_containment(),
     }
 }
+
+/// `<exe> --resume <id>`, with `--model <model>` when the agent's configuration names one: how
+/// a person resumes a session of a CLI that takes its model as a flag (Copilot, Gemini).
+pub fn resume_with_model(
+    exe: &str,
+    session_id: &str,
+    config: &handoff_core::AgentConfig,
+) -> Vec<String> {
+    let mut argv = vec![exe.to_owned(), "--resume".to_owned(), session_id.to_owned()];
+    if let Some(model) = &config.model {
+        argv.extend(["--model".to_owned(), model.clone()]);
+    }
+    argv
+}
+
+/// The network of a CLI behind handoff's filtering proxy: `endpoints` (its model's), those of
+/// the remote servers in `mcp` (an `mcpServers` table: `httpUrl` or `url`), and any public
+/// host when the web is granted, a local MCP server runs (it may call its service), or the
+/// model's base URL is one no endpoint can name (`unnamed`, the reason said so).
+pub fn proxied_network(
+    mut endpoints: Vec<handoff_core::sandbox::proxy::Endpoint>,
+    mcp: &serde_json::Value,
+    web: bool,
+    unnamed: Option<&str>,
+) -> handoff_core::sandbox::proxy::NetworkSpec {
+    use handoff_core::sandbox::proxy::Endpoint;
+    let mut local_mcp = false;
+    for (name, server) in mcp.as_object().into_iter().flatten() {
+        match server
+            .get("httpUrl")
+            .or_else(|| server.get("url"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some(url) => endpoints.extend(Endpoint::from_url(url, &format!("MCP server {name}"))),
+            None => local_mcp = true,
+        }
+    }
+    endpoints.sort();
+    endpoints.dedup_by(|a, b| a.host == b.host && a.port == b.port);
+    let public_hosts = if web {
+        Some("web tools granted".to_owned())
+    } else if local_mcp {
+        Some("the run's MCP servers may call their services".to_owned())
+    } else {
+        unnamed.map(str::to_owned)
+    };
+    handoff_core::sandbox::proxy::NetworkSpec {
+        endpoints,
+        public_hosts,
+        transparent: false,
+    }
+}

@@ -241,15 +241,7 @@ impl Receiver for Copilot {
 
     /// `copilot --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        let mut argv = vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ];
-        if let Some(model) = &config.model {
-            argv.extend(["--model".to_owned(), model.clone()]);
-        }
-        argv
+        crate::common::resume_with_model(SPEC.executable, session_id, config)
     }
 
     /// Every Copilot whose `--help` passes preflight resumes by id (`--resume`).

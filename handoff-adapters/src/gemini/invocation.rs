@@ -83,6 +83,24 @@ pub fn deny_policy(tools: &[&str]) -> String {
     )
 }
 
+/// The flags of every headless run: the workspace trusted for the run, the model named,
+/// every listed tool approved, JSONL events, no extensions.
+pub(super) fn base_args(model: &str) -> Vec<String> {
+    [
+        "--skip-trust",
+        "--model",
+        model,
+        "--approval-mode",
+        "yolo",
+        "--output-format",
+        "stream-json",
+        "--extensions",
+        "none",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The directories of the run's Gemini root: its `GEMINI_CLI_HOME` (holding `.gemini/`).
 pub(super) fn home(root: &Utf8Path) -> Utf8PathBuf {
     root.join("home")
@@ -212,19 +230,7 @@ impl Gemini {
         }];
         let dirs = vec![root.clone(), home.clone(), home.join(".gemini")];
 
-        let mut args: Vec<String> = [
-            "--skip-trust",
-            "--model",
-            model.as_str(),
-            "--approval-mode",
-            "yolo",
-            "--output-format",
-            "stream-json",
-            "--extensions",
-            "none",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = base_args(&model);
         if !denied.is_empty() {
             let path = root.join(POLICY_FILE);
             files.push(PrivateFile {

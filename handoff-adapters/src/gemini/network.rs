@@ -56,33 +56,9 @@ pub(super) fn network(
             None => named(GEMINI_API, "the Gemini API", &mut endpoints),
         }
     }
-    let mut local_mcp = false;
-    for (name, server) in mcp {
-        match server
-            .get("httpUrl")
-            .or_else(|| server.get("url"))
-            .and_then(Value::as_str)
-        {
-            Some(url) => endpoints.extend(Endpoint::from_url(url, &format!("MCP server {name}"))),
-            None => local_mcp = true,
-        }
-    }
-    endpoints.sort();
-    endpoints.dedup_by(|a, b| a.host == b.host && a.port == b.port);
-    let public_hosts = if web {
-        Some("web tools granted".to_owned())
-    } else if local_mcp {
-        Some("the run's MCP servers may call their services".to_owned())
-    } else if unnamed {
-        Some("the model's base URL is not one handoff can name an endpoint for".to_owned())
-    } else {
-        None
-    };
-    NetworkSpec {
-        endpoints,
-        public_hosts,
-        transparent: false,
-    }
+    let unnamed =
+        unnamed.then_some("the model's base URL is not one handoff can name an endpoint for");
+    crate::common::proxied_network(endpoints, &Value::Object(mcp.clone()), web, unnamed)
 }
 
 #[cfg(test)]

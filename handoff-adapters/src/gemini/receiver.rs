@@ -16,7 +16,8 @@ use handoff_core::{
 use serde_json::{Value, json};
 
 use super::invocation::{
-    DEFAULT_MODEL, POLICY_FILE, base_settings, denied_tools, deny_policy, granted_tools, home,
+    DEFAULT_MODEL, POLICY_FILE, base_args, base_settings, denied_tools, deny_policy, granted_tools,
+    home,
 };
 use super::sessions::{gemini_dir, new_project_dir, project_dir};
 use super::{Gemini, SPEC};
@@ -60,19 +61,7 @@ impl Gemini {
             .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
         let denied = denied_tools(g.write, g.bash, g.web_search);
 
-        let mut args: Vec<String> = [
-            "--skip-trust",
-            "--model",
-            model.as_str(),
-            "--approval-mode",
-            "yolo",
-            "--output-format",
-            "stream-json",
-            "--extensions",
-            "none",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = base_args(&model);
         let root = run.file("gemini");
         let policy_path = root.join(POLICY_FILE);
         args.extend(["--admin-policy".into(), policy_path.to_string()]);
@@ -268,15 +257,7 @@ impl Receiver for Gemini {
 
     /// `gemini --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        let mut argv = vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ];
-        if let Some(model) = &config.model {
-            argv.extend(["--model".to_owned(), model.clone()]);
-        }
-        argv
+        crate::common::resume_with_model(SPEC.executable, session_id, config)
     }
 
     /// Every Gemini whose `--help` passes preflight resumes by id (`--resume`).
