@@ -182,40 +182,14 @@ fn gemini_sits_on_a_panel() {
         return;
     }
     let rig = Rig::new("gemini", Script::answer(provider_output("one view")));
-    let ins = rig.root.join("private/question.txt");
-    std::fs::write(&ins, "Is this safe?").unwrap();
-    let out = rig
-        .command()
-        .args(["advice", "--caller-harness", "claude"])
-        .args(["--harness", "gemini,opencode"])
-        .arg("--cwd")
-        .arg(rig.repo.path())
-        .arg("--instructions")
-        .arg(&ins)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let panel: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{panel:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let members: Vec<(&str, &str)> = panel["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["target"]["harness"].as_str().unwrap(),
-                m["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let (code, panel, members) = rig.panel("gemini,opencode", "Is this safe?");
+    assert_eq!(code, 0, "{panel:#}");
     assert_eq!(
         members,
-        [("gemini", "succeeded"), ("opencode", "succeeded")]
+        [
+            ("gemini".to_owned(), "succeeded".to_owned()),
+            ("opencode".to_owned(), "succeeded".to_owned())
+        ]
     );
 }
 

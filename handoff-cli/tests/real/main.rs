@@ -252,6 +252,47 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
         run
     }
 
+    /// `handoff advice` asked of a panel (`harnesses`, comma-separated) with `question`: its
+    /// exit code, its one JSON line, and each member's agent and status.
+    fn panel(&self, harnesses: &str, question: &str) -> (i32, Value, Vec<(String, String)>) {
+        let ins = self.root.join("private/question.txt");
+        std::fs::write(&ins, question).unwrap();
+        let out = self
+            .command()
+            .args([
+                "advice",
+                "--caller-harness",
+                "claude",
+                "--harness",
+                harnesses,
+            ])
+            .arg("--cwd")
+            .arg(self.repo.path())
+            .arg("--instructions")
+            .arg(&ins)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let panel: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stdout}\n{stderr}"));
+        let members = panel["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (s(&m["target"]["harness"]), s(&m["status"]))
+            })
+            .collect();
+        eprintln!(
+            "[panel {harnesses}] exit {:?} — {}",
+            out.status.code(),
+            stderr.trim()
+        );
+        (out.status.code().unwrap_or(-1), panel, members)
+    }
+
     /// The same machine without bwrap: a PATH of every system tool but bwrap.
     fn without_bubblewrap(&mut self) {
         let tools = self.root.join("tools");
