@@ -443,7 +443,6 @@ mod tests {
     }
 }
 
-/// An absolute `HOME` of `env`.
 /// The receipt of a nested-advice worker whose bash tool carries the supervisor context: under
 /// handoff's sandbox (`sandboxed`), the mailbox read-only but for its `in/`; without it, nothing
 /// opened since `agent` runs unconfined.
@@ -471,6 +470,7 @@ pub fn nested_receipt(
     }
 }
 
+/// An absolute `HOME` of `env`.
 pub(crate) fn home_dir(
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<camino::Utf8PathBuf> {
@@ -490,4 +490,138 @@ pub(crate) fn xdg_dir(
         .filter(|d| d.starts_with('/'))
         .map(camino::Utf8PathBuf::from)
         .or_else(|| home_dir(env).map(|h| h.join(fallback)))
+}
+
+/// `base` (the allowlisted environment) with the agent's configuration applied as the engine
+/// will apply it: `pass_env` names from handoff's environment, then `env`.
+pub fn effective_env(
+    base: &std::collections::BTreeMap<String, String>,
+    run: &RunDir,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = base.clone();
+    for name in &run.agent_config.pass_env {
+        if let Some(v) = run.parent_env.get(name) {
+            env.insert(name.clone(), v.clone());
+        }
+    }
+    env.extend(
+        run.agent_config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    env
+}
+
+/// What a run of `shape` can do for a CLI that runs under handoff's sandbox with handoff's
+/// filtering proxy, and whose shell tool runs `/bin/bash` itself (not `$SHELL`), so its
+/// commands share the CLI's network namespace (GitHub Copilot CLI, Gemini CLI).
+///
+/// Under handoff's sandbox the model writes the worktree only in writing runs (never its git
+/// directories), reads nothing of the user's files outside it, and its processes die with the
+/// run's PID namespace. The shell's commands reach what handoff's proxy lets the CLI reach:
+/// the model's endpoints, and any public host when the web is granted.
+///
+/// Without handoff's sandbox, a shell leaves everything open but its processes; without one,
+/// the CLI's tools keep to the worktree and the temporary directory when writing, and the web
+/// tools reach the web only when granted.
+pub fn proxied_shell_isolation(shape: &handoff_core::RunShape) -> handoff_core::Isolation {
+    use handoff_core::{
+        Enforcement, FilesystemRead, FilesystemWrite, Isolation, Network, ProcessContainment,
+        UnixSockets,
+    };
+    let g = &shape.grants;
+    let tools_network = if g.web_search {
+        Network::Web
+    } else {
+        Network::None
+    };
+    if shape.handoff_sandbox {
+        return Isolation {
+            enforcement: Enforcement::Handoff,
+            filesystem_write: if g.write {
+                FilesystemWrite::Worktree
+            } else {
+                FilesystemWrite::None
+            },
+            filesystem_read: FilesystemRead::Worktree,
+            network: match (g.bash, g.web_search) {
+                (true, true) => Network::Any,
+                (true, false) => Network::ModelEndpoints,
+                (false, _) => tools_network,
+            },
+            unix_sockets: UnixSockets::None,
+            process: ProcessContainment::PidNamespace,
+        };
+    }
+    if g.bash {
+        return Isolation {
+            process: handoff_core::process_containment(),
+            ..Isolation::unconfined()
+        };
+    }
+    Isolation {
+        enforcement: Enforcement::None,
+        filesystem_write: if g.write {
+            FilesystemWrite::WorktreeAndTemp
+        } else {
+            FilesystemWrite::None
+        },
+        filesystem_read: FilesystemRead::Anywhere,
+        network: tools_network,
+        unix_sockets: UnixSockets::None,
+        process: handoff_core::process_containment(),
+    }
+}
+
+/// `<exe> --resume <id>`, with `--model <model>` when the agent's configuration names one: how
+/// a person resumes a session of a CLI that takes its model as a flag (Copilot, Gemini).
+pub fn resume_with_model(
+    exe: &str,
+    session_id: &str,
+    config: &handoff_core::AgentConfig,
+) -> Vec<String> {
+    let mut argv = vec![exe.to_owned(), "--resume".to_owned(), session_id.to_owned()];
+    if let Some(model) = &config.model {
+        argv.extend(["--model".to_owned(), model.clone()]);
+    }
+    argv
+}
+
+/// The network of a CLI behind handoff's filtering proxy: `endpoints` (its model's), those of
+/// the remote servers in `mcp` (an `mcpServers` table: `httpUrl` or `url`), and any public
+/// host when the web is granted, a local MCP server runs (it may call its service), or the
+/// model's base URL is one no endpoint can name (`unnamed`, the reason said so).
+pub fn proxied_network(
+    mut endpoints: Vec<handoff_core::sandbox::proxy::Endpoint>,
+    mcp: &serde_json::Value,
+    web: bool,
+    unnamed: Option<&str>,
+) -> handoff_core::sandbox::proxy::NetworkSpec {
+    use handoff_core::sandbox::proxy::Endpoint;
+    let mut local_mcp = false;
+    for (name, server) in mcp.as_object().into_iter().flatten() {
+        match server
+            .get("httpUrl")
+            .or_else(|| server.get("url"))
+            .and_then(serde_json::Value::as_str)
+        {
+            Some(url) => endpoints.extend(Endpoint::from_url(url, &format!("MCP server {name}"))),
+            None => local_mcp = true,
+        }
+    }
+    endpoints.sort();
+    endpoints.dedup_by(|a, b| a.host == b.host && a.port == b.port);
+    let public_hosts = if web {
+        Some("web tools granted".to_owned())
+    } else if local_mcp {
+        Some("the run's MCP servers may call their services".to_owned())
+    } else {
+        unnamed.map(str::to_owned)
+    };
+    handoff_core::sandbox::proxy::NetworkSpec {
+        endpoints,
+        public_hosts,
+        transparent: false,
+    }
 }

@@ -3,7 +3,7 @@
 //! Each adapter maps a `Request` to the CLI's exact argv, environment and private files (a pure
 //! function, snapshot-tested), proves the installed CLI supports them without a model call
 //! (preflight), and reads the CLI's own output format back into a candidate answer.
-//! [`default_registry`] registers all eight agents.
+//! [`default_registry`] registers all nine agents.
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
@@ -13,6 +13,7 @@ mod common;
 mod compat;
 mod copilot;
 mod cursor;
+mod gemini;
 mod grok;
 mod grok_community;
 mod kiro;
@@ -29,6 +30,10 @@ pub use copilot::{
     Copilot, SPEC as COPILOT_SPEC, UsageReport as CopilotUsage, usage_report as copilot_usage,
 };
 pub use cursor::{Cursor, SPEC as CURSOR_SPEC};
+pub use gemini::{
+    DEFAULT_MODEL as GEMINI_DEFAULT_MODEL, Gemini, SPEC as GEMINI_SPEC,
+    thinking_budget as gemini_thinking_budget,
+};
 pub use grok::{
     COMMUNITY_REASON as GROK_COMMUNITY_REASON, Grok, SPEC as GROK_SPEC, is_community_grok,
 };
@@ -40,9 +45,9 @@ pub use kiro::{Kiro, SPEC as KIRO_SPEC};
 pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
 pub use probe::{ProbeOutput, mentions};
 
-/// A registry with all eight agents: Codex, Grok (xAI's CLI), Grok community (the
+/// A registry with all nine agents: Codex, Grok (xAI's CLI), Grok community (the
 /// `@vibe-kit/grok-cli`, under handoff's sandbox), Kiro, Claude Code, OpenCode, Cursor, GitHub
-/// Copilot CLI (under handoff's sandbox).
+/// Copilot CLI and Gemini CLI (both under handoff's sandbox).
 pub fn default_registry() -> handoff_core::Registry {
     let mut r = handoff_core::Registry::new();
     r.register(Arc::new(Codex))
@@ -52,6 +57,7 @@ pub fn default_registry() -> handoff_core::Registry {
         .register(Arc::new(Claude))
         .register(Arc::new(OpenCode))
         .register(Arc::new(Cursor))
-        .register(Arc::new(Copilot));
+        .register(Arc::new(Copilot))
+        .register(Arc::new(Gemini));
     r
 }

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! phrase = agent { model | effort } [ place ]     at most one model and one effort, either order
-//! agent  = a registered agent (codex, claude, opencode, cursor, kiro, grok, copilot, …)
+//! agent  = a registered agent (codex, claude, opencode, cursor, kiro, grok, copilot, gemini, …)
 //!          or an alias: claude-code, cursor-agent, kiro-cli
 //! effort = a level some registered agent accepts (minimal, low, medium, high, xhigh, max)
 //! model  = any other word: gpt-5, o3, sonnet, claude-opus-4-1, …
@@ -463,7 +463,7 @@ mod tests {
                 "opencdoe",
                 "'opencdoe' is not an agent (did you mean 'opencode'?)",
             ),
-            ("gemini", "'gemini' is not an agent"),
+            ("aider", "'aider' is not an agent"),
             ("codex hgih", "'hgih' is close to the effort 'high'"),
             ("codex gpt-5 hihg", "'hihg' is close to the effort 'high'"),
             ("codex medum", "'medum' is close to the effort 'medium'"),

@@ -327,7 +327,7 @@ env = { CLAUDE_CONFIG_DIR = "/home/u/.claude-work" }
         for (text, needle) in [
             ("", "names no entry"),
             ("codex,,claude", "entry 2 is empty"),
-            ("gemini", "not a known agent"),
+            ("aider", "not a known agent"),
             (
                 "codex@work",
                 "unknown account 'work' for codex: the configuration defines none",

@@ -101,6 +101,8 @@ pub const AGENT_DIRS: &[&str] = &[
     ".github/copilot/",
     ".github/hooks/",
     ".github/instructions/",
+    // Gemini CLI's workspace settings, policies, commands and extensions.
+    ".gemini/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -111,6 +113,7 @@ pub const AGENT_FILES: &[&str] = &[
     "opencode.json",
     "opencode.jsonc",
     "copilot-instructions.md",
+    "GEMINI.md",
     ".mcp.json",
     ".cursorrules",
 ];
@@ -290,6 +293,8 @@ mod tests {
                 FlagKind::AgentConfig,
             ),
             (".github/copilot-instructions.md", FlagKind::AgentConfig),
+            (".gemini/settings.json", FlagKind::AgentConfig),
+            ("docs/GEMINI.md", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());

@@ -38,6 +38,10 @@ pub const OPENCODE_RUN_HELP: &str = include_str!("../fixtures/opencode-1.18.33-r
 pub const COPILOT_HELP: &str = include_str!("../fixtures/copilot-1.0.102-help.txt");
 /// The version the fake `copilot` reports (`GitHub Copilot CLI 1.0.102.`).
 pub const COPILOT_VERSION: &str = "1.0.102";
+/// `gemini --help` of Gemini CLI 0.61.0.
+pub const GEMINI_HELP: &str = include_str!("../fixtures/gemini-0.61.0-help.txt");
+/// The version the fake `gemini` reports.
+pub const GEMINI_VERSION: &str = "0.61.0";
 /// `cursor-agent --help` (synthetic).
 pub const CURSOR_HELP: &str = include_str!("../fixtures/cursor-agent-help.txt");
 /// `cursor-agent sandbox run --help` (synthetic).

@@ -1,8 +1,9 @@
 //! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, GitHub
-//! Copilot CLI, the community Grok CLI) from the npm registry, driven through the `handoff` binary against the
-//! testkit's scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server
-//! on 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
-//! install fails the suite; nothing is skipped silently.
+//! Copilot CLI, Gemini CLI, the community Grok CLI) from the npm registry, driven through the
+//! `handoff` binary against the testkit's scripted model server on 127.0.0.1, and
+//! `continue --on` over a real OpenSSH server on 127.0.0.1 (Debian's openssh-server and
+//! openssh-client, installed when missing). A failed install fails the suite; nothing is
+//! skipped silently.
 //!
 //! Two lanes run the same suite: the pinned one ([`PINNED`], in `target/e2e-real/npm`) and,
 //! with `--latest`, each CLI's npm `latest` release (in `target/e2e-real/npm-latest`), which
@@ -60,6 +61,13 @@ pub const PINNED: &[Pin] = &[
         version: "1.0.102",
         exe: "copilot",
         agent: "copilot",
+    },
+    // Gemini CLI (its `--version` prints 0.61.0).
+    Pin {
+        package: "@google/gemini-cli",
+        version: "0.61.0",
+        exe: "gemini",
+        agent: "gemini",
     },
     // The community Grok CLI (its `--version` prints 1.0.1).
     Pin {

@@ -6,14 +6,12 @@ use std::collections::BTreeMap;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AnswerSource, Enforcement, FilesystemRead, FilesystemWrite, Invocation, InvocationError,
-    Isolation, Network, PrivateFile, ProcessContainment, Request, RunDir, RunShape, StdinSource,
-    UnixSockets, agent_env,
+    AnswerSource, Invocation, InvocationError, PrivateFile, Request, RunDir, StdinSource, agent_env,
 };
 use serde_json::{Value, json};
 
 use super::{Copilot, SPEC};
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, effective_env, render_mcp};
 
 /// The tools every run has: reading and searching files.
 pub const READ_TOOLS: &[&str] = &["view", "grep", "glob"];
@@ -113,86 +111,9 @@ pub fn byok(env: &BTreeMap<String, String>) -> bool {
         .is_some_and(|u| !u.trim().is_empty())
 }
 
-/// `base` (the allowlisted environment) with the agent's configuration applied as the engine
-/// will apply it: `pass_env` names from handoff's environment, then `env`.
-pub(super) fn effective_env(
-    base: &BTreeMap<String, String>,
-    run: &RunDir,
-) -> BTreeMap<String, String> {
-    let mut env = base.clone();
-    for name in &run.agent_config.pass_env {
-        if let Some(v) = run.parent_env.get(name) {
-            env.insert(name.clone(), v.clone());
-        }
-    }
-    env.extend(
-        run.agent_config
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    env
-}
-
 /// The directories of the run's Copilot root: its `COPILOT_HOME` and its cache.
 pub(super) fn roots(root: &Utf8Path) -> (Utf8PathBuf, Utf8PathBuf) {
     (root.join("home"), root.join("cache"))
-}
-
-/// What a run of `shape` can do under the configuration [`Copilot::plan`] builds.
-///
-/// Under handoff's sandbox the model writes the worktree only in writing runs (never its git
-/// directories), reads nothing of the user's files outside it, and its processes die with the
-/// run's PID namespace. Copilot's shell runs `/bin/bash` itself (not `$SHELL`), so its commands
-/// share the CLI's network namespace: they reach what handoff's proxy lets the CLI reach, the
-/// model's endpoints, and any public host when the web is granted.
-///
-/// Without handoff's sandbox, a shell leaves everything open but its processes; without one,
-/// Copilot's tools keep to the worktree and the temporary directory when writing, and the
-/// web tool reaches the web only when granted.
-pub(super) fn isolation(shape: &RunShape) -> Isolation {
-    let g = &shape.grants;
-    let tools_network = if g.web_search {
-        Network::Web
-    } else {
-        Network::None
-    };
-    if shape.handoff_sandbox {
-        return Isolation {
-            enforcement: Enforcement::Handoff,
-            filesystem_write: if g.write {
-                FilesystemWrite::Worktree
-            } else {
-                FilesystemWrite::None
-            },
-            filesystem_read: FilesystemRead::Worktree,
-            network: match (g.bash, g.web_search) {
-                (true, true) => Network::Any,
-                (true, false) => Network::ModelEndpoints,
-                (false, _) => tools_network,
-            },
-            unix_sockets: UnixSockets::None,
-            process: ProcessContainment::PidNamespace,
-        };
-    }
-    if g.bash {
-        return Isolation {
-            process: handoff_core::process_containment(),
-            ..Isolation::unconfined()
-        };
-    }
-    Isolation {
-        enforcement: Enforcement::None,
-        filesystem_write: if g.write {
-            FilesystemWrite::WorktreeAndTemp
-        } else {
-            FilesystemWrite::None
-        },
-        filesystem_read: FilesystemRead::Anywhere,
-        network: tools_network,
-        unix_sockets: UnixSockets::None,
-        process: handoff_core::process_containment(),
-    }
 }
 
 /// The run's MCP servers as `--additional-mcp-config` reads them (`{"mcpServers": …}`), every

@@ -114,7 +114,7 @@ impl Provider for Copilot {
     }
 
     fn isolation(&self, shape: &handoff_core::RunShape) -> handoff_core::Isolation {
-        invocation::isolation(shape)
+        crate::common::proxied_shell_isolation(shape)
     }
 
     fn parse(&self, raw: &RawOutput) -> Result<Observation, OutputError> {

@@ -42,29 +42,10 @@ pub(super) fn network(
                 .filter_map(|(host, why)| Endpoint::from_url(&format!("https://{host}"), why)),
         );
     }
-    let mut local_mcp = false;
-    for (name, server) in mcp.as_object().into_iter().flatten() {
-        match server.get("url").and_then(Value::as_str) {
-            Some(url) => endpoints.extend(Endpoint::from_url(url, &format!("MCP server {name}"))),
-            None => local_mcp = true,
-        }
-    }
-    endpoints.sort();
-    endpoints.dedup_by(|a, b| a.host == b.host && a.port == b.port);
-    let public_hosts = if web {
-        Some("web tools granted".to_owned())
-    } else if local_mcp {
-        Some("the run's MCP servers may call their services".to_owned())
-    } else if base.is_some_and(|u| Endpoint::from_url(u, "").is_none()) {
-        Some("the provider's base URL is not one handoff can name an endpoint for".to_owned())
-    } else {
-        None
-    };
-    NetworkSpec {
-        endpoints,
-        public_hosts,
-        transparent: false,
-    }
+    let unnamed = base
+        .filter(|u| Endpoint::from_url(u, "").is_none())
+        .map(|_| "the provider's base URL is not one handoff can name an endpoint for");
+    crate::common::proxied_network(endpoints, mcp, web, unnamed)
 }
 
 #[cfg(test)]

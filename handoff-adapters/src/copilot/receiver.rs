@@ -14,9 +14,10 @@ use handoff_core::{
 };
 use serde_json::{Value, json};
 
-use super::invocation::{SECRET_VARS, byok, effective_env, roots, user_package_cache};
+use super::invocation::{SECRET_VARS, byok, roots, user_package_cache};
 use super::sessions::copilot_home;
 use super::{Copilot, SPEC};
+use crate::common::effective_env;
 use crate::common::{json_lines, one_line, receiver_grants};
 use crate::store::plain_id;
 
@@ -240,15 +241,7 @@ impl Receiver for Copilot {
 
     /// `copilot --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        let mut argv = vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ];
-        if let Some(model) = &config.model {
-            argv.extend(["--model".to_owned(), model.clone()]);
-        }
-        argv
+        crate::common::resume_with_model(SPEC.executable, session_id, config)
     }
 
     /// Every Copilot whose `--help` passes preflight resumes by id (`--resume`).

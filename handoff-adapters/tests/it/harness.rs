@@ -183,6 +183,7 @@ pub(crate) const AGENTS: &[Agent] = &[
     crate::opencode::OPENCODE,
     crate::cursor::CURSOR,
     crate::copilot::COPILOT,
+    crate::gemini::GEMINI,
 ];
 
 /// Every mode × profile plan of `agent`, with the standard parent environment, named
@@ -734,6 +735,27 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "api-copilot-server-error.out",
         "it__parse__api_errors",
         "copilot-server-error",
+    ),
+    // Recorded from Gemini CLI 0.61.0 against a local server answering an API error (it
+    // retries 5xx ten times itself, for about four minutes, before it reports them); read
+    // here without the exit code Gemini gives them (see `gemini::api_failures_read_with_their_exit_codes`).
+    (
+        "gemini",
+        "api-gemini-auth.out",
+        "it__parse__api_errors",
+        "gemini-auth",
+    ),
+    (
+        "gemini",
+        "api-gemini-rate-limited.out",
+        "it__parse__api_errors",
+        "gemini-rate-limited",
+    ),
+    (
+        "gemini",
+        "api-gemini-server-error.out",
+        "it__parse__api_errors",
+        "gemini-server-error",
     ),
 ];
 

@@ -473,7 +473,7 @@ fn a_destination_phrase_that_does_not_read_or_contradicts_a_flag_changes_nothing
         ),
         (vec!["codex high", "--effort", "low"], "--effort says 'low'"),
         (vec!["codex here", "--on", "devbox"], "--on says 'devbox'"),
-        (vec!["gemini 2.5"], "'gemini' is not an agent"),
+        (vec!["aider 2.5"], "'aider' is not an agent"),
     ];
     for (args, named) in cases {
         let mut all = args.clone();

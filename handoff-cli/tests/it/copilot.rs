@@ -6,7 +6,7 @@
 use handoff_testkit::keys::MODE;
 use serde_json::Value;
 
-use crate::support::{Run, Sandbox, confined};
+use crate::support::{Run, Sandbox, advice_from, confined};
 
 fn changed(run: &Run) -> Vec<String> {
     serde_json::from_value(run.json["git"]["changedFiles"].clone()).unwrap_or_default()
@@ -231,39 +231,6 @@ fn capabilities_and_doctor_list_copilot() {
     assert_eq!(copilot["grants"]["mcp"], true, "{copilot:#}");
     let doctor = sb.run(&["doctor"]);
     assert!(doctor.stdout.contains("copilot"), "{}", doctor.stdout);
-}
-
-/// `handoff run-with-advice` with `worker` asking `adviser` (the fake's advice switch): the
-/// one nested call's exit code and result.
-fn advice_from(worker: &str, adviser: &str) -> (Run, i64, Value) {
-    let sb = Sandbox::new();
-    sb.record();
-    sb.agents.set(handoff_testkit::keys::ADVICE, adviser);
-    let ins = sb.instructions("Look at the repository; ask for advice if useful.");
-    let cwd = sb.cwd();
-    let run = sb.run(&[
-        "run-with-advice",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        worker,
-        "--mode",
-        "review",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]);
-    let record = sb
-        .agents
-        .invocations()
-        .into_iter()
-        .find(|r| r.get("nested").is_some())
-        .unwrap_or_else(|| panic!("no worker asked for advice: {run:?}"));
-    let call = record["nested"][0].clone();
-    let result =
-        serde_json::from_str(call["stdout"].as_str().unwrap_or("").trim()).unwrap_or(Value::Null);
-    (run, call["exitCode"].as_i64().unwrap_or(-1), result)
 }
 
 /// Copilot as a worker asks Codex for advice; a Codex worker asks Copilot, which (unconfined

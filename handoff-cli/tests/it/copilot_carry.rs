@@ -12,7 +12,7 @@ use crate::support::{Run, Sandbox};
 
 const COPILOT_SOURCE: &str = "7a853f13-6807-4a7f-ad44-af7b37b34af0";
 
-fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
+pub(crate) fn continue_(sb: &Sandbox, args: &[&str]) -> Run {
     let note = note_file(sb);
     let cwd = repo_path(sb);
     let mut all = vec![

@@ -204,7 +204,7 @@ fn every_entry_is_checked_before_anything_starts() {
             vec!["--failover", "codex", "--max-turns", "5"],
             "--failover codex: ",
         ),
-        (vec!["--failover", "gemini"], "not a known agent"),
+        (vec!["--failover", "aider"], "not a known agent"),
         (vec!["--failover", "codex@work"], "unknown account 'work'"),
         (vec!["--failover", ""], "names no entry"),
     ] {

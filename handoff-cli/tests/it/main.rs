@@ -22,6 +22,7 @@ mod docs;
 mod doctor;
 mod evidence;
 mod failover;
+mod gemini;
 mod gitstate;
 mod grok_community;
 mod jobs;

@@ -1281,9 +1281,9 @@ fn rejections_arguments() {
         },
         Rejection {
             name: "unknown harness",
-            argv: |sb| call(sb, "run", &[set("--harness", "gemini")]),
+            argv: |sb| call(sb, "run", &[set("--harness", "aider")]),
             env: &[],
-            needle: "--harness \"gemini\" is not a known agent",
+            needle: "--harness \"aider\" is not a known agent",
             file: Written,
         },
         Rejection {
@@ -2050,7 +2050,7 @@ fn early_rejection_echoes_only_what_was_parsed() {
 #[test]
 fn early_rejection_of_unknown_harness_leaves_target_null() {
     let sb = Sandbox::new();
-    let argv = call(&sb, "run", &[set("--harness", "gemini")]);
+    let argv = call(&sb, "run", &[set("--harness", "aider")]);
     let run = expect_rejected(
         &sb,
         "unknown harness",
@@ -2204,7 +2204,7 @@ fn capabilities_json() {
         ctx(&run)
     );
     let providers = j["providers"].as_array().unwrap();
-    assert_eq!(providers.len(), 8, "{}", ctx(&run));
+    assert_eq!(providers.len(), 9, "{}", ctx(&run));
     let ids: Vec<&str> = providers.iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(
         ids,
@@ -2216,16 +2216,19 @@ fn capabilities_json() {
             "claude",
             "opencode",
             "cursor",
-            "copilot"
+            "copilot",
+            "gemini"
         ]
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
-        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot. Cursor
-        // and Kiro receive from the note and a recap, verified against recorded outputs;
-        // Cursor's sessions are read as a source. Grok keeps no sessions.
+        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot,
+        // Gemini. Cursor and Kiro receive from the note and a recap, verified against recorded
+        // outputs; Cursor's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
-            "claude" | "codex" | "opencode" | "copilot" => ("full", serde_json::json!("real")),
+            "claude" | "codex" | "opencode" | "copilot" | "gemini" => {
+                ("full", serde_json::json!("real"))
+            }
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
             _ => ("none", serde_json::Value::Null),
         };

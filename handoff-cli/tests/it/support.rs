@@ -324,3 +324,36 @@ pub fn provider_stderr(run: &Run) -> &str {
         .as_str()
         .unwrap_or_default()
 }
+
+/// `handoff run-with-advice` with `worker` asking `adviser` (the fake's advice switch): the
+/// one nested call's exit code and result.
+pub fn advice_from(worker: &str, adviser: &str) -> (Run, i64, Value) {
+    let sb = Sandbox::new();
+    sb.record();
+    sb.agents.set(handoff_testkit::keys::ADVICE, adviser);
+    let ins = sb.instructions("Look at the repository; ask for advice if useful.");
+    let cwd = sb.cwd();
+    let run = sb.run(&[
+        "run-with-advice",
+        "--caller-harness",
+        "claude",
+        "--harness",
+        worker,
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]);
+    let record = sb
+        .agents
+        .invocations()
+        .into_iter()
+        .find(|r| r.get("nested").is_some())
+        .unwrap_or_else(|| panic!("no worker asked for advice: {run:?}"));
+    let call = record["nested"][0].clone();
+    let result =
+        serde_json::from_str(call["stdout"].as_str().unwrap_or("").trim()).unwrap_or(Value::Null);
+    (run, call["exitCode"].as_i64().unwrap_or(-1), result)
+}

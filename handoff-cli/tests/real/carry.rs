@@ -130,6 +130,61 @@ fn session_file(rig: &Rig, id: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no session file for {id}"))
 }
 
+/// The session file of a source `from` whose store handoff only reads here (Copilot's
+/// `session-state/<id>/events.jsonl`, Gemini's `tmp/<slug>/chats/…-<id8>.jsonl`), to check it
+/// is left as it was.
+fn read_only_source(rig: &Rig, from: &str, id: &str) -> Option<PathBuf> {
+    match from {
+        "copilot" => Some(
+            rig.root
+                .join("home/.copilot/session-state")
+                .join(id)
+                .join("events.jsonl"),
+        ),
+        "gemini" => files_under(&rig.root.join("home/.gemini/tmp"))
+            .into_iter()
+            .find(|f| {
+                f.to_string_lossy()
+                    .ends_with(&format!("-{}.jsonl", &id[..8]))
+            }),
+        _ => None,
+    }
+}
+
+/// A conversation carried between two real CLIs (OpenCode and Copilot or Gemini): the first
+/// receiver's session (made by its real CLI from the note, in the user's store) is carried to
+/// the other, which resumes it with the earlier turns in its request; the source is left as it
+/// was.
+pub(super) fn carried_between(from: &'static str, to: &'static str) {
+    let rig = rig();
+    let source = first_session(&rig, "claude", from);
+    let source_file = read_only_source(&rig, from, &source);
+    let before = source_file.as_ref().map(|f| std::fs::read(f).unwrap());
+    rig.server.clear_log();
+    rig.server
+        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
+    let (code, r) = continue_(&rig, &["--to", to]);
+    assert_eq!(code, 0, "{from}→{to}: {r:#}");
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["source"]["provider"], from);
+    assert_eq!(carry["source"]["sessionId"], source.as_str());
+    let carried = carry["sessionId"].as_str().unwrap();
+    assert_eq!(r["receiver"]["sessionId"], carried, "{r:#}");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{from}→{to}: {:#}",
+        r["continuity"]
+    );
+    assert_eq!(r["receiver"]["lastMessage"], SECOND_ANSWER);
+    let request = last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER), "{from}→{to}: {request}");
+    assert!(request.contains(FIRST_PROMPT), "{from}→{to}: {request}");
+    if let (Some(file), Some(before)) = (source_file, before) {
+        assert_eq!(std::fs::read(file).unwrap(), before, "the source changed");
+    }
+}
+
 /// The last model call's body, as text.
 pub(super) fn last_request(rig: &Rig) -> String {
     rig.server

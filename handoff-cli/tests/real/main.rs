@@ -1,5 +1,5 @@
-//! The real agent CLIs (Claude Code, Codex, OpenCode, the community Grok CLI), installed from
-//! npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
+//! The real agent CLIs (Claude Code, Codex, OpenCode, GitHub Copilot CLI, Gemini CLI, the
+//! community Grok CLI), installed from npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
 //! scripted model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
 //! runs them with `HANDOFF_REAL_BIN` pointing at the installed CLIs, and a missing variable fails.
 #![allow(
@@ -14,6 +14,7 @@ mod carry;
 mod continuation;
 mod copilot;
 mod failures;
+mod gemini;
 mod grok_community;
 mod leftovers;
 mod limit;
@@ -146,6 +147,10 @@ env = {{ E2E_MODEL_KEY = "{MODEL_KEY}" }}
 model = "fake-model"
 env = {{ COPILOT_PROVIDER_BASE_URL = "{v1}", COPILOT_PROVIDER_API_KEY = "{MODEL_KEY}" }}
 
+[agents.gemini]
+model = "gemini-2.5-flash"
+env = {{ GOOGLE_GEMINI_BASE_URL = "{url}", GEMINI_API_KEY = "{MODEL_KEY}" }}
+
 [agents.grok-community]
 env = {{ GROK_API_KEY = "{MODEL_KEY}", GROK_BASE_URL = "{v1}" }}
 
@@ -245,6 +250,47 @@ models = {{ "fake-model" = {{ name = "Fake Model", tool_call = true }} }}
             run.stderr.trim()
         );
         run
+    }
+
+    /// `handoff advice` asked of a panel (`harnesses`, comma-separated) with `question`: its
+    /// exit code, its one JSON line, and each member's agent and status.
+    fn panel(&self, harnesses: &str, question: &str) -> (i32, Value, Vec<(String, String)>) {
+        let ins = self.root.join("private/question.txt");
+        std::fs::write(&ins, question).unwrap();
+        let out = self
+            .command()
+            .args([
+                "advice",
+                "--caller-harness",
+                "claude",
+                "--harness",
+                harnesses,
+            ])
+            .arg("--cwd")
+            .arg(self.repo.path())
+            .arg("--instructions")
+            .arg(&ins)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let panel: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("not one JSON line ({e}): {stdout}\n{stderr}"));
+        let members = panel["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (s(&m["target"]["harness"]), s(&m["status"]))
+            })
+            .collect();
+        eprintln!(
+            "[panel {harnesses}] exit {:?} — {}",
+            out.status.code(),
+            stderr.trim()
+        );
+        (out.status.code().unwrap_or(-1), panel, members)
     }
 
     /// The same machine without bwrap: a PATH of every system tool but bwrap.

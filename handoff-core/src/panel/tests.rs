@@ -55,8 +55,8 @@ fn bad_member_lists_are_refused() {
             e.to_string() == "--harness entry 2 (\":opus\") names no agent before its ':'"
         }),
         (
-            "codex,gemini",
-            |e| matches!(e, E::UnknownAgent { entry, .. } if entry == "gemini"),
+            "codex,aider",
+            |e| matches!(e, E::UnknownAgent { entry, .. } if entry == "aider"),
         ),
         ("Codex", |e| matches!(e, E::UnknownAgent { .. })),
         (

@@ -1,7 +1,7 @@
 //! The `fake-agent` binary: one executable that imitates each agent CLI handoff drives.
 //!
 //! Tests install it under a CLI's executable name (`claude`, `codex`, `grok`, `kiro-cli`,
-//! `opencode`, `cursor-agent`, `copilot`); it dispatches on the basename of `argv[0]`. Invoked as
+//! `opencode`, `cursor-agent`, `copilot`, `gemini`); it dispatches on the basename of `argv[0]`. Invoked as
 //! `fake-agent <name> ARGS…` it behaves as `<name> ARGS…`.
 //!
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
@@ -21,6 +21,7 @@ mod codex;
 mod codex_store;
 mod copilot;
 mod cursor;
+mod gemini;
 mod grok;
 mod grok_community;
 mod kiro;
@@ -37,7 +38,7 @@ use record::Recorder;
 use settings::Settings;
 
 /// The executable names the fake answers to.
-pub const EXECUTABLES: [&str; 7] = [
+pub const EXECUTABLES: [&str; 8] = [
     "claude",
     "codex",
     "grok",
@@ -45,6 +46,7 @@ pub const EXECUTABLES: [&str; 7] = [
     "opencode",
     "cursor-agent",
     "copilot",
+    "gemini",
 ];
 
 /// Which CLI this process imitates.
@@ -57,6 +59,7 @@ pub(crate) enum Exe {
     OpenCode,
     Cursor,
     Copilot,
+    Gemini,
 }
 
 impl Exe {
@@ -69,6 +72,7 @@ impl Exe {
             "opencode" => Exe::OpenCode,
             "cursor-agent" => Exe::Cursor,
             "copilot" => Exe::Copilot,
+            "gemini" => Exe::Gemini,
             _ => return None,
         })
     }
@@ -82,6 +86,7 @@ impl Exe {
             Exe::OpenCode => "opencode",
             Exe::Cursor => "cursor-agent",
             Exe::Copilot => "copilot",
+            Exe::Gemini => "gemini",
         }
     }
 }
@@ -187,6 +192,7 @@ pub fn main() -> ExitCode {
         Exe::OpenCode => opencode::run(&mut ctx),
         Exe::Cursor => cursor::run(&mut ctx),
         Exe::Copilot => copilot::run(&mut ctx),
+        Exe::Gemini => gemini::run(&mut ctx),
     }
 }
 

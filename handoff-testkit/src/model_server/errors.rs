@@ -6,6 +6,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::gemini;
 use super::log::Endpoint;
 use super::wire::json_response;
 
@@ -167,10 +168,72 @@ impl ApiError {
         json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
     }
 
+    /// The Gemini API body: `{"error":{"code","message","status","details"}}`, with the
+    /// `RetryInfo` and `QuotaFailure` details Gemini CLI reads a 429 by.
+    pub(crate) fn gemini_body(self, model: &str) -> Value {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let retry = json!({
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{RETRY_AFTER_SECONDS}s"),
+        });
+        let (message, details) = match self {
+            ApiError::RateLimited => (
+                "Resource has been exhausted (e.g. check quota).".to_owned(),
+                Some(json!([retry])),
+            ),
+            ApiError::UsageLimit => (
+                "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.".to_owned(),
+                Some(json!([
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [{
+                            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                            "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                            "quotaDimensions": {"location": "global", "model": model},
+                            "quotaValue": "250",
+                        }],
+                    },
+                    retry,
+                ])),
+            ),
+            ApiError::Auth => (
+                "API key not valid. Please pass a valid API key.".to_owned(),
+                Some(json!([{
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                }])),
+            ),
+            ApiError::Billing => (
+                "Billing is not enabled for this project. Enable billing and try again.".to_owned(),
+                None,
+            ),
+            ApiError::ModelNotFound => (
+                format!("models/{model} is not found for API version v1beta, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods."),
+                None,
+            ),
+            ApiError::ServerError => (
+                "An internal error has occurred. Please retry or report in https://developers.generativeai.google/guide/troubleshooting".to_owned(),
+                None,
+            ),
+            ApiError::Overloaded => (
+                "The model is overloaded. Please try again later.".to_owned(),
+                None,
+            ),
+            ApiError::ContextLength => (
+                "The input token count (250000) exceeds the maximum number of tokens allowed (1048576).".to_owned(),
+                None,
+            ),
+        };
+        gemini::error_body(status, &message, details)
+    }
+
     /// The response on `endpoint`'s wire for a request that named `model`.
     pub(crate) fn response(self, endpoint: Endpoint, model: &str) -> Response {
         let body = match endpoint {
             Endpoint::Messages => self.anthropic_body(model),
+            Endpoint::GenerateContent => self.gemini_body(model),
             _ => self.openai_body(model),
         };
         let status =

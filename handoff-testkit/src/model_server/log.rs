@@ -9,12 +9,15 @@ use serde_json::Value;
 pub enum Endpoint {
     /// `…/messages` (Anthropic Messages; Claude adds `?beta=true`).
     Messages,
-    /// `…/messages/count_tokens`.
+    /// `…/messages/count_tokens`, or the Gemini API's `…/models/<model>:countTokens`.
     CountTokens,
     /// `…/responses` (OpenAI Responses; Codex).
     Responses,
     /// `…/chat/completions` (OpenAI Chat Completions; OpenCode, Grok).
     ChatCompletions,
+    /// `…/models/<model>:generateContent` or `…:streamGenerateContent` (the Gemini API; Gemini
+    /// CLI).
+    GenerateContent,
     /// `…/models`.
     Models,
     /// Anything else.
@@ -25,6 +28,11 @@ impl Endpoint {
     /// Classifies a request path.
     pub fn from_path(path: &str) -> Endpoint {
         let path = path.trim_end_matches('/');
+        match super::gemini::method(path) {
+            Some("generateContent" | "streamGenerateContent") => return Endpoint::GenerateContent,
+            Some("countTokens") => return Endpoint::CountTokens,
+            _ => {}
+        }
         if path.ends_with("/messages/count_tokens") {
             Endpoint::CountTokens
         } else if path.ends_with("/messages") {
@@ -44,7 +52,10 @@ impl Endpoint {
     pub fn is_model_call(self) -> bool {
         matches!(
             self,
-            Endpoint::Messages | Endpoint::Responses | Endpoint::ChatCompletions
+            Endpoint::Messages
+                | Endpoint::Responses
+                | Endpoint::ChatCompletions
+                | Endpoint::GenerateContent
         )
     }
 }
@@ -146,19 +157,30 @@ impl LoggedRequest {
         self.method == "POST" && self.endpoint.is_model_call()
     }
 
-    /// The `model` the body names.
+    /// The `model` the body names (the Gemini API: the path).
     pub fn model(&self) -> Option<&str> {
+        if self.endpoint == Endpoint::GenerateContent {
+            return super::gemini::model(&self.path);
+        }
         self.body.get("model").and_then(Value::as_str)
     }
 
-    /// Whether the body asked for a stream (`"stream": true`).
+    /// Whether the body asked for a stream (`"stream": true`; the Gemini API:
+    /// `:streamGenerateContent`).
     pub fn is_stream(&self) -> bool {
+        if self.endpoint == Endpoint::GenerateContent {
+            return super::gemini::is_stream(&self.path);
+        }
         self.body.get("stream").and_then(Value::as_bool) == Some(true)
     }
 
     /// The names of the tools offered, in order (Chat `function.name`; a Responses tool
-    /// without a name, such as `web_search`, by its `type`).
+    /// without a name, such as `web_search`, by its `type`; Gemini
+    /// `tools[].functionDeclarations[].name`).
     pub fn offered_tools(&self) -> Vec<String> {
+        if self.endpoint == Endpoint::GenerateContent {
+            return super::gemini::tool_names(&self.body);
+        }
         let Some(tools) = self.body.get("tools").and_then(Value::as_array) else {
             return Vec::new();
         };
@@ -175,10 +197,14 @@ impl LoggedRequest {
     }
 
     /// The output the client sent back for the tool call `call_id`, if this request carries
-    /// it: an Anthropic `tool_result` block, a Responses `*_call_output` item or a Chat
-    /// `role: "tool"` message. A string content is returned as is; text parts are joined with
+    /// it: an Anthropic `tool_result` block, a Responses `*_call_output` item, a Chat
+    /// `role: "tool"` message or a Gemini `functionResponse` part (its `response.output`, else
+    /// the JSON text of its `response`). A string content is returned as is; text parts are joined with
     /// newlines; anything else is its JSON text.
     pub fn tool_output(&self, call_id: &str) -> Option<String> {
+        if self.endpoint == Endpoint::GenerateContent {
+            return super::gemini::tool_output(&self.body, call_id);
+        }
         let items = |key: &str| {
             self.body
                 .get(key)

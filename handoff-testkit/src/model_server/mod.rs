@@ -1,6 +1,6 @@
 //! A scripted model server for driving the *real* agent CLIs offline.
 //!
-//! [`ModelServer`] listens on `127.0.0.1` and speaks the three wire protocols the CLIs use:
+//! [`ModelServer`] listens on `127.0.0.1` and speaks the four wire protocols the CLIs use:
 //!
 //! | endpoint | protocol | client |
 //! |---|---|---|
@@ -8,6 +8,8 @@
 //! | `POST …/v1/messages/count_tokens` | `{"input_tokens": N}` | Claude Code |
 //! | `POST …/v1/responses` | OpenAI Responses, SSE or JSON | Codex |
 //! | `POST …/v1/chat/completions` | Chat Completions, SSE or JSON | OpenCode, Grok |
+//! | `POST …/models/<model>:streamGenerateContent?alt=sse`, `…:generateContent` | the Gemini API, SSE or JSON | Gemini CLI |
+//! | `POST …/models/<model>:countTokens` | `{"totalTokens": N}` | Gemini CLI |
 //! | `GET …/v1/models` | a small model list (OpenAI and Anthropic fields) | |
 //! | `HEAD <any>` | 200 (Claude's connectivity probe) | |
 //!
@@ -23,6 +25,7 @@
 mod anthropic;
 mod chat;
 mod errors;
+mod gemini;
 mod log;
 mod responses;
 mod script;
@@ -212,7 +215,8 @@ impl ModelServer {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT` (Claude's `ANTHROPIC_BASE_URL`).
+    /// `http://127.0.0.1:PORT` (Claude's `ANTHROPIC_BASE_URL`, Gemini CLI's
+    /// `GOOGLE_GEMINI_BASE_URL`).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -427,11 +431,15 @@ async fn handle(
             empty(StatusCode::UPGRADE_REQUIRED),
             &mut entry,
         ),
-        (&Method::POST, Endpoint::CountTokens) => simple(
-            StatusCode::OK,
-            anthropic::count_tokens(wire::tokens_for_len(raw.len())),
-            &mut entry,
-        ),
+        (&Method::POST, Endpoint::CountTokens) => {
+            let tokens = wire::tokens_for_len(raw.len());
+            let response = if gemini::method(uri.path()).is_some() {
+                gemini::count_tokens(tokens)
+            } else {
+                anthropic::count_tokens(tokens)
+            };
+            simple(StatusCode::OK, response, &mut entry)
+        }
         (&Method::POST, ep) if ep.is_model_call() => {
             return model_call(&shared, entry, raw.len()).await;
         }
@@ -481,6 +489,7 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
     let endpoint = entry.endpoint;
     let error = |status: StatusCode| match endpoint {
         Endpoint::Messages => anthropic::error(status),
+        Endpoint::GenerateContent => gemini::error(status),
         _ => wire::openai_error(status),
     };
     if !entry.body.is_object() {
@@ -502,6 +511,12 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
             responses::last_call(body),
             responses::prompt_text(body),
         ),
+        Endpoint::GenerateContent => (
+            gemini::offered_tools(body),
+            gemini::tool_results(body),
+            gemini::last_call(body),
+            gemini::prompt_text(body),
+        ),
         _ => (
             chat::offered_tools(body),
             chat::tool_results(body),
@@ -522,7 +537,13 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
     let mut new_call_id = || format!("{prefix}{}", uuid::Uuid::new_v4().simple());
     let decision = script::decide(&lock(&shared.script), &conversation, &mut new_call_id);
     let plan = decision.plan;
-    let ctx = Ctx::new(body, body_len, uuid::Uuid::new_v4().simple().to_string());
+    let mut ctx = Ctx::new(body, body_len, uuid::Uuid::new_v4().simple().to_string());
+    if endpoint == Endpoint::GenerateContent {
+        ctx.model = gemini::model(&entry.path)
+            .unwrap_or("fake-model")
+            .to_owned();
+        ctx.stream = gemini::is_stream(&entry.path);
+    }
     entry.reply = decision.reply;
     entry.route = decision.route;
     shared.record(entry);
@@ -540,6 +561,7 @@ async fn model_call(shared: &Shared, mut entry: LoggedRequest, body_len: usize) 
     match endpoint {
         Endpoint::Messages => anthropic::render(&turn, &ctx),
         Endpoint::Responses => responses::render(&turn, &ctx),
+        Endpoint::GenerateContent => gemini::render(&turn, &ctx),
         _ => chat::render(&turn, &ctx),
     }
 }

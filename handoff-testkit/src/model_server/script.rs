@@ -15,18 +15,19 @@ pub const DEFAULT_SIDE_TEXT: &str = "Scripted model reply";
 pub const NO_SUITABLE_TOOL: &str = "NO_SUITABLE_TOOL";
 
 /// The tool names [`Step::WriteFile`] tries, in order.
-pub const WRITE_FILE_TOOLS: [&str; 7] = [
+pub const WRITE_FILE_TOOLS: [&str; 8] = [
     "Write",
     "write",
     "create_file",
     "create",
+    "write_file",
     "apply_patch",
     "exec_command",
     "shell",
 ];
 
 /// The tool names [`Step::Shell`] tries, in order.
-pub const SHELL_TOOLS: [&str; 4] = ["Bash", "bash", "exec_command", "shell"];
+pub const SHELL_TOOLS: [&str; 5] = ["Bash", "bash", "run_shell_command", "exec_command", "shell"];
 
 /// The tool Claude Code offers when run with `--json-schema`; [`Step::Answer`] calls it.
 pub const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
@@ -196,7 +197,7 @@ pub enum Step {
     /// Creates `path` holding `content` with the first offered of [`WRITE_FILE_TOOLS`]:
     /// `Write {file_path, content}` (Claude), `write {filePath, content}` (OpenCode),
     /// `create_file {path, content}` (Grok), `create {path, file_text}` (Copilot),
-    /// `apply_patch` with an `*** Add File:` patch
+    /// `write_file {file_path, content}` (Gemini), `apply_patch` with an `*** Add File:` patch
     /// (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
     /// `shell {command: ["bash", "-lc", …]}` (Codex).
     ///
@@ -208,7 +209,8 @@ pub enum Step {
         content: String,
     },
     /// Runs `command` with the first offered of [`SHELL_TOOLS`]: `Bash`/`bash`
-    /// `{command, description}`, `exec_command {cmd}`, `shell {command: ["bash", "-lc", …]}`.
+    /// `{command, description}`, `run_shell_command {command, description}` (Gemini),
+    /// `exec_command {cmd}`, `shell {command: ["bash", "-lc", …]}`.
     Shell {
         /// The shell command line.
         command: String,
@@ -589,6 +591,10 @@ fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
             json!({ "path": path, "file_text": content }),
         ),
         (
+            "write_file".into(),
+            json!({ "file_path": path, "content": content }),
+        ),
+        (
             "apply_patch".into(),
             Value::String(add_file_patch(path, content)),
         ),
@@ -609,6 +615,10 @@ fn shell_candidates(command: &str) -> Vec<(String, Value)> {
         ),
         (
             "bash".into(),
+            json!({ "command": command, "description": description }),
+        ),
+        (
+            "run_shell_command".into(),
             json!({ "command": command, "description": description }),
         ),
         ("exec_command".into(), json!({ "cmd": command })),

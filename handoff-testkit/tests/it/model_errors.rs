@@ -31,6 +31,11 @@ async fn every_api_error_on_every_wire() {
     let responses = json!({"model": "fake-model", "stream": true, "input": "hi"});
     let chat = json!({"model": "fake-model", "stream": true,
         "messages": [{"role": "user", "content": "hi"}]});
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let gemini_url = format!(
+        "{}/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        server.url()
+    );
     for error in ApiError::ALL {
         server.set_script(Script::new([Step::Fail(error)]));
         let limited = matches!(error, ApiError::RateLimited | ApiError::UsageLimit);
@@ -78,6 +83,47 @@ async fn every_api_error_on_every_wire() {
                 assert_eq!(e["type"], "usage_limit_reached");
                 assert!(e["resets_at"].as_u64().is_some(), "{body}");
             }
+        }
+
+        // The Gemini API: `google.rpc.Status` bodies; a 429 carries `RetryInfo` (and a daily
+        // `QuotaFailure` for a usage limit), which Gemini CLI reads instead of `retry-after`.
+        let (status, retry, body) = post(&gemini_url, &gemini).await;
+        assert_eq!((status, &retry), (error.status(), &want_retry), "{error:?}");
+        let e = &body["error"];
+        assert_eq!(e["code"], error.status(), "{body}");
+        let want = match error {
+            ApiError::RateLimited | ApiError::UsageLimit => "RESOURCE_EXHAUSTED",
+            ApiError::Auth => "UNAUTHENTICATED",
+            ApiError::Billing => "FAILED_PRECONDITION",
+            ApiError::ModelNotFound => "NOT_FOUND",
+            ApiError::ServerError => "INTERNAL",
+            ApiError::Overloaded => "UNAVAILABLE",
+            ApiError::ContextLength => "INVALID_ARGUMENT",
+        };
+        assert_eq!(e["status"], want, "{error:?}");
+        let types: Vec<&str> = e["details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["@type"].as_str())
+            .collect();
+        let want: &[&str] = match error {
+            ApiError::RateLimited => &["type.googleapis.com/google.rpc.RetryInfo"],
+            ApiError::UsageLimit => &[
+                "type.googleapis.com/google.rpc.QuotaFailure",
+                "type.googleapis.com/google.rpc.RetryInfo",
+            ],
+            ApiError::Auth => &["type.googleapis.com/google.rpc.ErrorInfo"],
+            _ => &[],
+        };
+        assert_eq!(types, want, "{error:?}");
+        if error == ApiError::ModelNotFound {
+            assert!(
+                e["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("models/gemini-2.5-flash ")
+            );
         }
     }
 }

@@ -710,6 +710,256 @@ async fn grok_non_streaming_chat_uses_create_file() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Gemini API (Gemini CLI: `…:streamGenerateContent?alt=sse`, recorded from 0.61.0)
+
+/// The tools Gemini CLI 0.61.0 offers with `--approval-mode yolo`.
+const GEMINI_TOOLS: [&str; 16] = [
+    "update_topic",
+    "list_directory",
+    "read_file",
+    "grep_search",
+    "glob",
+    "replace",
+    "write_file",
+    "web_fetch",
+    "run_shell_command",
+    "list_background_processes",
+    "read_background_output",
+    "google_web_search",
+    "write_todos",
+    "enter_plan_mode",
+    "invoke_agent",
+    "activate_skill",
+];
+
+fn gemini_request(tools: &[&str]) -> Value {
+    let declarations: Vec<Value> = tools
+        .iter()
+        .map(|n| json!({"name": n, "description": n, "parametersJsonSchema": schema(json!({}), &[])}))
+        .collect();
+    json!({
+        "contents": [{"role": "user", "parts": [
+            {"text": "<session_context>\nThis is the Gemini CLI.\n</session_context>"},
+            {"text": "write hello.txt"},
+        ]}],
+        "systemInstruction": {"parts": [{"text": "You are a non-interactive CLI agent."}]},
+        "tools": [{"functionDeclarations": declarations}],
+        "generationConfig": {"temperature": 1, "topP": 0.95, "topK": 64,
+            "thinkingConfig": {"includeThoughts": true, "thinkingBudget": 8192}},
+    })
+}
+
+/// `body` with the model's `functionCall` part and the client's `functionResponse` appended,
+/// as Gemini CLI sends the next turn.
+fn gemini_after_tool(mut body: Value, call: &Value, output: &str) -> Value {
+    let contents = body["contents"].as_array_mut().unwrap();
+    contents.push(json!({"role": "model", "parts": [
+        {"functionCall": call, "thoughtSignature": "skip_thought_signature_validator"},
+    ]}));
+    contents.push(json!({"role": "user", "parts": [{"functionResponse": {
+        "id": call["id"], "name": call["name"], "response": {"output": output},
+    }}]}));
+    body
+}
+
+fn gemini_url(server: &ModelServer, model: &str, stream: bool) -> String {
+    if stream {
+        format!(
+            "{}/v1beta/models/{model}:streamGenerateContent?alt=sse",
+            server.url()
+        )
+    } else {
+        format!("{}/v1beta/models/{model}:generateContent", server.url())
+    }
+}
+
+/// The parts of every chunk of a Gemini SSE stream, and its last chunk.
+fn gemini_chunks(reply: &Reply200) -> (Vec<Value>, Value) {
+    let chunks: Vec<Value> = reply
+        .sse()
+        .into_iter()
+        .map(|(n, v)| {
+            assert!(n.is_none(), "Gemini chunks are unnamed");
+            v
+        })
+        .collect();
+    let parts = chunks
+        .iter()
+        .flat_map(|c| {
+            c["candidates"][0]["content"]["parts"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    (parts, chunks.last().unwrap().clone())
+}
+
+#[tokio::test]
+async fn gemini_streaming_write_then_answer() {
+    let server = ModelServer::start(write_script()).await;
+    let url = gemini_url(&server, "gemini-2.5-flash", true);
+    let body = gemini_request(&GEMINI_TOOLS);
+    let reply = post(&url, &body).await;
+    let (parts, last) = gemini_chunks(&reply);
+    assert_eq!(parts.len(), 1);
+    let call = parts[0]["functionCall"].clone();
+    assert_eq!(call["name"], "write_file");
+    assert_eq!(
+        call["args"],
+        json!({"file_path": "/repo/hello.txt", "content": "hello from the model\n"})
+    );
+    assert!(call["id"].as_str().unwrap().starts_with("call_"));
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["candidates"][0]["content"]["role"], "model");
+    assert_eq!(last["modelVersion"], "gemini-2.5-flash");
+    let usage = &last["usageMetadata"];
+    let (prompt, candidates) = (
+        usage["promptTokenCount"].as_u64().unwrap(),
+        usage["candidatesTokenCount"].as_u64().unwrap(),
+    );
+    assert!(prompt > 0 && candidates > 0);
+    assert_eq!(usage["totalTokenCount"].as_u64(), Some(prompt + candidates));
+
+    let after = gemini_after_tool(body, &call, "Successfully created and wrote to new file");
+    let reply = post(&url, &after).await;
+    let (parts, last) = gemini_chunks(&reply);
+    // A text comes in two chunks; only the last finishes and carries the usage.
+    assert_eq!(parts.len(), 2);
+    let text: String = parts.iter().map(|p| p["text"].as_str().unwrap()).collect();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), answer());
+    let chunks = reply.sse();
+    assert!(chunks[0].1["candidates"][0].get("finishReason").is_none());
+    assert!(chunks[0].1.get("usageMetadata").is_none());
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+
+    let log = server.model_calls();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].endpoint, Endpoint::GenerateContent);
+    assert_eq!(log[0].model(), Some("gemini-2.5-flash"));
+    assert!(log[0].is_stream());
+    assert_eq!(log[0].query.as_deref(), Some("alt=sse"));
+    assert_eq!(log[0].offered_tools(), GEMINI_TOOLS);
+    assert_eq!(server.models_requested(), ["gemini-2.5-flash"]);
+    assert_eq!(server.tool_calls(), ["write_file"]);
+    let id = call["id"].as_str().unwrap();
+    assert_eq!(
+        server.tool_output(id).as_deref(),
+        Some("Successfully created and wrote to new file")
+    );
+    assert!(matches!(log[1].reply, Reply::Text { step: 1, .. }));
+}
+
+#[tokio::test]
+async fn gemini_non_streaming_side_text_and_count_tokens() {
+    let server = ModelServer::start(Script::text("done")).await;
+    // A request without tools (Gemini CLI's utility calls) gets the side text.
+    let mut body = gemini_request(&[]);
+    body.as_object_mut().unwrap().remove("tools");
+    let reply = post(&gemini_url(&server, "gemini-2.5-flash-lite", false), &body)
+        .await
+        .json();
+    let candidate = &reply["candidates"][0];
+    assert_eq!(
+        candidate["content"]["parts"],
+        json!([{"text": handoff_testkit::model_server::DEFAULT_SIDE_TEXT}])
+    );
+    assert_eq!(candidate["finishReason"], "STOP");
+    assert_eq!(reply["modelVersion"], "gemini-2.5-flash-lite");
+    assert!(reply["usageMetadata"]["totalTokenCount"].as_u64().unwrap() > 0);
+
+    let reply = post(
+        &gemini_url(&server, "gemini-2.5-flash", false),
+        &gemini_request(&["read_file"]),
+    )
+    .await
+    .json();
+    assert_eq!(
+        reply["candidates"][0]["content"]["parts"],
+        json!([{"text": "done"}])
+    );
+
+    let count = post(
+        &format!(
+            "{}/v1beta/models/gemini-2.5-flash:countTokens",
+            server.url()
+        ),
+        &body,
+    )
+    .await
+    .json();
+    assert!(count["totalTokens"].as_u64().unwrap() > 0);
+    let endpoints: Vec<Endpoint> = server.requests().iter().map(|r| r.endpoint).collect();
+    assert_eq!(
+        endpoints,
+        [
+            Endpoint::GenerateContent,
+            Endpoint::GenerateContent,
+            Endpoint::CountTokens
+        ]
+    );
+    assert!(!server.requests()[0].is_stream());
+    assert_eq!(
+        server.models_requested(),
+        ["gemini-2.5-flash-lite", "gemini-2.5-flash"]
+    );
+}
+
+#[tokio::test]
+async fn gemini_shell_routes_and_statuses() {
+    // The prompt text is the system instruction and the user's text parts: a route matches it.
+    let script = Script::route(
+        [(
+            "Operation: advice",
+            Script::new([Step::shell("echo hi"), Step::text("advised")]),
+        )],
+        Script::text("worker"),
+    );
+    let server = ModelServer::start(script).await;
+    let url = gemini_url(&server, "gemini-2.5-pro", true);
+    let mut body = gemini_request(&["read_file", "run_shell_command"]);
+    body["systemInstruction"]["parts"][0]["text"] = json!("Operation: advice");
+    let (parts, _) = gemini_chunks(&post(&url, &body).await);
+    let call = parts[0]["functionCall"].clone();
+    assert_eq!(call["name"], "run_shell_command");
+    assert_eq!(call["args"]["command"], "echo hi");
+    assert!(call["args"]["description"].is_string());
+    // The function response is not prompt text; the route still holds by the system text.
+    let (parts, _) = gemini_chunks(&post(&url, &gemini_after_tool(body, &call, "hi\n")).await);
+    let text: String = parts.iter().map(|p| p["text"].as_str().unwrap()).collect();
+    assert_eq!(text, "advised");
+    let (parts, _) = gemini_chunks(&post(&url, &gemini_request(&["read_file"])).await);
+    assert_eq!(parts, [json!({"text": "wor"}), json!({"text": "ker"})]);
+    assert_eq!(
+        server
+            .model_calls()
+            .iter()
+            .map(|r| r.route.clone())
+            .collect::<Vec<_>>(),
+        [
+            Some("Operation: advice".to_owned()),
+            Some("Operation: advice".to_owned()),
+            None
+        ]
+    );
+
+    // A step that needs a tool Gemini did not offer is refused in words.
+    server.set_script(write_script());
+    let (parts, _) = gemini_chunks(&post(&url, &gemini_request(&["read_file", "glob"])).await);
+    let text: String = parts.iter().map(|p| p["text"].as_str().unwrap()).collect();
+    assert_eq!(text, NO_SUITABLE_TOOL);
+    assert_eq!(server.refused_tool_calls().len(), 1);
+
+    server.set_script(Script::new([Step::Status(503)]));
+    let reply = post(&url, &gemini_request(&[])).await;
+    assert_eq!(reply.status, 503);
+    let body: Value = serde_json::from_str(&reply.text).unwrap();
+    assert_eq!(body["error"]["code"], 503);
+    assert_eq!(body["error"]["status"], "UNAVAILABLE");
+    assert!(body["error"]["message"].is_string());
+}
+
+// ---------------------------------------------------------------------------------------------
 // Tool choice
 
 #[tokio::test]
@@ -765,9 +1015,20 @@ async fn shell_step_picks_each_clis_shell_tool() {
         serde_json::from_str::<Value>(item["arguments"].as_str().unwrap()).unwrap(),
         json!({"command": ["bash", "-lc", "echo hi > out.txt"]})
     );
+    let (parts, _) = gemini_chunks(
+        &post(
+            &gemini_url(&server, "gemini-2.5-flash", true),
+            &gemini_request(&GEMINI_TOOLS),
+        )
+        .await,
+    );
+    assert_eq!(
+        parts[0]["functionCall"]["args"],
+        json!({"command": "echo hi > out.txt", "description": "Run a shell command"})
+    );
     assert_eq!(
         server.tool_calls(),
-        ["Bash", "bash", "exec_command", "shell"]
+        ["Bash", "bash", "exec_command", "shell", "run_shell_command"]
     );
 }
 
