@@ -237,6 +237,7 @@ fn receiver_plan(
     };
     let run = RunDir {
         handoff_sandbox: sandbox,
+        confined: false,
         path: fx.run_path.clone(),
         executable: "/usr/local/bin/gemini".into(),
         prompt: "take over".into(),
