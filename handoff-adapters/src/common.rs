@@ -145,6 +145,45 @@ pub fn secret_forms(value: &str) -> Vec<String> {
     forms
 }
 
+/// A CLI's built-in tools by grant: what a run is given (an allowlist) and what it is refused
+/// by name (a blocklist), from the same lists.
+pub(crate) struct ToolSet {
+    /// Reading and searching files: every run.
+    pub(crate) read: &'static [&'static str],
+    /// Writing files: writing runs.
+    pub(crate) write: &'static [&'static str],
+    /// The shell, when granted.
+    pub(crate) shell: &'static [&'static str],
+    /// The web, when granted.
+    pub(crate) web: &'static [&'static str],
+    /// Tools no run gets.
+    pub(crate) never: &'static [&'static str],
+}
+
+impl ToolSet {
+    /// The tools a run is given, by grant.
+    pub(crate) fn granted(&self, write: bool, bash: bool, web: bool) -> Vec<&'static str> {
+        let mut t = self.read.to_vec();
+        for (on, group) in [(write, self.write), (bash, self.shell), (web, self.web)] {
+            if on {
+                t.extend(group);
+            }
+        }
+        t
+    }
+
+    /// The tools a run is refused by name: everything known that is not granted.
+    pub(crate) fn refused(&self, write: bool, bash: bool, web: bool) -> Vec<&'static str> {
+        let mut t = self.never.to_vec();
+        for (on, group) in [(write, self.write), (bash, self.shell), (web, self.web)] {
+            if !on {
+                t.extend(group);
+            }
+        }
+        t
+    }
+}
+
 /// A TOML basic string.
 pub fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -443,7 +482,6 @@ mod tests {
     }
 }
 
-/// An absolute `HOME` of `env`.
 /// The receipt of a nested-advice worker whose bash tool carries the supervisor context: under
 /// handoff's sandbox (`sandboxed`), the mailbox read-only but for its `in/`; without it, nothing
 /// opened since `agent` runs unconfined.
@@ -471,6 +509,28 @@ pub fn nested_receipt(
     }
 }
 
+/// `base` (the allowlisted environment) with the agent's configuration applied as the engine
+/// will apply it: `pass_env` names from handoff's environment, then `env`.
+pub(crate) fn effective_env(
+    base: &std::collections::BTreeMap<String, String>,
+    run: &RunDir,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = base.clone();
+    for name in &run.agent_config.pass_env {
+        if let Some(v) = run.parent_env.get(name) {
+            env.insert(name.clone(), v.clone());
+        }
+    }
+    env.extend(
+        run.agent_config
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone())),
+    );
+    env
+}
+
+/// An absolute `HOME` of `env`.
 pub(crate) fn home_dir(
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<camino::Utf8PathBuf> {

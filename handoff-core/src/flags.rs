@@ -101,6 +101,8 @@ pub const AGENT_DIRS: &[&str] = &[
     ".github/copilot/",
     ".github/hooks/",
     ".github/instructions/",
+    // Qwen Code's project settings (hooks, MCP servers), agents, commands and skills.
+    ".qwen/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -111,6 +113,7 @@ pub const AGENT_FILES: &[&str] = &[
     "opencode.json",
     "opencode.jsonc",
     "copilot-instructions.md",
+    "QWEN.md",
     ".mcp.json",
     ".cursorrules",
 ];

@@ -40,10 +40,12 @@ impl AgentId {
     pub const CURSOR: AgentId = AgentId(Cow::Borrowed("cursor"));
     /// GitHub Copilot CLI.
     pub const COPILOT: AgentId = AgentId(Cow::Borrowed("copilot"));
+    /// Qwen Code.
+    pub const QWEN: AgentId = AgentId(Cow::Borrowed("qwen"));
 
-    /// The eight agents handoff ships adapters for, in the reference order (the community
-    /// Grok CLI after xAI's, GitHub Copilot CLI last).
-    pub const BUILTIN: [AgentId; 8] = [
+    /// The nine agents handoff ships adapters for, in the reference order (the community
+    /// Grok CLI after xAI's, then GitHub Copilot CLI and Qwen Code).
+    pub const BUILTIN: [AgentId; 9] = [
         AgentId::CODEX,
         AgentId::GROK,
         AgentId::GROK_COMMUNITY,
@@ -52,6 +54,7 @@ impl AgentId {
         AgentId::OPENCODE,
         AgentId::CURSOR,
         AgentId::COPILOT,
+        AgentId::QWEN,
     ];
 
     /// A compile-time id for an embedder's provider. The caller guarantees the syntax.

@@ -38,6 +38,10 @@ pub const OPENCODE_RUN_HELP: &str = include_str!("../fixtures/opencode-1.18.33-r
 pub const COPILOT_HELP: &str = include_str!("../fixtures/copilot-1.0.102-help.txt");
 /// The version the fake `copilot` reports (`GitHub Copilot CLI 1.0.102.`).
 pub const COPILOT_VERSION: &str = "1.0.102";
+/// `qwen --help` of Qwen Code 0.24.4.
+pub const QWEN_HELP: &str = include_str!("../fixtures/qwen-0.24.4-help.txt");
+/// The version the fake `qwen` reports.
+pub const QWEN_VERSION: &str = "0.24.4";
 /// `cursor-agent --help` (synthetic).
 pub const CURSOR_HELP: &str = include_str!("../fixtures/cursor-agent-help.txt");
 /// `cursor-agent sandbox run --help` (synthetic).

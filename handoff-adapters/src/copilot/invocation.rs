@@ -13,7 +13,7 @@ use handoff_core::{
 use serde_json::{Value, json};
 
 use super::{Copilot, SPEC};
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, render_mcp};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, ToolSet, render_mcp};
 
 /// The tools every run has: reading and searching files.
 pub const READ_TOOLS: &[&str] = &["view", "grep", "glob"];
@@ -55,35 +55,23 @@ pub const USAGE_FILE: &str = "usage.json";
 /// The MCP configuration `--additional-mcp-config @<file>` reads.
 pub const MCP_FILE: &str = "mcp-config.json";
 
+/// The run's built-in tools, by grant.
+pub(crate) const TOOLS: ToolSet = ToolSet {
+    read: READ_TOOLS,
+    write: WRITE_TOOLS,
+    shell: SHELL_TOOLS,
+    web: WEB_TOOLS,
+    never: NEVER_TOOLS,
+};
+
 /// The tools a run is given, by grant.
 pub fn granted_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    let mut t = READ_TOOLS.to_vec();
-    if write {
-        t.extend(WRITE_TOOLS);
-    }
-    if bash {
-        t.extend(SHELL_TOOLS);
-    }
-    if web {
-        t.extend(WEB_TOOLS);
-    }
-    t
+    TOOLS.granted(write, bash, web)
 }
 
-/// The built-in tools a run with MCP servers is refused by name: everything known that is not
-/// granted.
+/// The built-in tools a run is refused by name: everything known that is not granted.
 pub fn refused_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    let mut t = NEVER_TOOLS.to_vec();
-    if !write {
-        t.extend(WRITE_TOOLS);
-    }
-    if !bash {
-        t.extend(SHELL_TOOLS);
-    }
-    if !web {
-        t.extend(WEB_TOOLS);
-    }
-    t
+    TOOLS.refused(write, bash, web)
 }
 
 /// The `--deny-tool` rules of a run: Copilot's permission kinds that are not granted.
@@ -111,27 +99,6 @@ pub fn user_package_cache(env: &BTreeMap<String, String>) -> Option<Utf8PathBuf>
 pub fn byok(env: &BTreeMap<String, String>) -> bool {
     env.get("COPILOT_PROVIDER_BASE_URL")
         .is_some_and(|u| !u.trim().is_empty())
-}
-
-/// `base` (the allowlisted environment) with the agent's configuration applied as the engine
-/// will apply it: `pass_env` names from handoff's environment, then `env`.
-pub(super) fn effective_env(
-    base: &BTreeMap<String, String>,
-    run: &RunDir,
-) -> BTreeMap<String, String> {
-    let mut env = base.clone();
-    for name in &run.agent_config.pass_env {
-        if let Some(v) = run.parent_env.get(name) {
-            env.insert(name.clone(), v.clone());
-        }
-    }
-    env.extend(
-        run.agent_config
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone())),
-    );
-    env
 }
 
 /// The directories of the run's Copilot root: its `COPILOT_HOME` and its cache.
@@ -241,7 +208,7 @@ impl Copilot {
         let base = agent_env(spec, &run.parent_env);
         // What Copilot will see once the user's configuration (`[agents.copilot]`) is applied:
         // their provider and package cache decide the network and the mounts.
-        let user = effective_env(&base, run);
+        let user = crate::common::effective_env(&base, run);
         let offline = byok(&user) && !g.web_search;
 
         let mut env = base.clone();

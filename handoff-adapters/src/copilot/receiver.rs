@@ -14,7 +14,7 @@ use handoff_core::{
 };
 use serde_json::{Value, json};
 
-use super::invocation::{SECRET_VARS, byok, effective_env, roots, user_package_cache};
+use super::invocation::{SECRET_VARS, byok, roots, user_package_cache};
 use super::sessions::copilot_home;
 use super::{Copilot, SPEC};
 use crate::common::{json_lines, one_line, receiver_grants};
@@ -34,7 +34,7 @@ impl Copilot {
         }
         let g = receiver_grants(request.role);
         let base = agent_env(spec, &run.parent_env);
-        let user = effective_env(&base, run);
+        let user = crate::common::effective_env(&base, run);
         let offline = byok(&user);
         let session = request
             .resume

@@ -182,6 +182,7 @@ pub(crate) const AGENTS: &[Agent] = &[
     crate::opencode::OPENCODE,
     crate::cursor::CURSOR,
     crate::copilot::COPILOT,
+    crate::qwen::QWEN,
 ];
 
 /// Every mode × profile plan of `agent`, with the standard parent environment, named
@@ -733,6 +734,26 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "api-copilot-server-error.out",
         "it__parse__api_errors",
         "copilot-server-error",
+    ),
+    // Recorded from Qwen Code 0.24.4 against a local server answering an API error (its
+    // retries off for 429 and 5xx: `model.generationConfig.maxRetries` 0).
+    (
+        "qwen",
+        "api-qwen-auth.out",
+        "it__parse__api_errors",
+        "qwen-auth",
+    ),
+    (
+        "qwen",
+        "api-qwen-rate-limited.out",
+        "it__parse__api_errors",
+        "qwen-rate-limited",
+    ),
+    (
+        "qwen",
+        "api-qwen-server-error.out",
+        "it__parse__api_errors",
+        "qwen-server-error",
     ),
 ];
 

@@ -1,7 +1,7 @@
 //! The `fake-agent` binary: one executable that imitates each agent CLI handoff drives.
 //!
 //! Tests install it under a CLI's executable name (`claude`, `codex`, `grok`, `kiro-cli`,
-//! `opencode`, `cursor-agent`, `copilot`); it dispatches on the basename of `argv[0]`. Invoked as
+//! `opencode`, `cursor-agent`, `copilot`, `qwen`); it dispatches on the basename of `argv[0]`. Invoked as
 //! `fake-agent <name> ARGS…` it behaves as `<name> ARGS…`.
 //!
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
@@ -26,6 +26,7 @@ mod grok_community;
 mod kiro;
 mod leftovers;
 mod opencode;
+mod qwen;
 mod task;
 
 use std::ffi::{OsStr, OsString};
@@ -37,7 +38,7 @@ use record::Recorder;
 use settings::Settings;
 
 /// The executable names the fake answers to.
-pub const EXECUTABLES: [&str; 7] = [
+pub const EXECUTABLES: [&str; 8] = [
     "claude",
     "codex",
     "grok",
@@ -45,6 +46,7 @@ pub const EXECUTABLES: [&str; 7] = [
     "opencode",
     "cursor-agent",
     "copilot",
+    "qwen",
 ];
 
 /// Which CLI this process imitates.
@@ -57,6 +59,7 @@ pub(crate) enum Exe {
     OpenCode,
     Cursor,
     Copilot,
+    Qwen,
 }
 
 impl Exe {
@@ -69,6 +72,7 @@ impl Exe {
             "opencode" => Exe::OpenCode,
             "cursor-agent" => Exe::Cursor,
             "copilot" => Exe::Copilot,
+            "qwen" => Exe::Qwen,
             _ => return None,
         })
     }
@@ -82,6 +86,7 @@ impl Exe {
             Exe::OpenCode => "opencode",
             Exe::Cursor => "cursor-agent",
             Exe::Copilot => "copilot",
+            Exe::Qwen => "qwen",
         }
     }
 }
@@ -187,6 +192,7 @@ pub fn main() -> ExitCode {
         Exe::OpenCode => opencode::run(&mut ctx),
         Exe::Cursor => cursor::run(&mut ctx),
         Exe::Copilot => copilot::run(&mut ctx),
+        Exe::Qwen => qwen::run(&mut ctx),
     }
 }
 

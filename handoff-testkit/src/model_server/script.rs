@@ -15,7 +15,7 @@ pub const DEFAULT_SIDE_TEXT: &str = "Scripted model reply";
 pub const NO_SUITABLE_TOOL: &str = "NO_SUITABLE_TOOL";
 
 /// The tool names [`Step::WriteFile`] tries, in order.
-pub const WRITE_FILE_TOOLS: [&str; 7] = [
+pub const WRITE_FILE_TOOLS: [&str; 8] = [
     "Write",
     "write",
     "create_file",
@@ -23,10 +23,11 @@ pub const WRITE_FILE_TOOLS: [&str; 7] = [
     "apply_patch",
     "exec_command",
     "shell",
+    "write_file",
 ];
 
 /// The tool names [`Step::Shell`] tries, in order.
-pub const SHELL_TOOLS: [&str; 4] = ["Bash", "bash", "exec_command", "shell"];
+pub const SHELL_TOOLS: [&str; 5] = ["Bash", "bash", "exec_command", "shell", "run_shell_command"];
 
 /// The tool Claude Code offers when run with `--json-schema`; [`Step::Answer`] calls it.
 pub const STRUCTURED_OUTPUT_TOOL: &str = "StructuredOutput";
@@ -198,7 +199,7 @@ pub enum Step {
     /// `create_file {path, content}` (Grok), `create {path, file_text}` (Copilot),
     /// `apply_patch` with an `*** Add File:` patch
     /// (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
-    /// `shell {command: ["bash", "-lc", …]}` (Codex).
+    /// `shell {command: ["bash", "-lc", …]}` (Codex), `write_file {file_path, content}` (Qwen).
     ///
     /// An `apply_patch` Add File always ends the file with a newline.
     WriteFile {
@@ -208,7 +209,8 @@ pub enum Step {
         content: String,
     },
     /// Runs `command` with the first offered of [`SHELL_TOOLS`]: `Bash`/`bash`
-    /// `{command, description}`, `exec_command {cmd}`, `shell {command: ["bash", "-lc", …]}`.
+    /// `{command, description}`, `exec_command {cmd}`, `shell {command: ["bash", "-lc", …]}`,
+    /// `run_shell_command {command, description}` (Qwen).
     Shell {
         /// The shell command line.
         command: String,
@@ -597,6 +599,10 @@ fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
             "shell".into(),
             json!({ "command": ["bash", "-lc", printf] }),
         ),
+        (
+            "write_file".into(),
+            json!({ "file_path": path, "content": content }),
+        ),
     ]
 }
 
@@ -615,6 +621,10 @@ fn shell_candidates(command: &str) -> Vec<(String, Value)> {
         (
             "shell".into(),
             json!({ "command": ["bash", "-lc", command] }),
+        ),
+        (
+            "run_shell_command".into(),
+            json!({ "command": command, "description": description }),
         ),
     ]
 }
