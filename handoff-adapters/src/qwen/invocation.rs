@@ -268,6 +268,10 @@ impl Qwen {
             args.push(format!("--mcp-config={path}"));
         }
 
+        if run.handoff_sandbox {
+            // Qwen resolves its home directory as it starts, and the user's is not mounted.
+            env.insert("HOME".into(), home.to_string());
+        }
         let sandbox = run
             .handoff_sandbox
             .then(|| handoff_core::sandbox::SandboxSpec {

@@ -2204,7 +2204,7 @@ fn capabilities_json() {
         ctx(&run)
     );
     let providers = j["providers"].as_array().unwrap();
-    assert_eq!(providers.len(), 8, "{}", ctx(&run));
+    assert_eq!(providers.len(), 9, "{}", ctx(&run));
     let ids: Vec<&str> = providers.iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(
         ids,
@@ -2216,7 +2216,8 @@ fn capabilities_json() {
             "claude",
             "opencode",
             "cursor",
-            "copilot"
+            "copilot",
+            "qwen"
         ]
     );
     for p in providers {

@@ -118,16 +118,61 @@ pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The file of session `id` in the rig's stores.
-fn session_file(rig: &Rig, id: &str) -> PathBuf {
+/// The file of session `id` in the rig's stores of Claude Code, Codex, Copilot and Qwen, when
+/// it has one (OpenCode keeps its sessions in a database).
+fn find_session_file(rig: &Rig, id: &str) -> Option<PathBuf> {
     let mut all = files_under(&rig.root.join("home/.claude/projects"));
     all.extend(files_under(&rig.root.join("codex-home/sessions")));
+    all.extend(files_under(&rig.root.join("home/.qwen/projects")));
+    let copilot = rig
+        .root
+        .join("home/.copilot/session-state")
+        .join(id)
+        .join("events.jsonl");
     all.into_iter()
         .find(|p| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().ends_with(&format!("{id}.jsonl")))
         })
-        .unwrap_or_else(|| panic!("no session file for {id}"))
+        .or_else(|| copilot.is_file().then_some(copilot))
+}
+
+/// The file of session `id` in the rig's stores.
+fn session_file(rig: &Rig, id: &str) -> PathBuf {
+    find_session_file(rig, id).unwrap_or_else(|| panic!("no session file for {id}"))
+}
+
+/// A conversation carried between two real CLIs, the first made by `from` from a note (Claude
+/// Code hands it over): the first receiver's session is carried to `to`, which resumes it with
+/// the earlier turns in its request; the source is left as it was.
+pub(super) fn carried_between(from: &'static str, to: &'static str) {
+    let rig = rig();
+    let source = first_session(&rig, "claude", from);
+    let source_file = find_session_file(&rig, &source);
+    let before = source_file.as_ref().map(|f| std::fs::read(f).unwrap());
+    rig.server.clear_log();
+    rig.server
+        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
+    let (code, r) = continue_(&rig, &["--to", to]);
+    assert_eq!(code, 0, "{from}→{to}: {r:#}");
+    let carry = &r["carry"];
+    assert_eq!(carry["carried"], true, "{carry:#}");
+    assert_eq!(carry["source"]["provider"], from);
+    assert_eq!(carry["source"]["sessionId"], source.as_str());
+    let carried = carry["sessionId"].as_str().unwrap();
+    assert_eq!(r["receiver"]["sessionId"], carried, "{r:#}");
+    assert_eq!(
+        r["continuity"]["result"], "continued",
+        "{from}→{to}: {:#}",
+        r["continuity"]
+    );
+    assert_eq!(r["receiver"]["lastMessage"], SECOND_ANSWER);
+    let request = last_request(&rig);
+    assert!(request.contains(FIRST_ANSWER), "{from}→{to}: {request}");
+    assert!(request.contains(FIRST_PROMPT), "{from}→{to}: {request}");
+    if let (Some(file), Some(before)) = (source_file, before) {
+        assert_eq!(std::fs::read(file).unwrap(), before, "the source changed");
+    }
 }
 
 /// The last model call's body, as text.

@@ -8,14 +8,9 @@ use serde_json::Value;
 
 use super::Rig;
 
-/// Whether this run of the suite includes Copilot (`HANDOFF_REAL_ONLY` names the CLIs to run).
+/// Whether this run of the suite includes Copilot and `others`.
 fn wanted(others: &[&str]) -> bool {
-    match std::env::var("HANDOFF_REAL_ONLY") {
-        Ok(only) => std::iter::once("copilot")
-            .chain(others.iter().copied())
-            .all(|c| only.split(',').any(|o| o == c)),
-        Err(_) => true,
-    }
+    super::wanted("copilot", others)
 }
 
 #[test]
@@ -167,65 +162,24 @@ fn copilot_sits_on_a_panel() {
     );
 }
 
-/// A conversation carried between Copilot and OpenCode, both real: the first receiver's
-/// session (made by its real CLI from the note) is carried to the other, which resumes it with
-/// the earlier turns in its request; the source is left as it was.
-fn carried_between(from: &'static str, to: &'static str) {
-    if !wanted(&["opencode"]) {
-        return;
-    }
-    use super::carry::{FIRST_ANSWER, FIRST_PROMPT, SECOND_ANSWER, continue_, first_session};
-    let rig = super::carry::rig();
-    let source = first_session(&rig, "claude", from);
-    let source_file = match from {
-        "copilot" => Some(
-            rig.root
-                .join("home/.copilot/session-state")
-                .join(&source)
-                .join("events.jsonl"),
-        ),
-        _ => None,
-    };
-    let before = source_file.as_ref().map(|f| std::fs::read(f).unwrap());
-    rig.server.clear_log();
-    rig.server
-        .set_script(Script::new([Step::text(SECOND_ANSWER)]));
-    let (code, r) = continue_(&rig, &["--to", to]);
-    assert_eq!(code, 0, "{from}→{to}: {r:#}");
-    let carry = &r["carry"];
-    assert_eq!(carry["carried"], true, "{carry:#}");
-    assert_eq!(carry["source"]["provider"], from);
-    assert_eq!(carry["source"]["sessionId"], source.as_str());
-    let carried = carry["sessionId"].as_str().unwrap();
-    assert_eq!(r["receiver"]["sessionId"], carried, "{r:#}");
-    assert_eq!(
-        r["continuity"]["result"], "continued",
-        "{from}→{to}: {:#}",
-        r["continuity"]
-    );
-    assert_eq!(r["receiver"]["lastMessage"], SECOND_ANSWER);
-    let request = super::carry::last_request(&rig);
-    assert!(request.contains(FIRST_ANSWER), "{from}→{to}: {request}");
-    assert!(request.contains(FIRST_PROMPT), "{from}→{to}: {request}");
-    if let (Some(file), Some(before)) = (source_file, before) {
-        assert_eq!(std::fs::read(file).unwrap(), before, "the source changed");
-    }
-}
-
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn carry_copilot_to_opencode_is_resumed_with_the_earlier_turns() {
-    carried_between("copilot", "opencode");
+    if wanted(&["opencode"]) {
+        super::carry::carried_between("copilot", "opencode");
+    }
 }
 
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
-    carried_between("opencode", "copilot");
+    if wanted(&["opencode"]) {
+        super::carry::carried_between("opencode", "copilot");
+    }
 }
 
 /// A one-tool stdio MCP server (`echo`), in Python's standard library only.
-const MCP_ECHO: &str = r#"import sys, json
+pub(super) const MCP_ECHO: &str = r#"import sys, json
 for line in sys.stdin:
     m = json.loads(line)
     if "id" not in m:
