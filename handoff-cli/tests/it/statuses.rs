@@ -2222,11 +2222,13 @@ fn capabilities_json() {
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
-        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot. Cursor
+        // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot, Qwen. Cursor
         // and Kiro receive from the note and a recap, verified against recorded outputs;
         // Cursor's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
-            "claude" | "codex" | "opencode" | "copilot" => ("full", serde_json::json!("real")),
+            "claude" | "codex" | "opencode" | "copilot" | "qwen" => {
+                ("full", serde_json::json!("real"))
+            }
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),
             _ => ("none", serde_json::Value::Null),
         };
