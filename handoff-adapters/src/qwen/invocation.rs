@@ -130,13 +130,33 @@ pub(super) fn home(root: &Utf8Path) -> Utf8PathBuf {
 /// share the CLI's network: a namespace where only the model's endpoints have an address, or
 /// the host's network when the web or MCP servers are granted.
 ///
-/// Without handoff's sandbox nothing is confined but its processes.
+/// Without handoff's sandbox a shell leaves everything open but its processes; without one,
+/// Qwen's tools read anywhere, write (where granted) wherever a path points, and reach the web
+/// only when granted.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
     let g = &shape.grants;
     if !shape.handoff_sandbox {
+        if g.bash {
+            return Isolation {
+                process: handoff_core::process_containment(),
+                ..Isolation::unconfined()
+            };
+        }
         return Isolation {
+            enforcement: Enforcement::None,
+            filesystem_write: if g.write {
+                FilesystemWrite::Anywhere
+            } else {
+                FilesystemWrite::None
+            },
+            filesystem_read: FilesystemRead::Anywhere,
+            network: if g.web_search {
+                Network::Web
+            } else {
+                Network::None
+            },
+            unix_sockets: UnixSockets::None,
             process: handoff_core::process_containment(),
-            ..Isolation::unconfined()
         };
     }
     let host = super::network::host_network(g.web_search, g.mcp);

@@ -16,7 +16,9 @@ use sha2::{Digest, Sha256};
 
 use crate::support::{Run, Sandbox};
 
-const AGENTS: [&str; 6] = ["codex", "grok", "kiro", "claude", "opencode", "cursor"];
+const AGENTS: [&str; 7] = [
+    "codex", "grok", "kiro", "claude", "opencode", "cursor", "qwen",
+];
 
 fn caller_for(target: &str) -> &'static str {
     if target == "codex" { "claude" } else { "codex" }
@@ -171,7 +173,7 @@ fn assert_dag_consistent(dag: &Value) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The 6×6 matrix and one root consulting all six targets
+// The 7×7 matrix and one root consulting all seven targets
 // ---------------------------------------------------------------------------------------------
 
 /// What the supervisor does with an adviser (asking with the worker's grants: a shell, no web
@@ -195,27 +197,28 @@ fn cell(worker: &str, adviser: &str) -> Cell {
     const CURSOR_FOR_SEALED: &str = "filesystem write temp (caller: none), network any (caller: \
                                      none), unix sockets all (caller: none)";
     match (worker, adviser) {
-        // Unconfined with a shell: every adviser is at least as isolated.
-        ("kiro" | "opencode", _) => AsIs,
+        // Unconfined with a shell (Qwen without handoff's sandbox too): every adviser is at
+        // least as isolated.
+        ("kiro" | "opencode" | "qwen", _) => AsIs,
         // Claude Code's sandboxed Bash writes only the run's own temporary directory, and
         // Codex in review writes nothing: both are as sealed as any worker.
         (_, "codex" | "claude") => AsIs,
         // Writes temporary directories and reaches the network: only Kiro's and OpenCode's
         // unconfined shells (which write anywhere) are weaker.
         ("cursor", "grok" | "cursor") => AsIs,
-        ("cursor", "kiro" | "opencode") => WithoutShell,
+        ("cursor", "kiro" | "opencode" | "qwen") => WithoutShell,
         // Grok reaches the network: only writes make an adviser weaker.
         ("grok", "grok") => AsIs,
-        ("grok", "kiro" | "opencode") => WithoutShell,
+        ("grok", "kiro" | "opencode" | "qwen") => WithoutShell,
         ("grok", "cursor") => Refused("filesystem write temp (caller: none)"),
         // Write nothing, no network: every shell that reaches the network or writes goes.
-        ("codex" | "claude", "grok" | "kiro" | "opencode") => WithoutShell,
+        ("codex" | "claude", "grok" | "kiro" | "opencode" | "qwen") => WithoutShell,
         ("codex" | "claude", "cursor") => Refused(CURSOR_FOR_SEALED),
         other => panic!("no expectation for {other:?}"),
     }
 }
 
-/// Every agent as a worker asks every agent for advice (six calls per root, 36 in all), and
+/// Every agent as a worker asks every agent for advice (seven calls per root, 49 in all), and
 /// each cell of the worker × adviser table is what [`cell`] says. An admitted adviser runs on
 /// the live worktree when it cannot write it (else on a snapshot), is recorded in the DAG with
 /// the worker as derived caller and its view, and its reply is the result the DAG hashed; one
@@ -244,7 +247,7 @@ fn every_worker_asks_every_target() {
             "the prompt names the binary and the command: {command}"
         );
         let calls = nested(&w);
-        assert_eq!(calls.len(), 6);
+        assert_eq!(calls.len(), AGENTS.len());
         let nodes = dag_nodes(&run);
         let admitted = AGENTS
             .iter()
@@ -293,8 +296,9 @@ fn every_worker_asks_every_target() {
                 },
                 "{worker_agent}→{target}"
             );
-            // Only Kiro and OpenCode with a shell could write the worktree they run in.
-            let live = !(shell && matches!(target.as_str(), "kiro" | "opencode"));
+            // Only Kiro, OpenCode and Qwen (unconfined) with a shell could write the worktree
+            // they run in.
+            let live = !(shell && matches!(target.as_str(), "kiro" | "opencode" | "qwen"));
             let view = if live { "live" } else { "snapshot" };
             assert_eq!(result["view"], view, "{worker_agent}→{target}: {result:#}");
             let snap = &result["snapshot"];
@@ -353,7 +357,10 @@ fn every_worker_asks_every_target() {
         assert_dag_consistent(&run.json["dag"]);
         // The worker's evidence carries each adviser's answer.
         let evidence = run.json["output"]["evidence"].as_array().unwrap();
-        assert_eq!(evidence.iter().filter(|e| e["kind"] == "advice").count(), 6);
+        assert_eq!(
+            evidence.iter().filter(|e| e["kind"] == "advice").count(),
+            AGENTS.len()
+        );
     }
 }
 
