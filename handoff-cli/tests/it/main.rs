@@ -36,6 +36,7 @@ mod note;
 mod own_sandbox;
 mod panel;
 mod planting;
+mod qwen;
 mod remote;
 mod statuses;
 mod support;
