@@ -211,13 +211,13 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
     if b["available"] == true {
         writeln!(
             out,
-            "sandbox     bubblewrap {} (for OpenCode, Copilot)",
+            "sandbox     bubblewrap {} (for OpenCode, Copilot, Qwen)",
             s(&b["path"])
         )?;
     } else {
         writeln!(
             out,
-            "sandbox     unavailable: no working bwrap on PATH, OpenCode and Copilot run unconfined \
+            "sandbox     unavailable: no working bwrap on PATH, OpenCode, Copilot and Qwen run unconfined \
              (Debian: apt-get install bubblewrap)"
         )?;
     }

@@ -46,7 +46,7 @@ macro_rules! delegate_input {
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
-            /// The agent that does the work: codex, claude, grok, kiro, opencode, cursor or copilot
+            /// The agent that does the work: codex, claude, grok, kiro, opencode, cursor, copilot or qwen
             /// (`--harness`); or, for a read-only request (advice, review, verify), a list of
             /// agents, each optionally `agent:model`, asked as a panel (one `handoff.panel.v1`
             /// result with the members' findings merged).
@@ -177,7 +177,7 @@ pub struct ContinueInput {
     /// <machine>[:<path>] | on this machine]", e.g. "codex gpt-5 high on devbox" (the
     /// positional argument of `handoff continue`; give this or `to`).
     pub destination: Option<String>,
-    /// The agent that takes the task over (`--to`): claude, codex, opencode or copilot with the
+    /// The agent that takes the task over (`--to`): claude, codex, opencode, copilot or qwen with the
     /// carried conversation; cursor or kiro from the note and a recap (`fallback: fresh-agent`).
     pub to: Option<String>,
     /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit

@@ -437,6 +437,7 @@ fn check_body(body: &str, path: &str, p: &mut Problems) {
         "kiro-cli chat",
         "grok -p",
         "copilot -p",
+        "qwen -p",
     ] {
         if body.contains(direct) {
             p.add(path, format!("calls an agent CLI directly (`{direct}`)"));
