@@ -293,6 +293,8 @@ mod tests {
                 FlagKind::AgentConfig,
             ),
             (".github/copilot-instructions.md", FlagKind::AgentConfig),
+            (".qwen/settings.json", FlagKind::AgentConfig),
+            ("QWEN.md", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());
