@@ -84,8 +84,8 @@ pub fn parse(raw: &RawOutput) -> Result<Observation, OutputError> {
         };
         result = events
             .into_iter()
-            .filter(|e| e.get("type").and_then(Value::as_str) == Some("result"))
-            .last()
+            .rev()
+            .find(|e| e.get("type").and_then(Value::as_str) == Some("result"))
             .or(result);
     }
     let Some(result) = result else {

@@ -388,8 +388,8 @@ fn last_assistant(file: &Path) -> Option<String> {
             v["message"]["parts"]
                 .as_array()?
                 .iter()
-                .filter_map(|p| p["text"].as_str())
-                .last()
+                .rev()
+                .find_map(|p| p["text"].as_str())
                 .map(str::to_owned)
         })
         .find(|t| !t.trim().is_empty())
