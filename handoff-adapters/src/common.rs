@@ -46,6 +46,36 @@ pub fn one_line(s: &str, max: usize) -> String {
     joined.chars().take(max).collect()
 }
 
+/// A receiver's turn that ended without its closing event: the first line of its stderr, else
+/// `unfinished`, on one line.
+pub fn unfinished_turn(raw: &RawOutput, unfinished: &str) -> String {
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    one_line(
+        crate::probe::first_line(&stderr)
+            .as_deref()
+            .unwrap_or(unfinished),
+        1024,
+    )
+}
+
+/// `<executable> --resume <id>`, with the configuration's model (`--model`): how a person
+/// resumes a receiver's session in a CLI that resumes by id.
+pub fn resume_by_id(
+    executable: &str,
+    session_id: &str,
+    config: &handoff_core::AgentConfig,
+) -> Vec<String> {
+    let mut argv = vec![
+        executable.to_owned(),
+        "--resume".to_owned(),
+        session_id.to_owned(),
+    ];
+    if let Some(model) = &config.model {
+        argv.extend(["--model".to_owned(), model.clone()]);
+    }
+    argv
+}
+
 /// The value of an MCP secret reference, from handoff's own environment.
 pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
     run.parent_env

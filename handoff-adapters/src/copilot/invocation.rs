@@ -64,16 +64,6 @@ pub(crate) const TOOLS: ToolSet = ToolSet {
     never: NEVER_TOOLS,
 };
 
-/// The tools a run is given, by grant.
-pub fn granted_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    TOOLS.granted(write, bash, web)
-}
-
-/// The built-in tools a run is refused by name: everything known that is not granted.
-pub fn refused_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    TOOLS.refused(write, bash, web)
-}
-
 /// The `--deny-tool` rules of a run: Copilot's permission kinds that are not granted.
 pub fn deny_rules(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
     [(!write, "write"), (!bash, "shell"), (!web, "url")]
@@ -244,12 +234,12 @@ impl Copilot {
         }
         let (tool_list, tool_mode) = if servers.is_empty() {
             args.push("--available-tools".into());
-            let t = granted_tools(write, g.bash, g.web_search);
+            let t = TOOLS.granted(write, g.bash, g.web_search);
             args.extend(t.iter().map(|s| (*s).to_owned()));
             (t, "allowlist (--available-tools)")
         } else {
             args.push("--excluded-tools".into());
-            let t = refused_tools(write, g.bash, g.web_search);
+            let t = TOOLS.refused(write, g.bash, g.web_search);
             args.extend(t.iter().map(|s| (*s).to_owned()));
             (
                 t,

@@ -214,12 +214,9 @@ pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
         }
     }
     if !finished && report.failure.is_none() {
-        let stderr = String::from_utf8_lossy(&raw.stderr);
-        report.failure = Some(one_line(
-            crate::probe::first_line(&stderr)
-                .as_deref()
-                .unwrap_or("Copilot ended without a result event"),
-            1024,
+        report.failure = Some(crate::common::unfinished_turn(
+            raw,
+            "Copilot ended without a result event",
         ));
     }
     report
@@ -240,15 +237,7 @@ impl Receiver for Copilot {
 
     /// `copilot --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        let mut argv = vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ];
-        if let Some(model) = &config.model {
-            argv.extend(["--model".to_owned(), model.clone()]);
-        }
-        argv
+        crate::common::resume_by_id(SPEC.executable, session_id, config)
     }
 
     /// Every Copilot whose `--help` passes preflight resumes by id (`--resume`).

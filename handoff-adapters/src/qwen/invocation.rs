@@ -89,16 +89,6 @@ pub(crate) const TOOLS: ToolSet = ToolSet {
     never: NEVER_TOOLS,
 };
 
-/// The tools a run is given, by grant.
-pub fn granted_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    TOOLS.granted(write, bash, web)
-}
-
-/// The built-in tools a run is refused by name: everything known that is not granted.
-pub fn refused_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    TOOLS.refused(write, bash, web)
-}
-
 /// handoff's Qwen settings, as the system settings file (which outranks the user's and the
 /// project's): no managed auto-memory (its extraction is a second model call with write and
 /// shell tools after every turn), no hooks, no auto-update, no telemetry, and the effort when
@@ -272,8 +262,8 @@ impl Qwen {
             },
         ];
         let mut args = base_args(Some(turns), model);
-        let tools = granted_tools(write, g.bash, g.web_search);
-        let refused = refused_tools(write, g.bash, g.web_search);
+        let tools = TOOLS.granted(write, g.bash, g.web_search);
+        let refused = TOOLS.refused(write, g.bash, g.web_search);
         args.push(format!("--core-tools={}", tools.join(",")));
         args.push(format!("--exclude-tools={}", refused.join(",")));
         // Always given, so that a project's `.qwen/settings.json` starts no server of its own:

@@ -14,9 +14,7 @@ use handoff_core::{
 };
 use serde_json::{Value, json};
 
-use super::invocation::{
-    SETTINGS_FILE, base_args, base_env, granted_tools, refused_tools, settings,
-};
+use super::invocation::{SETTINGS_FILE, TOOLS, base_args, base_env, settings};
 use super::sessions::{chats_dir, qwen_home};
 use super::{Qwen, SPEC};
 use crate::common::{json_lines, one_line, receiver_grants};
@@ -61,11 +59,11 @@ impl Qwen {
         let mut args = base_args(None, request.model.as_deref());
         args.push(format!(
             "--core-tools={}",
-            granted_tools(g.write, g.bash, g.web_search).join(",")
+            TOOLS.granted(g.write, g.bash, g.web_search).join(",")
         ));
         args.push(format!(
             "--exclude-tools={}",
-            refused_tools(g.write, g.bash, g.web_search).join(",")
+            TOOLS.refused(g.write, g.bash, g.web_search).join(",")
         ));
         args.push("--allowed-mcp-server-names=".into());
         match &request.resume {
@@ -116,7 +114,7 @@ impl Qwen {
             "enforcement": "handoff-sandbox-and-tool-policy",
             "nativeFilesystemIsolation": false,
             "approvalMode": "yolo",
-            "coreTools": granted_tools(g.write, g.bash, g.web_search),
+            "coreTools": TOOLS.granted(g.write, g.bash, g.web_search),
             "settings": "handoff's, as the system settings file: no managed auto-memory call, no hooks",
             "mcpServers": "none: a project's servers are not started",
             "sessionPersistence": true,
@@ -196,12 +194,9 @@ pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
         }
     }
     if !finished && report.failure.is_none() {
-        let stderr = String::from_utf8_lossy(&raw.stderr);
-        report.failure = Some(one_line(
-            crate::probe::first_line(&stderr)
-                .as_deref()
-                .unwrap_or("Qwen ended without a result event"),
-            1024,
+        report.failure = Some(crate::common::unfinished_turn(
+            raw,
+            "Qwen ended without a result event",
         ));
     }
     report
@@ -222,15 +217,7 @@ impl Receiver for Qwen {
 
     /// `qwen --resume <id>` (from the session's directory), with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        let mut argv = vec![
-            SPEC.executable.to_owned(),
-            "--resume".to_owned(),
-            session_id.to_owned(),
-        ];
-        if let Some(model) = &config.model {
-            argv.extend(["--model".to_owned(), model.clone()]);
-        }
-        argv
+        crate::common::resume_by_id(SPEC.executable, session_id, config)
     }
 
     /// Every Qwen whose `--help` passes preflight resumes by id (`--resume`).
