@@ -1,8 +1,9 @@
 //! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, GitHub
-//! Copilot CLI, Qwen Code, the community Grok CLI) from the npm registry, driven through the `handoff` binary against the
-//! testkit's scripted model server on 127.0.0.1, and `continue --on` over a real OpenSSH server
-//! on 127.0.0.1 (Debian's openssh-server and openssh-client, installed when missing). A failed
-//! install fails the suite; nothing is skipped silently.
+//! Copilot CLI, Qwen Code, the community Grok CLI) from the npm registry, driven through the
+//! `handoff` binary against the testkit's scripted model server on 127.0.0.1, and
+//! `continue --on` over a real OpenSSH server on 127.0.0.1 (Debian's openssh-server and
+//! openssh-client, installed when missing). A failed install fails the suite; nothing is
+//! skipped silently.
 //!
 //! Two lanes run the same suite: the pinned one ([`PINNED`], in `target/e2e-real/npm`) and,
 //! with `--latest`, each CLI's npm `latest` release (in `target/e2e-real/npm-latest`), which

@@ -155,6 +155,27 @@ fn qwen_builds_with_its_own_tool() {
     }
 }
 
+/// The web granted without a shell: `web_fetch` is offered, the shell is not, and the run keeps
+/// the host's network (the receipt says so) for its web tool.
+#[test]
+#[ignore = "real CLIs: run `cargo xtask e2e-real`"]
+fn qwen_gets_its_web_tool_only_when_granted() {
+    if !wanted(&[]) {
+        return;
+    }
+    let rig = Rig::new("qwen", Script::answer(provider_output("searched")));
+    let run = rig.run("review", &["--web-search", "true", "--bash", "false"]);
+    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    let offered = rig.offered();
+    assert!(offered.contains(&"web_fetch".to_owned()), "{offered:?}");
+    for t in ["run_shell_command", "write_file", "edit", "agent"] {
+        assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
+    }
+    let sandbox = &run.json["policy"]["sandbox"];
+    assert_eq!(sandbox["enforcement"], "handoff", "{sandbox}");
+    assert!(sandbox["proxy"].is_null(), "{sandbox}");
+}
+
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn qwen_refuses_an_effort_it_does_not_have_before_starting() {

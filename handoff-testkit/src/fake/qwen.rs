@@ -207,7 +207,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     let chats = qwen_home().join("projects").join(slug(&cwd)).join("chats");
     let session = match parsed.value("resume").or(parsed.value("session-id")) {
         Some(id) if parsed.has("resume") && !chats.join(format!("{id}.jsonl")).is_file() => {
-            return fail(&format!("No saved session found with ID {id}."));
+            return fail(&format!(
+                "No saved session found with ID {id}. Run `qwen --resume` without an ID to choose from existing sessions."
+            ));
         }
         Some(id) => id.to_owned(),
         None => util::uuid(),
