@@ -1,4 +1,4 @@
-//! Embeds the full default engine from the library crates: all nine agents registered, git
+//! Embeds the full default engine from the library crates: all ten agents registered, git
 //! evidence from gix. Makes a scratch repository, asks Codex to build a small change in it, and
 //! prints the result. Run with an agent CLI (or the bundled fake agent) on PATH:
 //!

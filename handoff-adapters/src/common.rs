@@ -46,6 +46,36 @@ pub fn one_line(s: &str, max: usize) -> String {
     joined.chars().take(max).collect()
 }
 
+/// A receiver's turn that ended without its closing event: the first line of its stderr, else
+/// `unfinished`, on one line.
+pub fn unfinished_turn(raw: &RawOutput, unfinished: &str) -> String {
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    one_line(
+        crate::probe::first_line(&stderr)
+            .as_deref()
+            .unwrap_or(unfinished),
+        1024,
+    )
+}
+
+/// `<executable> --resume <id>`, with the configuration's model (`--model`): how a person
+/// resumes a receiver's session in a CLI that resumes by id (Copilot, Gemini, Qwen).
+pub fn resume_by_id(
+    executable: &str,
+    session_id: &str,
+    config: &handoff_core::AgentConfig,
+) -> Vec<String> {
+    let mut argv = vec![
+        executable.to_owned(),
+        "--resume".to_owned(),
+        session_id.to_owned(),
+    ];
+    if let Some(model) = &config.model {
+        argv.extend(["--model".to_owned(), model.clone()]);
+    }
+    argv
+}
+
 /// The value of an MCP secret reference, from handoff's own environment.
 pub fn mcp_secret(run: &RunDir, name: &str) -> Result<String, InvocationError> {
     run.parent_env
@@ -143,6 +173,45 @@ pub fn secret_forms(value: &str) -> Vec<String> {
         forms.push(token.trim().to_owned());
     }
     forms
+}
+
+/// A CLI's built-in tools by grant: what a run is given (an allowlist) and what it is refused
+/// by name (a blocklist), from the same lists.
+pub(crate) struct ToolSet {
+    /// Reading and searching files: every run.
+    pub(crate) read: &'static [&'static str],
+    /// Writing files: writing runs.
+    pub(crate) write: &'static [&'static str],
+    /// The shell, when granted.
+    pub(crate) shell: &'static [&'static str],
+    /// The web, when granted.
+    pub(crate) web: &'static [&'static str],
+    /// Tools no run gets.
+    pub(crate) never: &'static [&'static str],
+}
+
+impl ToolSet {
+    /// The tools a run is given, by grant.
+    pub(crate) fn granted(&self, write: bool, bash: bool, web: bool) -> Vec<&'static str> {
+        let mut t = self.read.to_vec();
+        for (on, group) in [(write, self.write), (bash, self.shell), (web, self.web)] {
+            if on {
+                t.extend(group);
+            }
+        }
+        t
+    }
+
+    /// The tools a run is refused by name: everything known that is not granted.
+    pub(crate) fn refused(&self, write: bool, bash: bool, web: bool) -> Vec<&'static str> {
+        let mut t = self.never.to_vec();
+        for (on, group) in [(write, self.write), (bash, self.shell), (web, self.web)] {
+            if !on {
+                t.extend(group);
+            }
+        }
+        t
+    }
 }
 
 /// A TOML basic string.
@@ -572,20 +641,6 @@ pub fn proxied_shell_isolation(shape: &handoff_core::RunShape) -> handoff_core::
         unix_sockets: UnixSockets::None,
         process: handoff_core::process_containment(),
     }
-}
-
-/// `<exe> --resume <id>`, with `--model <model>` when the agent's configuration names one: how
-/// a person resumes a session of a CLI that takes its model as a flag (Copilot, Gemini).
-pub fn resume_with_model(
-    exe: &str,
-    session_id: &str,
-    config: &handoff_core::AgentConfig,
-) -> Vec<String> {
-    let mut argv = vec![exe.to_owned(), "--resume".to_owned(), session_id.to_owned()];
-    if let Some(model) = &config.model {
-        argv.extend(["--model".to_owned(), model.clone()]);
-    }
-    argv
 }
 
 /// The network of a CLI behind handoff's filtering proxy: `endpoints` (its model's), those of

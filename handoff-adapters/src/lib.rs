@@ -3,7 +3,7 @@
 //! Each adapter maps a `Request` to the CLI's exact argv, environment and private files (a pure
 //! function, snapshot-tested), proves the installed CLI supports them without a model call
 //! (preflight), and reads the CLI's own output format back into a candidate answer.
-//! [`default_registry`] registers all nine agents.
+//! [`default_registry`] registers all ten agents.
 #![deny(missing_docs)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
@@ -20,6 +20,7 @@ mod kiro;
 mod opencode;
 pub mod plugins;
 mod probe;
+mod qwen;
 mod store;
 
 use std::sync::Arc;
@@ -44,10 +45,11 @@ pub use grok_community::{
 pub use kiro::{Kiro, SPEC as KIRO_SPEC};
 pub use opencode::{OpenCode, SPEC as OPENCODE_SPEC};
 pub use probe::{ProbeOutput, mentions};
+pub use qwen::{Qwen, SPEC as QWEN_SPEC};
 
-/// A registry with all nine agents: Codex, Grok (xAI's CLI), Grok community (the
+/// A registry with all ten agents: Codex, Grok (xAI's CLI), Grok community (the
 /// `@vibe-kit/grok-cli`, under handoff's sandbox), Kiro, Claude Code, OpenCode, Cursor, GitHub
-/// Copilot CLI and Gemini CLI (both under handoff's sandbox).
+/// Copilot CLI, Gemini CLI and Qwen Code (all under handoff's sandbox).
 pub fn default_registry() -> handoff_core::Registry {
     let mut r = handoff_core::Registry::new();
     r.register(Arc::new(Codex))
@@ -58,6 +60,7 @@ pub fn default_registry() -> handoff_core::Registry {
         .register(Arc::new(OpenCode))
         .register(Arc::new(Cursor))
         .register(Arc::new(Copilot))
-        .register(Arc::new(Gemini));
+        .register(Arc::new(Gemini))
+        .register(Arc::new(Qwen));
     r
 }

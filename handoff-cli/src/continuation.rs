@@ -10,7 +10,7 @@ use handoff_core::{ContinueResult, Engine, ReceiverRole};
 const AFTER_HELP: &str = "\
 The destination phrase, in place of --to/--model/--effort/--on:
   phrase = agent { model | effort } [place]   (at most one model and one effort, either order)
-  agent  = codex, claude, opencode, cursor, kiro, grok, copilot, gemini, … or claude-code, cursor-agent, kiro-cli
+  agent  = codex, claude, opencode, cursor, kiro, grok, copilot, gemini, qwen, … or claude-code, cursor-agent, kiro-cli
   effort = minimal, low, medium, high, xhigh, max (the receiver's CLI must accept it)
   model  = any other word: gpt-5, o3, sonnet, …
   place  = on <machine>[:<path>] | on this machine | here | locally

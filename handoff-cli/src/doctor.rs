@@ -211,13 +211,13 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
     if b["available"] == true {
         writeln!(
             out,
-            "sandbox     bubblewrap {} (for OpenCode, Copilot, Gemini)",
+            "sandbox     bubblewrap {} (for OpenCode, Copilot, Gemini, Qwen)",
             s(&b["path"])
         )?;
     } else {
         writeln!(
             out,
-            "sandbox     unavailable: no working bwrap on PATH, OpenCode, Copilot and Gemini run unconfined \
+            "sandbox     unavailable: no working bwrap on PATH, OpenCode, Copilot, Gemini and Qwen run unconfined \
              (Debian: apt-get install bubblewrap)"
         )?;
     }

@@ -42,7 +42,7 @@ Exit codes:
 Only exit 0 with status \"succeeded\" is success.";
 
 /// Delegate coding work to another agent CLI (Codex, Claude Code, Grok, Kiro, OpenCode, Cursor,
-/// GitHub Copilot CLI, Gemini CLI) and verify the result with git, or hand the task itself over.
+/// GitHub Copilot CLI, Gemini CLI, Qwen Code) and verify the result with git, or hand the task itself over.
 #[derive(Debug, Parser)]
 #[command(name = "handoff", version, after_help = AFTER_HELP, propagate_version = true)]
 struct Cli {
@@ -145,8 +145,8 @@ struct DelegateArgs {
     /// metadata, recorded in the result.
     #[arg(long, value_name = "AGENT")]
     caller_harness: Option<String>,
-    /// The agent that does the work: codex, grok, kiro, claude, opencode, cursor, copilot or
-    /// gemini. A comma-separated list (`codex,claude:opus`, each agent optionally with
+    /// The agent that does the work: codex, grok, kiro, claude, opencode, cursor, copilot,
+    /// gemini or qwen. A comma-separated list (`codex,claude:opus`, each agent optionally with
     /// `:model`, at most 8) asks a panel: every member answers the same read-only request
     /// (advice, or run --mode review|verify) and one `handoff.panel.v1` line merges their
     /// answers.

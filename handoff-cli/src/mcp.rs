@@ -254,7 +254,7 @@ impl Server {
 
 #[tool_handler(
     name = "handoff",
-    instructions = "handoff delegates bounded coding tasks to other agent CLIs (codex, claude, grok, kiro, opencode, cursor, copilot, gemini), asks them for read-only advice, and hands whole tasks over. Every tool runs the `handoff` command; its result is the command's JSON line plus its exit code (only exit 0 with status \"succeeded\" is success). Agent runs can take many minutes: prefer handoff_start, then poll handoff_status / handoff_result (with waitSeconds), and handoff_cancel to stop a job."
+    instructions = "handoff delegates bounded coding tasks to other agent CLIs (codex, claude, grok, kiro, opencode, cursor, copilot, gemini, qwen), asks them for read-only advice, and hands whole tasks over. Every tool runs the `handoff` command; its result is the command's JSON line plus its exit code (only exit 0 with status \"succeeded\" is success). Agent runs can take many minutes: prefer handoff_start, then poll handoff_status / handoff_result (with waitSeconds), and handoff_cancel to stop a job."
 )]
 impl ServerHandler for Server {}
 

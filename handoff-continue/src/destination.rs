@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! phrase = agent { model | effort } [ place ]     at most one model and one effort, either order
-//! agent  = a registered agent (codex, claude, opencode, cursor, kiro, grok, copilot, gemini, …)
+//! agent  = a registered agent (codex, claude, opencode, cursor, kiro, grok, copilot, gemini, qwen, …)
 //!          or an alias: claude-code, cursor-agent, kiro-cli
 //! effort = a level some registered agent accepts (minimal, low, medium, high, xhigh, max)
 //! model  = any other word: gpt-5, o3, sonnet, claude-opus-4-1, …

@@ -103,6 +103,8 @@ pub const AGENT_DIRS: &[&str] = &[
     ".github/instructions/",
     // Gemini CLI's workspace settings, policies, commands and extensions.
     ".gemini/",
+    // Qwen Code's project settings (hooks, MCP servers), agents, commands and skills.
+    ".qwen/",
 ];
 
 /// File names of agents' configuration, wherever they are (but under `node_modules/`).
@@ -114,6 +116,7 @@ pub const AGENT_FILES: &[&str] = &[
     "opencode.jsonc",
     "copilot-instructions.md",
     "GEMINI.md",
+    "QWEN.md",
     ".mcp.json",
     ".cursorrules",
 ];
@@ -295,6 +298,8 @@ mod tests {
             (".github/copilot-instructions.md", FlagKind::AgentConfig),
             (".gemini/settings.json", FlagKind::AgentConfig),
             ("docs/GEMINI.md", FlagKind::AgentConfig),
+            (".qwen/settings.json", FlagKind::AgentConfig),
+            ("QWEN.md", FlagKind::AgentConfig),
         ] {
             assert_eq!(kind(p), Some(k), "{p}");
             assert!(!k.blocks());

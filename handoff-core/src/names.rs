@@ -43,9 +43,12 @@ impl AgentId {
     /// Gemini CLI.
     pub const GEMINI: AgentId = AgentId(Cow::Borrowed("gemini"));
 
-    /// The nine agents handoff ships adapters for, in the reference order (the community
-    /// Grok CLI after xAI's, then GitHub Copilot CLI and Gemini CLI).
-    pub const BUILTIN: [AgentId; 9] = [
+    /// Qwen Code.
+    pub const QWEN: AgentId = AgentId(Cow::Borrowed("qwen"));
+
+    /// The ten agents handoff ships adapters for, in the reference order (the community
+    /// Grok CLI after xAI's, then GitHub Copilot CLI, Gemini CLI and Qwen Code).
+    pub const BUILTIN: [AgentId; 10] = [
         AgentId::CODEX,
         AgentId::GROK,
         AgentId::GROK_COMMUNITY,
@@ -55,6 +58,7 @@ impl AgentId {
         AgentId::CURSOR,
         AgentId::COPILOT,
         AgentId::GEMINI,
+        AgentId::QWEN,
     ];
 
     /// A compile-time id for an embedder's provider. The caller guarantees the syntax.

@@ -42,6 +42,10 @@ pub const COPILOT_VERSION: &str = "1.0.102";
 pub const GEMINI_HELP: &str = include_str!("../fixtures/gemini-0.61.0-help.txt");
 /// The version the fake `gemini` reports.
 pub const GEMINI_VERSION: &str = "0.61.0";
+/// `qwen --help` of Qwen Code 0.24.4.
+pub const QWEN_HELP: &str = include_str!("../fixtures/qwen-0.24.4-help.txt");
+/// The version the fake `qwen` reports.
+pub const QWEN_VERSION: &str = "0.24.4";
 /// `cursor-agent --help` (synthetic).
 pub const CURSOR_HELP: &str = include_str!("../fixtures/cursor-agent-help.txt");
 /// `cursor-agent sandbox run --help` (synthetic).

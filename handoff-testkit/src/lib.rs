@@ -1,7 +1,7 @@
 //! Test support for handoff.
 //!
 //! - [`fake_agent_bin`]: the `fake-agent` binary, which imitates every agent CLI handoff drives
-//!   (`claude`, `codex`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`, `copilot`, `gemini`) and dispatches on the
+//!   (`claude`, `codex`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`, `copilot`, `gemini`, `qwen`) and dispatches on the
 //!   basename of `argv[0]`.
 //! - [`FakeAgents`]: a `bin/` directory of symlinks to it, plus the `fake-agent.env` switches and
 //!   the invocation records.

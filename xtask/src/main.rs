@@ -14,8 +14,9 @@
 //!   Rust toolchain on `PATH`, then driven.
 //! - `workflows`: actionlint over `.github/workflows/`.
 //! - `check-macos`: the workspace type-checked for macOS (part of `ci`).
-//! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode and community Grok CLIs against
-//!   the scripted model server, and `continue --on` over a real OpenSSH server; pinned, or
+//! - `e2e-real [--latest]`: the real Claude Code, Codex, OpenCode, Copilot, Qwen and community
+//!   Grok CLIs against the scripted model server, and `continue --on` over a real OpenSSH
+//!   server; pinned, or
 //!   (`--latest`) each CLI's npm `latest` release when it differs from the pin.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 

@@ -1,5 +1,5 @@
 //! `cargo xtask e2e-real [--latest]`: the real agent CLIs (Claude Code, Codex, OpenCode, GitHub
-//! Copilot CLI, Gemini CLI, the community Grok CLI) from the npm registry, driven through the
+//! Copilot CLI, Gemini CLI, Qwen Code, the community Grok CLI) from the npm registry, driven through the
 //! `handoff` binary against the testkit's scripted model server on 127.0.0.1, and
 //! `continue --on` over a real OpenSSH server on 127.0.0.1 (Debian's openssh-server and
 //! openssh-client, installed when missing). A failed install fails the suite; nothing is
@@ -68,6 +68,14 @@ pub const PINNED: &[Pin] = &[
         version: "0.61.0",
         exe: "gemini",
         agent: "gemini",
+    },
+    // Qwen Code. It declares Node >= 22 but runs on Node 20 (the lanes use the machine's Node,
+    // 20.20.2); npm warns EBADENGINE as it installs.
+    Pin {
+        package: "@qwen-code/qwen-code",
+        version: "0.24.4",
+        exe: "qwen",
+        agent: "qwen",
     },
     // The community Grok CLI (its `--version` prints 1.0.1).
     Pin {

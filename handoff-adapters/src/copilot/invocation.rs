@@ -11,7 +11,7 @@ use handoff_core::{
 use serde_json::{Value, json};
 
 use super::{Copilot, SPEC};
-use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, effective_env, render_mcp};
+use crate::common::{PROVIDER_DEFAULT_STR, ResolvedMcp, ToolSet, render_mcp};
 
 /// The tools every run has: reading and searching files.
 pub const READ_TOOLS: &[&str] = &["view", "grep", "glob"];
@@ -53,36 +53,14 @@ pub const USAGE_FILE: &str = "usage.json";
 /// The MCP configuration `--additional-mcp-config @<file>` reads.
 pub const MCP_FILE: &str = "mcp-config.json";
 
-/// The tools a run is given, by grant.
-pub fn granted_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    let mut t = READ_TOOLS.to_vec();
-    if write {
-        t.extend(WRITE_TOOLS);
-    }
-    if bash {
-        t.extend(SHELL_TOOLS);
-    }
-    if web {
-        t.extend(WEB_TOOLS);
-    }
-    t
-}
-
-/// The built-in tools a run with MCP servers is refused by name: everything known that is not
-/// granted.
-pub fn refused_tools(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
-    let mut t = NEVER_TOOLS.to_vec();
-    if !write {
-        t.extend(WRITE_TOOLS);
-    }
-    if !bash {
-        t.extend(SHELL_TOOLS);
-    }
-    if !web {
-        t.extend(WEB_TOOLS);
-    }
-    t
-}
+/// The run's built-in tools, by grant.
+pub(crate) const TOOLS: ToolSet = ToolSet {
+    read: READ_TOOLS,
+    write: WRITE_TOOLS,
+    shell: SHELL_TOOLS,
+    web: WEB_TOOLS,
+    never: NEVER_TOOLS,
+};
 
 /// The `--deny-tool` rules of a run: Copilot's permission kinds that are not granted.
 pub fn deny_rules(write: bool, bash: bool, web: bool) -> Vec<&'static str> {
@@ -162,7 +140,7 @@ impl Copilot {
         let base = agent_env(spec, &run.parent_env);
         // What Copilot will see once the user's configuration (`[agents.copilot]`) is applied:
         // their provider and package cache decide the network and the mounts.
-        let user = effective_env(&base, run);
+        let user = crate::common::effective_env(&base, run);
         let offline = byok(&user) && !g.web_search;
 
         let mut env = base.clone();
@@ -198,12 +176,12 @@ impl Copilot {
         }
         let (tool_list, tool_mode) = if servers.is_empty() {
             args.push("--available-tools".into());
-            let t = granted_tools(write, g.bash, g.web_search);
+            let t = TOOLS.granted(write, g.bash, g.web_search);
             args.extend(t.iter().map(|s| (*s).to_owned()));
             (t, "allowlist (--available-tools)")
         } else {
             args.push("--excluded-tools".into());
-            let t = refused_tools(write, g.bash, g.web_search);
+            let t = TOOLS.refused(write, g.bash, g.web_search);
             args.extend(t.iter().map(|s| (*s).to_owned()));
             (
                 t,

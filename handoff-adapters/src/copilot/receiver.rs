@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use super::invocation::{SECRET_VARS, byok, roots, user_package_cache};
 use super::sessions::copilot_home;
 use super::{Copilot, SPEC};
-use crate::common::effective_env;
 use crate::common::{json_lines, one_line, receiver_grants};
 use crate::store::plain_id;
 
@@ -35,7 +34,7 @@ impl Copilot {
         }
         let g = receiver_grants(request.role);
         let base = agent_env(spec, &run.parent_env);
-        let user = effective_env(&base, run);
+        let user = crate::common::effective_env(&base, run);
         let offline = byok(&user);
         let session = request
             .resume
@@ -215,12 +214,9 @@ pub fn parse_receiver(raw: &RawOutput) -> ReceiverReport {
         }
     }
     if !finished && report.failure.is_none() {
-        let stderr = String::from_utf8_lossy(&raw.stderr);
-        report.failure = Some(one_line(
-            crate::probe::first_line(&stderr)
-                .as_deref()
-                .unwrap_or("Copilot ended without a result event"),
-            1024,
+        report.failure = Some(crate::common::unfinished_turn(
+            raw,
+            "Copilot ended without a result event",
         ));
     }
     report
@@ -241,7 +237,7 @@ impl Receiver for Copilot {
 
     /// `copilot --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        crate::common::resume_with_model(SPEC.executable, session_id, config)
+        crate::common::resume_by_id(SPEC.executable, session_id, config)
     }
 
     /// Every Copilot whose `--help` passes preflight resumes by id (`--resume`).

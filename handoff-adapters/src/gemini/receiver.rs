@@ -257,7 +257,7 @@ impl Receiver for Gemini {
 
     /// `gemini --resume <id>`, with the configuration's model.
     fn resume_command(&self, session_id: &str, config: &AgentConfig) -> Vec<String> {
-        crate::common::resume_with_model(SPEC.executable, session_id, config)
+        crate::common::resume_by_id(SPEC.executable, session_id, config)
     }
 
     /// Every Gemini whose `--help` passes preflight resumes by id (`--resume`).

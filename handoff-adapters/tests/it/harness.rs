@@ -184,6 +184,7 @@ pub(crate) const AGENTS: &[Agent] = &[
     crate::cursor::CURSOR,
     crate::copilot::COPILOT,
     crate::gemini::GEMINI,
+    crate::qwen::QWEN,
 ];
 
 /// Every mode × profile plan of `agent`, with the standard parent environment, named
@@ -756,6 +757,26 @@ const RECORDED: &[(&str, &str, &str, &str)] = &[
         "api-gemini-server-error.out",
         "it__parse__api_errors",
         "gemini-server-error",
+    ),
+    // Recorded from Qwen Code 0.24.4 against a local server answering an API error (its
+    // retries off for 429 and 5xx: `model.generationConfig.maxRetries` 0).
+    (
+        "qwen",
+        "api-qwen-auth.out",
+        "it__parse__api_errors",
+        "qwen-auth",
+    ),
+    (
+        "qwen",
+        "api-qwen-rate-limited.out",
+        "it__parse__api_errors",
+        "qwen-rate-limited",
+    ),
+    (
+        "qwen",
+        "api-qwen-server-error.out",
+        "it__parse__api_errors",
+        "qwen-server-error",
     ),
 ];
 

@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Copilot;
 use handoff_core::{
-    AgentId, CarryTarget, Message, Part, RawOutput, Receiver, ReceiverRequest, ReceiverRole,
-    ResumeFrom, Role, RunDir, SessionQuery, Sessions, StoreEnv, TRANSCRIPT_SCHEMA, Transcript,
-    TranscriptSource,
+    AgentId, CarryTarget, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role,
+    RunDir, SessionQuery, Sessions, StoreEnv,
 };
 use proptest::prelude::*;
 
@@ -58,59 +57,6 @@ fn a_real_session_reads_to_its_turns() {
     assert_eq!(t.messages[1].model.as_deref(), Some("fake-model"));
 }
 
-fn transcript() -> Transcript {
-    let msg = |role, model: Option<&str>, parts| Message {
-        role,
-        provider: AgentId::CLAUDE,
-        model: model.map(str::to_owned),
-        at: None,
-        source_id: None,
-        parts,
-    };
-    Transcript {
-        schema_version: TRANSCRIPT_SCHEMA.to_owned(),
-        source: TranscriptSource {
-            provider: AgentId::CLAUDE,
-            session_id: "source".to_owned(),
-            path: "/dev/null".into(),
-            cwd: None,
-        },
-        messages: vec![
-            msg(
-                Role::User,
-                None,
-                vec![Part::Text {
-                    text: "Fix the parser.".into(),
-                }],
-            ),
-            msg(
-                Role::Assistant,
-                Some("opus"),
-                vec![
-                    Part::Text {
-                        text: "Reading it first.".into(),
-                    },
-                    Part::ToolCall {
-                        name: "Read".into(),
-                        id: Some("t1".into()),
-                        input: "{\"path\":\"src/lib.rs\"}".into(),
-                    },
-                ],
-            ),
-            msg(
-                Role::User,
-                None,
-                vec![Part::ToolResult {
-                    id: Some("t1".into()),
-                    output: "pub fn one()".into(),
-                    is_error: false,
-                }],
-            ),
-        ],
-        warnings: vec![],
-    }
-}
-
 #[tokio::test]
 async fn a_carried_conversation_is_written_found_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -126,7 +72,7 @@ async fn a_carried_conversation_is_written_found_and_read_back() {
     let planned = Copilot
         .write_session(
             &env,
-            &transcript(),
+            &carried_transcript(),
             &CarryTarget {
                 dry_run: true,
                 ..target.clone()
@@ -136,7 +82,7 @@ async fn a_carried_conversation_is_written_found_and_read_back() {
         .unwrap();
     assert!(!planned.files[0].exists());
     let written = Copilot
-        .write_session(&env, &transcript(), &target)
+        .write_session(&env, &carried_transcript(), &target)
         .await
         .unwrap();
     assert_eq!(written.files, planned.files);
@@ -156,7 +102,7 @@ async fn a_carried_conversation_is_written_found_and_read_back() {
     // Never over an existing session.
     assert!(
         Copilot
-            .write_session(&env, &transcript(), &target)
+            .write_session(&env, &carried_transcript(), &target)
             .await
             .is_err()
     );
@@ -187,7 +133,7 @@ async fn a_carried_conversation_is_written_found_and_read_back() {
     );
     // Read back: the same parts, by the same provider and model.
     let back = Copilot.read_transcript(&by_id.path).unwrap();
-    let original = transcript();
+    let original = carried_transcript();
     assert_eq!(back.messages.len(), original.messages.len());
     for (b, o) in back.messages.iter().zip(&original.messages) {
         assert_eq!(

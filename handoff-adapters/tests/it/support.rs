@@ -307,3 +307,58 @@ pub fn texts(t: &Transcript) -> Vec<(Role, String)> {
         })
         .collect()
 }
+
+/// A short conversation by Claude Code (a user turn, an answer with a tool call, its result)
+/// to carry into another CLI's store.
+pub fn carried_transcript() -> handoff_core::Transcript {
+    let msg = |role, model: Option<&str>, parts| handoff_core::Message {
+        role,
+        provider: handoff_core::AgentId::CLAUDE,
+        model: model.map(str::to_owned),
+        at: None,
+        source_id: None,
+        parts,
+    };
+    handoff_core::Transcript {
+        schema_version: handoff_core::TRANSCRIPT_SCHEMA.to_owned(),
+        source: handoff_core::TranscriptSource {
+            provider: handoff_core::AgentId::CLAUDE,
+            session_id: "source".to_owned(),
+            path: "/dev/null".into(),
+            cwd: None,
+        },
+        messages: vec![
+            msg(
+                handoff_core::Role::User,
+                None,
+                vec![handoff_core::Part::Text {
+                    text: "Fix the parser.".into(),
+                }],
+            ),
+            msg(
+                handoff_core::Role::Assistant,
+                Some("opus"),
+                vec![
+                    handoff_core::Part::Text {
+                        text: "Reading it first.".into(),
+                    },
+                    handoff_core::Part::ToolCall {
+                        name: "Read".into(),
+                        id: Some("t1".into()),
+                        input: "{\"path\":\"src/lib.rs\"}".into(),
+                    },
+                ],
+            ),
+            msg(
+                handoff_core::Role::User,
+                None,
+                vec![handoff_core::Part::ToolResult {
+                    id: Some("t1".into()),
+                    output: "pub fn one()".into(),
+                    is_error: false,
+                }],
+            ),
+        ],
+        warnings: vec![],
+    }
+}

@@ -46,9 +46,9 @@ macro_rules! delegate_input {
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
-            /// The agent that does the work: codex, claude, grok, kiro, opencode, cursor, copilot
-            /// or gemini (`--harness`); or, for a read-only request (advice, review, verify), a
-            /// list of agents, each optionally `agent:model`, asked as a panel (one
+            /// The agent that does the work: codex, claude, grok, kiro, opencode, cursor, copilot,
+            /// gemini or qwen (`--harness`); or, for a read-only request (advice, review, verify),
+            /// a list of agents, each optionally `agent:model`, asked as a panel (one
             /// `handoff.panel.v1` result with the members' findings merged).
             pub harness: Harness,
             /// A panel succeeds when at least this many members succeed (`--quorum`; default:
@@ -177,8 +177,8 @@ pub struct ContinueInput {
     /// <machine>[:<path>] | on this machine]", e.g. "codex gpt-5 high on devbox" (the
     /// positional argument of `handoff continue`; give this or `to`).
     pub destination: Option<String>,
-    /// The agent that takes the task over (`--to`): claude, codex, opencode, copilot or gemini
-    /// with the carried conversation; cursor or kiro from the note and a recap (`fallback:
+    /// The agent that takes the task over (`--to`): claude, codex, opencode, copilot, gemini or
+    /// qwen with the carried conversation; cursor or kiro from the note and a recap (`fallback:
     /// fresh-agent`).
     pub to: Option<String>,
     /// Absolute path of a directory in the worktree; HEAD must be on a branch with a commit

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::support::{Run, Sandbox};
 
-const AGENTS: [&str; 7] = [
-    "codex", "grok", "kiro", "claude", "opencode", "cursor", "gemini",
+const AGENTS: [&str; 8] = [
+    "codex", "grok", "kiro", "claude", "opencode", "cursor", "gemini", "qwen",
 ];
 
 fn caller_for(target: &str) -> &'static str {
@@ -173,7 +173,7 @@ pub(crate) fn assert_dag_consistent(dag: &Value) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The 6×6 matrix and one root consulting all six targets
+// The 7×7 matrix and one root consulting all seven targets
 // ---------------------------------------------------------------------------------------------
 
 /// What the supervisor does with an adviser (asking with the worker's grants: a shell, no web
@@ -197,28 +197,28 @@ fn cell(worker: &str, adviser: &str) -> Cell {
     const CURSOR_FOR_SEALED: &str = "filesystem write temp (caller: none), network any (caller: \
                                      none), unix sockets all (caller: none)";
     match (worker, adviser) {
-        // Unconfined with a shell (Gemini here, without handoff's sandbox): every adviser is at
-        // least as isolated.
-        ("kiro" | "opencode" | "gemini", _) => AsIs,
+        // Unconfined with a shell (Gemini and Qwen here, without handoff's sandbox): every
+        // adviser is at least as isolated.
+        ("kiro" | "opencode" | "gemini" | "qwen", _) => AsIs,
         // Claude Code's sandboxed Bash writes only the run's own temporary directory, and
         // Codex in review writes nothing: both are as sealed as any worker.
         (_, "codex" | "claude") => AsIs,
         // Writes temporary directories and reaches the network: only Kiro's and OpenCode's
         // unconfined shells (which write anywhere) are weaker.
         ("cursor", "grok" | "cursor") => AsIs,
-        ("cursor", "kiro" | "opencode" | "gemini") => WithoutShell,
+        ("cursor", "kiro" | "opencode" | "gemini" | "qwen") => WithoutShell,
         // Grok reaches the network: only writes make an adviser weaker.
         ("grok", "grok") => AsIs,
-        ("grok", "kiro" | "opencode" | "gemini") => WithoutShell,
+        ("grok", "kiro" | "opencode" | "gemini" | "qwen") => WithoutShell,
         ("grok", "cursor") => Refused("filesystem write temp (caller: none)"),
         // Write nothing, no network: every shell that reaches the network or writes goes.
-        ("codex" | "claude", "grok" | "kiro" | "opencode" | "gemini") => WithoutShell,
+        ("codex" | "claude", "grok" | "kiro" | "opencode" | "gemini" | "qwen") => WithoutShell,
         ("codex" | "claude", "cursor") => Refused(CURSOR_FOR_SEALED),
         other => panic!("no expectation for {other:?}"),
     }
 }
 
-/// Every agent as a worker asks every agent for advice (seven calls per root, 49 in all), and
+/// Every agent as a worker asks every agent for advice (eight calls per root, 64 in all), and
 /// each cell of the worker × adviser table is what [`cell`] says. An admitted adviser runs on
 /// the live worktree when it cannot write it (else on a snapshot), is recorded in the DAG with
 /// the worker as derived caller and its view, and its reply is the result the DAG hashed; one
@@ -296,9 +296,10 @@ fn every_worker_asks_every_target() {
                 },
                 "{worker_agent}→{target}"
             );
-            // Only Kiro, OpenCode and (unconfined) Gemini with a shell could write the worktree
-            // they run in.
-            let live = !(shell && matches!(target.as_str(), "kiro" | "opencode" | "gemini"));
+            // Only Kiro, OpenCode, and (unconfined) Gemini and Qwen with a shell could write the
+            // worktree they run in.
+            let live =
+                !(shell && matches!(target.as_str(), "kiro" | "opencode" | "gemini" | "qwen"));
             let view = if live { "live" } else { "snapshot" };
             assert_eq!(result["view"], view, "{worker_agent}→{target}: {result:#}");
             let snap = &result["snapshot"];

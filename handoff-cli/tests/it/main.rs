@@ -38,6 +38,7 @@ mod note;
 mod own_sandbox;
 mod panel;
 mod planting;
+mod qwen;
 mod remote;
 mod saved_fingerprint;
 mod statuses;

@@ -2204,7 +2204,7 @@ fn capabilities_json() {
         ctx(&run)
     );
     let providers = j["providers"].as_array().unwrap();
-    assert_eq!(providers.len(), 9, "{}", ctx(&run));
+    assert_eq!(providers.len(), 10, "{}", ctx(&run));
     let ids: Vec<&str> = providers.iter().filter_map(|p| p["id"].as_str()).collect();
     assert_eq!(
         ids,
@@ -2217,16 +2217,17 @@ fn capabilities_json() {
             "opencode",
             "cursor",
             "copilot",
-            "gemini"
+            "gemini",
+            "qwen"
         ]
     );
     for p in providers {
         let id = p["id"].as_str().unwrap();
         // Full receivers, run against the real CLIs: Claude Code, Codex, OpenCode, Copilot,
-        // Gemini. Cursor and Kiro receive from the note and a recap, verified against recorded
-        // outputs; Cursor's sessions are read as a source. Grok keeps no sessions.
+        // Gemini, Qwen. Cursor and Kiro receive from the note and a recap, verified against
+        // recorded outputs; Cursor's sessions are read as a source. Grok keeps no sessions.
         let (receiver, verified) = match id {
-            "claude" | "codex" | "opencode" | "copilot" | "gemini" => {
+            "claude" | "codex" | "opencode" | "copilot" | "gemini" | "qwen" => {
                 ("full", serde_json::json!("real"))
             }
             "cursor" | "kiro" => ("fresh-agent", serde_json::json!("recorded")),

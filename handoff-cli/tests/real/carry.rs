@@ -118,16 +118,28 @@ pub(super) fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The file of session `id` in the rig's stores.
-fn session_file(rig: &Rig, id: &str) -> PathBuf {
+/// The file of session `id` in the rig's stores of Claude Code, Codex, Copilot and Qwen, when
+/// it has one (OpenCode keeps its sessions in a database).
+fn find_session_file(rig: &Rig, id: &str) -> Option<PathBuf> {
     let mut all = files_under(&rig.root.join("home/.claude/projects"));
     all.extend(files_under(&rig.root.join("codex-home/sessions")));
+    all.extend(files_under(&rig.root.join("home/.qwen/projects")));
+    let copilot = rig
+        .root
+        .join("home/.copilot/session-state")
+        .join(id)
+        .join("events.jsonl");
     all.into_iter()
         .find(|p| {
             p.file_name()
                 .is_some_and(|n| n.to_string_lossy().ends_with(&format!("{id}.jsonl")))
         })
-        .unwrap_or_else(|| panic!("no session file for {id}"))
+        .or_else(|| copilot.is_file().then_some(copilot))
+}
+
+/// The file of session `id` in the rig's stores.
+fn session_file(rig: &Rig, id: &str) -> PathBuf {
+    find_session_file(rig, id).unwrap_or_else(|| panic!("no session file for {id}"))
 }
 
 /// The session file of a source `from` whose store handoff only reads here (Copilot's
@@ -147,11 +159,11 @@ fn read_only_source(rig: &Rig, from: &str, id: &str) -> Option<PathBuf> {
                 f.to_string_lossy()
                     .ends_with(&format!("-{}.jsonl", &id[..8]))
             }),
-        _ => None,
+        _ => find_session_file(rig, id),
     }
 }
 
-/// A conversation carried between two real CLIs (OpenCode and Copilot or Gemini): the first
+/// A conversation carried between two real CLIs (OpenCode and Copilot, Gemini or Qwen): the first
 /// receiver's session (made by its real CLI from the note, in the user's store) is carried to
 /// the other, which resumes it with the earlier turns in its request; the source is left as it
 /// was.

@@ -7,14 +7,9 @@ use handoff_testkit::model_server::{Script, Step, provider_output};
 
 use super::Rig;
 
-/// Whether this run of the suite includes Copilot (`HANDOFF_REAL_ONLY` names the CLIs to run).
+/// Whether this run of the suite includes Copilot and `others`.
 fn wanted(others: &[&str]) -> bool {
-    match std::env::var("HANDOFF_REAL_ONLY") {
-        Ok(only) => std::iter::once("copilot")
-            .chain(others.iter().copied())
-            .all(|c| only.split(',').any(|o| o == c)),
-        Err(_) => true,
-    }
+    super::wanted("copilot", others)
 }
 
 #[test]

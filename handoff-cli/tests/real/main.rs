@@ -1,5 +1,5 @@
-//! The real agent CLIs (Claude Code, Codex, OpenCode, GitHub Copilot CLI, Gemini CLI, the
-//! community Grok CLI), installed from npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
+//! The real agent CLIs (Claude Code, Codex, OpenCode, GitHub Copilot CLI, Gemini CLI, Qwen Code,
+//! the community Grok CLI), installed from npm by `cargo xtask e2e-real`, driven through the `handoff` binary against the testkit's
 //! scripted model server on 127.0.0.1. Every test is ignored in the hermetic suite; `cargo xtask e2e-real`
 //! runs them with `HANDOFF_REAL_BIN` pointing at the installed CLIs, and a missing variable fails.
 #![allow(
@@ -22,6 +22,7 @@ mod opencode_sessions;
 mod own_sandbox;
 mod panel;
 mod plugin;
+mod qwen;
 mod reaper;
 mod remote;
 mod sessions;
@@ -150,6 +151,10 @@ env = {{ COPILOT_PROVIDER_BASE_URL = "{v1}", COPILOT_PROVIDER_API_KEY = "{MODEL_
 [agents.gemini]
 model = "gemini-2.5-flash"
 env = {{ GOOGLE_GEMINI_BASE_URL = "{url}", GEMINI_API_KEY = "{MODEL_KEY}" }}
+
+[agents.qwen]
+model = "fake-model"
+env = {{ OPENAI_BASE_URL = "{v1}", OPENAI_API_KEY = "{MODEL_KEY}", OPENAI_MODEL = "fake-model" }}
 
 [agents.grok-community]
 env = {{ GROK_API_KEY = "{MODEL_KEY}", GROK_BASE_URL = "{v1}" }}
@@ -343,6 +348,17 @@ fn assert_no_process_mentions(needles: &[&str]) {
         if needles.iter().any(|n| cmdline.contains(n)) && !stat.contains(") Z ") {
             panic!("process {pid} of the run is still alive: {cmdline}");
         }
+    }
+}
+
+/// Whether this run of the suite includes `cli` and `others` (`HANDOFF_REAL_ONLY` names the
+/// CLIs to run; unset, all).
+fn wanted(cli: &str, others: &[&str]) -> bool {
+    match std::env::var("HANDOFF_REAL_ONLY") {
+        Ok(only) => std::iter::once(cli)
+            .chain(others.iter().copied())
+            .all(|c| only.split(',').any(|o| o == c)),
+        Err(_) => true,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `fake-agent` binary: one executable that imitates each agent CLI handoff drives.
 //!
 //! Tests install it under a CLI's executable name (`claude`, `codex`, `grok`, `kiro-cli`,
-//! `opencode`, `cursor-agent`, `copilot`, `gemini`); it dispatches on the basename of `argv[0]`. Invoked as
+//! `opencode`, `cursor-agent`, `copilot`, `gemini`, `qwen`); it dispatches on the basename of `argv[0]`. Invoked as
 //! `fake-agent <name> ARGS…` it behaves as `<name> ARGS…`.
 //!
 //! Everything here is behaviour for tests, not product code: see the crate docs for the switches.
@@ -27,6 +27,7 @@ mod grok_community;
 mod kiro;
 mod leftovers;
 mod opencode;
+mod qwen;
 mod task;
 
 use std::ffi::{OsStr, OsString};
@@ -38,7 +39,7 @@ use record::Recorder;
 use settings::Settings;
 
 /// The executable names the fake answers to.
-pub const EXECUTABLES: [&str; 8] = [
+pub const EXECUTABLES: [&str; 9] = [
     "claude",
     "codex",
     "grok",
@@ -47,6 +48,7 @@ pub const EXECUTABLES: [&str; 8] = [
     "cursor-agent",
     "copilot",
     "gemini",
+    "qwen",
 ];
 
 /// Which CLI this process imitates.
@@ -60,6 +62,7 @@ pub(crate) enum Exe {
     Cursor,
     Copilot,
     Gemini,
+    Qwen,
 }
 
 impl Exe {
@@ -73,6 +76,7 @@ impl Exe {
             "cursor-agent" => Exe::Cursor,
             "copilot" => Exe::Copilot,
             "gemini" => Exe::Gemini,
+            "qwen" => Exe::Qwen,
             _ => return None,
         })
     }
@@ -87,6 +91,7 @@ impl Exe {
             Exe::Cursor => "cursor-agent",
             Exe::Copilot => "copilot",
             Exe::Gemini => "gemini",
+            Exe::Qwen => "qwen",
         }
     }
 }
@@ -193,6 +198,7 @@ pub fn main() -> ExitCode {
         Exe::Cursor => cursor::run(&mut ctx),
         Exe::Copilot => copilot::run(&mut ctx),
         Exe::Gemini => gemini::run(&mut ctx),
+        Exe::Qwen => qwen::run(&mut ctx),
     }
 }
 

@@ -199,7 +199,7 @@ pub enum Step {
     /// `create_file {path, content}` (Grok), `create {path, file_text}` (Copilot),
     /// `write_file {file_path, content}` (Gemini), `apply_patch` with an `*** Add File:` patch
     /// (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
-    /// `shell {command: ["bash", "-lc", …]}` (Codex).
+    /// `shell {command: ["bash", "-lc", …]}` (Codex), `write_file {file_path, content}` (Qwen).
     ///
     /// An `apply_patch` Add File always ends the file with a newline.
     WriteFile {
@@ -209,7 +209,7 @@ pub enum Step {
         content: String,
     },
     /// Runs `command` with the first offered of [`SHELL_TOOLS`]: `Bash`/`bash`
-    /// `{command, description}`, `run_shell_command {command, description}` (Gemini),
+    /// `{command, description}`, `run_shell_command {command, description}` (Gemini, Qwen),
     /// `exec_command {cmd}`, `shell {command: ["bash", "-lc", …]}`.
     Shell {
         /// The shell command line.
@@ -603,6 +603,10 @@ fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
             "shell".into(),
             json!({ "command": ["bash", "-lc", printf] }),
         ),
+        (
+            "write_file".into(),
+            json!({ "file_path": path, "content": content }),
+        ),
     ]
 }
 
@@ -625,6 +629,10 @@ fn shell_candidates(command: &str) -> Vec<(String, Value)> {
         (
             "shell".into(),
             json!({ "command": ["bash", "-lc", command] }),
+        ),
+        (
+            "run_shell_command".into(),
+            json!({ "command": command, "description": description }),
         ),
     ]
 }

@@ -7,7 +7,7 @@ use super::{MARKETPLACE, PLUGIN, VERSION};
 const LICENSE: &str = env!("CARGO_PKG_LICENSE");
 const AUTHOR: &str = "handoff contributors";
 const DESCRIPTION: &str = "Delegate bounded coding tasks to Codex, Claude Code, Grok, Kiro, \
-OpenCode, Cursor, GitHub Copilot CLI or Gemini CLI, ask them for read-only advice, and hand a whole task over to another agent, \
+OpenCode, Cursor, GitHub Copilot CLI, Gemini CLI or Qwen Code, ask them for read-only advice, and hand a whole task over to another agent, \
 through the handoff CLI and its verified JSON results.";
 
 pub(super) fn manifests() -> Vec<(&'static str, Value)> {
@@ -22,6 +22,7 @@ pub(super) fn manifests() -> Vec<(&'static str, Value)> {
         "cursor",
         "copilot",
         "gemini",
+        "qwen",
         "handoff"
     ]);
     vec![
@@ -71,7 +72,7 @@ pub(super) fn manifests() -> Vec<(&'static str, Value)> {
                     "displayName": "handoff",
                     "shortDescription": "Delegate, get advice, and hand tasks over between agent CLIs",
                     "longDescription": "Skills that drive the handoff CLI: hand a bounded build, \
-            review or verification to Codex, Claude Code, Grok, Kiro, OpenCode, Cursor, GitHub Copilot CLI or Gemini CLI and read back one \
+            review or verification to Codex, Claude Code, Grok, Kiro, OpenCode, Cursor, GitHub Copilot CLI, Gemini CLI or Qwen Code and read back one \
             verified JSON result with git evidence; ask another agent for read-only advice; or hand the whole \
             task to another agent with a checkpoint and a nine-section note, in a session the person can resume.",
                     "developerName": AUTHOR,

@@ -40,7 +40,7 @@ the person that line. Do not look for another way to reach the agent.
 
 Call handoff by the absolute path it printed in every command below (shell variables do not
 survive between tool calls, so write the path out). Never run an agent CLI yourself (`codex`,
-`claude`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`, `copilot`, `gemini`), not even to check that it is
+`claude`, `grok`, `kiro-cli`, `opencode`, `cursor-agent`, `copilot`, `gemini`, `qwen`), not even to check that it is
 installed: `'<handoff>' capabilities` does that without a model call.
 "#;
 
@@ -140,7 +140,7 @@ fn run_section(host: Host, verb: Verb, target: Option<&Target>, mode: Option<&st
     if target.is_none() {
         s.push_str(
             "- `--harness` is the agent that does the work: `codex`, `claude`, `grok`, `kiro`, \
-`opencode`, `cursor`, `copilot` or `gemini`. Use the one the person named; if they left it to you, pick one that is \
+`opencode`, `cursor`, `copilot`, `gemini` or `qwen`. Use the one the person named; if they left it to you, pick one that is \
 not you and that `'<handoff>' capabilities` reports as ok.\n",
         );
     }
@@ -369,7 +369,7 @@ A review (or `--mode verify`: run the checks and report) of the work in the work
 
 - {caller}
 - `--harness` lists the members, comma-separated without spaces: `codex`, `claude`, `grok`,
-  `kiro`, `opencode`, `cursor`, `copilot` or `gemini`, each optionally with a model (`claude:opus`); the same agent
+  `kiro`, `opencode`, `cursor`, `copilot`, `gemini` or `qwen`, each optionally with a model (`claude:opus`); the same agent
   may sit twice with different models, at most {max} members. Use the ones the person named; if
   they left it to you, pick two or three that `'<handoff>' capabilities` reports as ok, other
   than you where you can: independent opinions are the point.
@@ -496,7 +496,7 @@ repository, with the Git state read from the repository), carries this conversat
 receiving agent's own session store (your session is only read), starts the receiver headless in \
 the same worktree on that session, checks in its store that it really continued, and records the \
 handoff in the task's timeline. The person can then resume the receiver's session in that agent's own \
-interface. Receivers: `claude`, `codex`, `opencode`, `copilot`, `gemini` with this conversation; `cursor` and `kiro` from the note and a recap alone (they need `--fallback fresh-agent`).\n\n",
+interface. Receivers: `claude`, `codex`, `opencode`, `copilot`, `gemini`, `qwen` with this conversation; `cursor` and `kiro` from the note and a recap alone (they need `--fallback fresh-agent`).\n\n",
     );
     s.push_str(FIND_BINARY);
     s.push_str(

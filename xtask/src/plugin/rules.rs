@@ -438,6 +438,7 @@ fn check_body(body: &str, path: &str, p: &mut Problems) {
         "grok -p",
         "copilot -p",
         "gemini -p",
+        "qwen -p",
     ] {
         if body.contains(direct) {
             p.add(path, format!("calls an agent CLI directly (`{direct}`)"));

@@ -18,7 +18,7 @@ pub(super) fn skills() -> Vec<Skill> {
         Skill {
             name: "get-advice".into(),
             description: "Ask another agent CLI (Codex, Claude Code, Grok, Kiro, OpenCode, \
-Cursor, GitHub Copilot CLI or Gemini CLI) for a read-only second opinion through the handoff command, and read back one verified \
+Cursor, GitHub Copilot CLI, Gemini CLI or Qwen Code) for a read-only second opinion through the handoff command, and read back one verified \
 JSON result. Use when the person asks for advice, a second opinion, or another model's view of \
 code, a design, a plan or a bug."
                 .into(),
@@ -32,7 +32,7 @@ code, a design, a plan or a bug."
         Skill {
             name: PANEL_SKILL.into(),
             description: "Ask several agent CLIs (Codex, Claude Code, Grok, Kiro, OpenCode, \
-Cursor, GitHub Copilot CLI or Gemini CLI) the same read-only question or review at once through the handoff command, and read back \
+Cursor, GitHub Copilot CLI, Gemini CLI or Qwen Code) the same read-only question or review at once through the handoff command, and read back \
 one verified JSON result that merges their findings and shows where they agree and where they do \
 not. Use when the person asks to ask Codex and Claude and compare, wants a second and third \
 opinion or a panel, or when independent opinions on a design, a bug, a plan or a change would \
@@ -51,7 +51,7 @@ compare"
             description: "Hand a bounded coding task (build, phase, review or verify) to another \
 agent CLI through the handoff command and read back one verified JSON result with git evidence of \
 what it changed. Use when the person asks to delegate, hand off or farm out a task to Codex, \
-Claude Code, Grok, Kiro, OpenCode, Cursor, GitHub Copilot CLI or Gemini CLI, naming the agent or leaving the choice to you."
+Claude Code, Grok, Kiro, OpenCode, Cursor, GitHub Copilot CLI, Gemini CLI or Qwen Code, naming the agent or leaving the choice to you."
                 .into(),
             display_name: "Delegate a task".into(),
             short_description: "Delegate a bounded task to another agent CLI".into(),
@@ -110,7 +110,7 @@ other agents while doing it.",
     out.push(Skill {
         name: CONTINUE_SKILL.into(),
         description: "Hand the whole task over to another agent (Claude Code, Codex, OpenCode, \
-GitHub Copilot CLI, Gemini CLI, Cursor or Kiro) and step back: checkpoint the work, write and check a nine-section handoff note, start the \
+GitHub Copilot CLI, Gemini CLI, Qwen Code, Cursor or Kiro) and step back: checkpoint the work, write and check a nine-section handoff note, start the \
 receiver in a session the person can resume, and report how to resume it. Use when the person \
 says 'hand this off', 'continue on Codex', 'give this to Claude', 'save where we are' or 'write a \
 handoff note'."
