@@ -17,10 +17,7 @@ use std::collections::BTreeMap;
 
 use handoff_core::sandbox::proxy::{Endpoint, NetworkSpec};
 use handoff_core::sandbox::{SandboxSpec, packages::Packages};
-use handoff_core::{
-    Enforcement, FilesystemRead, FilesystemWrite, InvocationError, Isolation, Network,
-    ProcessContainment, RunDir, RunShape, UnixSockets,
-};
+use handoff_core::{InvocationError, Isolation, RunDir, RunShape};
 use serde_json::json;
 
 /// The variables that carry a credential Claude Code reads from its environment.
@@ -44,24 +41,8 @@ pub(super) fn applies(shape: &RunShape) -> bool {
 /// endpoints (any public host when the web is granted); without a shell, only the web tools
 /// reach anything.
 pub(super) fn isolation(shape: &RunShape) -> Isolation {
-    let g = &shape.grants;
-    Isolation {
-        enforcement: Enforcement::Handoff,
-        filesystem_write: if g.write {
-            FilesystemWrite::Worktree
-        } else {
-            FilesystemWrite::None
-        },
-        filesystem_read: FilesystemRead::Worktree,
-        network: match (g.bash, g.web_search) {
-            (true, true) => Network::Any,
-            (true, false) => Network::ModelEndpoints,
-            (false, true) => Network::Web,
-            (false, false) => Network::None,
-        },
-        unix_sockets: UnixSockets::None,
-        process: ProcessContainment::PidNamespace,
-    }
+    // Held by handoff's sandbox, the CLI's shell shares its network namespace, as Copilot's.
+    crate::common::proxied_shell_isolation(shape)
 }
 
 /// The `--settings` JSON under handoff's sandbox: Claude Code's own bash sandbox off, since
@@ -82,14 +63,8 @@ pub(super) fn plan(
 ) -> Result<(SandboxSpec, Vec<camino::Utf8PathBuf>), InvocationError> {
     let refuse = |why: String| InvocationError::Unsupported(why);
     // What the CLI will see: the environment passed on, with the configuration's variables
-    // (`[agents.claude]` `env` and `pass_env`), which the engine applies after this.
-    let mut seen = env.clone();
-    seen.extend(run.agent_config.env.clone());
-    for name in &run.agent_config.pass_env {
-        if let Some(value) = run.parent_env.get(name) {
-            seen.insert(name.clone(), value.clone());
-        }
-    }
+    // (`pass_env`, then `env`), which the engine applies after this.
+    let seen = crate::common::effective_env(env, run);
     if !CREDENTIAL_VARS
         .iter()
         .any(|v| seen.get(*v).is_some_and(|s| !s.trim().is_empty()))
@@ -163,6 +138,7 @@ pub(super) fn receipt() -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use handoff_core::{FilesystemRead, FilesystemWrite, Network};
 
     fn run() -> RunDir {
         RunDir {

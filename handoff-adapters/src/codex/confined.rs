@@ -75,15 +75,9 @@ pub(super) fn plan(
     run: &RunDir,
     env: &mut BTreeMap<String, String>,
 ) -> Result<(SandboxSpec, Vec<camino::Utf8PathBuf>), InvocationError> {
-    // What the CLI will see: the environment passed on, with the configuration's variables,
-    // which the engine applies after this.
-    let mut seen = env.clone();
-    seen.extend(run.agent_config.env.clone());
-    for name in &run.agent_config.pass_env {
-        if let Some(value) = run.parent_env.get(name) {
-            seen.insert(name.clone(), value.clone());
-        }
-    }
+    // What the CLI will see: the environment passed on, with the configuration's variables
+    // (`pass_env`, then `env`), which the engine applies after this.
+    let seen = crate::common::effective_env(env, run);
     let set = |var: &str| seen.get(var).is_some_and(|v| !v.trim().is_empty());
     let overrides = &run.agent_config.config;
     let provider = override_value(overrides, "model_provider");
