@@ -35,7 +35,7 @@ pub mod continue_task {
     use handoff_continue::{ContinueContext, ContinueRequest};
     use handoff_core::{Config, ContinueResult, Engine, EngineOptions};
 
-    /// The default engine (all nine agents, git evidence from gix, the user's configuration)
+    /// The default engine (all ten agents, git evidence from gix, the user's configuration)
     /// for the environment `env`, as the `handoff` binary builds it.
     pub fn engine(env: &BTreeMap<String, String>) -> Result<Engine> {
         engine_with(env, |_| {})

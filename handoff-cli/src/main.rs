@@ -430,14 +430,17 @@ pub(crate) fn cancel_on_signals() -> watch::Receiver<bool> {
                 let _ = tx.send(true);
             });
     }
+    use tokio::signal::unix::{SignalKind, signal};
+    // Caught from here on; a job's supervisor starts a run with both blocked, so that one sent
+    // before now waits for this instead of killing the run without a result.
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return rx;
+    };
+    handoff_core::unblock_stop_signals();
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}

@@ -99,7 +99,7 @@ pub use isolation::{
 pub use jobs::{
     Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_SCHEMA, JOB_VERB, Job, JobOrigin,
     JobReport, JobState, NewJob, ProcessRef, SUPERVISOR_GRACE, cancel_job, descends_from,
-    detach_job, flag_value, list_jobs, parent_pid, supervise_job, wait_job,
+    detach_job, flag_value, list_jobs, parent_pid, supervise_job, unblock_stop_signals, wait_job,
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,

@@ -197,9 +197,9 @@ pub enum Step {
     /// Creates `path` holding `content` with the first offered of [`WRITE_FILE_TOOLS`]:
     /// `Write {file_path, content}` (Claude), `write {filePath, content}` (OpenCode),
     /// `create_file {path, content}` (Grok), `create {path, file_text}` (Copilot),
-    /// `write_file {file_path, content}` (Gemini), `apply_patch` with an `*** Add File:` patch
-    /// (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
-    /// `shell {command: ["bash", "-lc", …]}` (Codex), `write_file {file_path, content}` (Qwen).
+    /// `write_file {file_path, content}` (Gemini, Qwen), `apply_patch` with an `*** Add File:`
+    /// patch (Codex; freeform or `{input}`), `exec_command {cmd: "printf %s '…' > '…'"}` or
+    /// `shell {command: ["bash", "-lc", …]}` (Codex).
     ///
     /// An `apply_patch` Add File always ends the file with a newline.
     WriteFile {
@@ -603,10 +603,6 @@ fn write_file_candidates(path: &str, content: &str) -> Vec<(String, Value)> {
             "shell".into(),
             json!({ "command": ["bash", "-lc", printf] }),
         ),
-        (
-            "write_file".into(),
-            json!({ "file_path": path, "content": content }),
-        ),
     ]
 }
 
@@ -629,10 +625,6 @@ fn shell_candidates(command: &str) -> Vec<(String, Value)> {
         (
             "shell".into(),
             json!({ "command": ["bash", "-lc", command] }),
-        ),
-        (
-            "run_shell_command".into(),
-            json!({ "command": command, "description": description }),
         ),
     ]
 }

@@ -277,6 +277,6 @@ mod tests {
             .iter()
             .filter(|f| f.path.starts_with("commands/"))
             .count();
-        assert_eq!((skills, yamls, commands), (21, 21, 35));
+        assert_eq!((skills, yamls, commands), (23, 23, 39));
     }
 }
