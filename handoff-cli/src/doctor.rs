@@ -128,6 +128,17 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         .map(|name| (name.to_owned(), json!(handoff_core::program(name))))
         .collect();
 
+    // What runs on other machines left there, to be removed at the next contact.
+    let hosts_left: Vec<Value> = handoff_store::default_path(&env)
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("hosts")))
+        .map(|d| handoff_remote::leftovers(&d))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(handoff_remote::Leftover::abandoned)
+        .map(|l| json!({"host": l.host, "run": l.run, "job": l.job, "dir": l.dir}))
+        .collect();
+
     let report = json!({
         "schemaVersion": "handoff.doctor.v1",
         "ok": healthy,
@@ -144,6 +155,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         "programs": programs,
         "agents": agents,
         "plugin": plugins,
+        "hostLeftovers": hosts_left,
     });
 
     let mut out = std::io::stdout().lock();
@@ -246,6 +258,15 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
             _ => format!("not installed ({})", s(&p["detail"])),
         };
         writeln!(out, "  {:<11} {state}", s(&p["host"]))?;
+    }
+    for l in r["hostLeftovers"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "left on {}: run {} (job {}), removed at the next run there",
+            s(&l["host"]),
+            s(&l["run"]),
+            s(&l["job"])
+        )?;
     }
     Ok(())
 }

@@ -19,11 +19,12 @@ mod mcp;
 mod nested;
 mod note;
 mod panel;
+mod remote;
+mod run_input;
 
 use clap::{Args, Parser, Subcommand};
 use handoff_core::{
-    AgentId, Config, Engine, EngineOptions, Instructions, LoadedConfig, MAX_INSTRUCTIONS_BYTES,
-    RunInput, Verb,
+    Config, Engine, EngineOptions, LoadedConfig, MAX_INSTRUCTIONS_BYTES, RunInput, Verb,
 };
 use tokio::sync::watch;
 
@@ -133,6 +134,9 @@ struct CapabilitiesArgs {
     /// Print the capabilities as one JSON line (`handoff.capabilities.v1`).
     #[arg(long)]
     json: bool,
+    /// Another machine's: a `[hosts.NAME]` of the configuration, or an ssh destination.
+    #[arg(long, value_name = "HOST")]
+    on: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -238,6 +242,11 @@ struct DelegateArgs {
     /// With --detach: print the job as one JSON object (`handoff.job.v1`).
     #[arg(long, requires = "detach")]
     json: bool,
+    /// Run it on another machine: a `[hosts.NAME]` of the configuration, or an ssh destination
+    /// (`user@host`, `user@host:~/dir`). Its handoff does the work there; a build's change
+    /// comes back here.
+    #[arg(long, value_name = "HOST")]
+    on: Option<String>,
 }
 
 /// The user configuration, loaded once per process. An unusable file is an error every verb
@@ -323,61 +332,6 @@ fn read_stdin() -> Result<Vec<u8>, String> {
         .read_to_end(&mut buf)
         .map_err(|e| format!("cannot read instructions from stdin: {e}"))?;
     Ok(buf)
-}
-
-fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, String)>> {
-    let nested = std::env::var_os("HANDOFF_SUPERVISOR_CONTEXT").is_some_and(|v| !v.is_empty());
-    let mut input = RunInput::new(verb);
-    input.caller_harness = a.caller_harness;
-    input.harness = a.harness;
-    input.mode = a.mode;
-    input.cwd = a.cwd;
-    input.result = a.result;
-    input.model = a.model;
-    input.effort = a.effort;
-    input.max_turns = a.max_turns;
-    input.bash = a.bash;
-    input.web_search = a.web_search;
-    input.mcp_config = a.mcp_config;
-    input.max_depth = a.max_depth;
-    input.max_nodes = a.max_nodes;
-    input.max_advice_nodes = a.max_advice_nodes;
-    input.max_handoff_nodes = a.max_handoff_nodes;
-    input.max_concurrency = a.max_concurrency;
-    input.root_timeout_ms = a.root_timeout_ms;
-    input.timeout_ms = a.timeout_ms;
-    input.dependencies = a.dependency;
-    input.wait = a.wait;
-    input.allow_git_config = a.allow_git_config;
-    input.ignored = a.ignored;
-    input.failover = a.failover;
-    input.nested = nested;
-    input.instructions = match a.instructions.as_deref() {
-        None => None,
-        Some("-") => match read_stdin() {
-            Ok(bytes) => Some(Instructions::Stdin(bytes)),
-            Err(e) => return Err(Box::new((input, e))),
-        },
-        Some(p) => Some(Instructions::File(p.to_owned())),
-    };
-    Ok(input)
-}
-
-/// When clap refuses the command line, keep what can still be read from it (the verb and any
-/// well-formed agent names and mode) so the rejected result echoes them instead of guessing.
-fn salvage(args: &[String]) -> Option<RunInput> {
-    let verb = match args.get(1).map(String::as_str) {
-        Some("run") => Verb::Run,
-        Some("run-with-advice") => Verb::RunWithAdvice,
-        Some("advice") => Verb::Advice,
-        _ => return None,
-    };
-    let mut input = RunInput::new(verb);
-    let value = |flag: &str| handoff_core::flag_value(args, flag);
-    input.caller_harness = value("--caller-harness").filter(|v| AgentId::parse(v).is_some());
-    input.harness = value("--harness").filter(|v| AgentId::parse(v).is_some());
-    input.mode = value("--mode");
-    Some(input)
 }
 
 /// Opens the default task store, reading its location from the environment.
@@ -629,6 +583,16 @@ fn main() -> ExitCode {
     // `handoff __reap …`: this process is the reaper of an agent (never returns then).
     handoff_core::reaper::main_if_reaper();
     guard_programs();
+    // `handoff __host`: this machine is another's host; one request, one reply.
+    if let [_, verb] = &std::env::args_os().collect::<Vec<_>>()[..]
+        && verb == remote::HOST_VERB
+    {
+        let code = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_or(handoff_core::exit::USAGE, |rt| rt.block_on(remote::serve()));
+        return ExitCode::from(code);
+    }
     // `handoff __job <id> <dir>`: the supervisor of a background job.
     if let [_, verb, id, dir] = &std::env::args_os().collect::<Vec<_>>()[..]
         && verb == handoff_core::JOB_VERB
@@ -665,7 +629,7 @@ fn main() -> ExitCode {
     };
     if let Some(n) = not_text {
         let message = format!("argument {n} is not valid UTF-8: {:?}", args[n]);
-        return match salvage(&args) {
+        return match run_input::salvage(&args) {
             Some(input) => ExitCode::from(runtime.block_on(rejected_early(input, message))),
             None => {
                 let _ = writeln!(std::io::stderr(), "handoff: {message}");
@@ -688,7 +652,7 @@ fn main() -> ExitCode {
                 .unwrap_or("invalid arguments")
                 .trim_start_matches("error: ")
                 .to_owned();
-            return match salvage(&args) {
+            return match run_input::salvage(&args) {
                 Some(input) => ExitCode::from(runtime.block_on(rejected_early(input, first))),
                 None => {
                     let _ = e.print();
@@ -706,7 +670,10 @@ fn main() -> ExitCode {
     }
     let code = runtime.block_on(async {
         match (verb_of(&cli.command), cli.command) {
-            (_, Command::Capabilities(c)) => capabilities(c.json).await,
+            (_, Command::Capabilities(c)) => match &c.on {
+                Some(on) => remote::capabilities_on(on, c.json).await,
+                None => capabilities(c.json).await,
+            },
             (_, Command::Config(c)) => config_command(c),
             (_, Command::Fingerprint(f)) => fingerprint::main(f).await,
             (_, Command::Note(n)) => note::main(n),
@@ -750,8 +717,20 @@ fn main() -> ExitCode {
                     .filter(|v| !v.is_empty());
                 let quiet = a.quiet;
                 let quorum = a.quorum.clone();
-                let (detach, json) = (a.detach, a.json);
-                match input_of(verb, a) {
+                let (detach, json, on) = (a.detach, a.json, a.on.clone());
+                match run_input::input_of(verb, a) {
+                    Ok(input) if on.is_some() && !detach => match context {
+                        Some(_) => {
+                            rejected_early(input, "--on is not accepted inside a worker".into())
+                                .await
+                        }
+                        None if panel::wanted(&input, quorum.as_deref()) => {
+                            rejected_early(input, "--on takes one agent, not a panel".into()).await
+                        }
+                        None => {
+                            remote::run_on(input, on.as_deref().unwrap_or_default(), quiet).await
+                        }
+                    },
                     Ok(input) if detach => match context {
                         Some(_) => jobs::refuse_inside_worker(),
                         None => jobs::detached(verb, input, &args, quorum.as_deref(), json).await,

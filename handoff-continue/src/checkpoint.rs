@@ -292,6 +292,70 @@ fn commit_and_record(
     })
 }
 
+/// The uncommitted work of a worktree, as one commit: see [`work_commit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkCommit {
+    /// The commit: HEAD itself when nothing is uncommitted.
+    pub commit: String,
+    /// HEAD when it was made (its parent).
+    pub head: String,
+    /// Repository-relative paths it holds beyond HEAD.
+    pub committed: Vec<String>,
+}
+
+/// The worktree at `root` as it is (tracked changes, staged files, untracked files that are
+/// not ignored) as one commit on HEAD, made in a private index with `commit-tree`: no branch
+/// moves, no hook runs, the user's index and worktree are untouched. Refused as a checkpoint
+/// is: a handoff note or a file whose name says it holds a secret among the files, `git diff
+/// --check` problems, no identity to commit with, no commit yet.
+pub fn work_commit(root: &Utf8Path, message: &str) -> Result<WorkCommit, Rejection> {
+    let git = Git::new(root.to_owned());
+    let head = git.head().map_err(|e| {
+        Rejection::new(
+            "repository",
+            format!("'{root}' has no commit to start from: {e}"),
+        )
+    })?;
+    let mut pathspecs = Vec::new();
+    for args in [
+        &["diff", "--name-only", "-z", "HEAD"][..],
+        &["diff", "--cached", "--name-only", "-z", "HEAD"][..],
+        &["ls-files", "-z", "--others", "--exclude-standard"][..],
+    ] {
+        let out = git.run(args).rejected("repository")?;
+        pathspecs.extend(split_z(&out.stdout));
+    }
+    pathspecs.sort();
+    pathspecs.dedup();
+    for path in &pathspecs {
+        if crate::continuation::looks_secret(path) {
+            return Err(Rejection::new(
+                "repository",
+                format!(
+                    "'{path}' is uncommitted and looks like a secret: it would leave this machine; ignore it, move it out of the worktree or commit it yourself first"
+                ),
+            ));
+        }
+    }
+    let prepared = Prepared::new(&git, &pathspecs)?;
+    if prepared.committed.is_empty() {
+        return Ok(WorkCommit {
+            commit: head.clone(),
+            head,
+            committed: Vec::new(),
+        });
+    }
+    let committed = prepared.committed.clone();
+    let commit = prepared
+        .commit_detached(&git, message)
+        .map_err(|e| Rejection::new("repository", e.message))?;
+    Ok(WorkCommit {
+        commit,
+        head,
+        committed,
+    })
+}
+
 /// A provider the registry knows, or the rejection of `flag`.
 pub(crate) fn known_provider(
     registry: &Registry,

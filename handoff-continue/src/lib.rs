@@ -29,7 +29,8 @@ mod trust;
 
 pub use attribute::{AttributeRequest, Attribution, attribute};
 pub use checkpoint::{
-    CHECKPOINT_SCHEMA, CheckpointReport, CheckpointRequest, DEFAULT_MESSAGE, checkpoint,
+    CHECKPOINT_SCHEMA, CheckpointReport, CheckpointRequest, DEFAULT_MESSAGE, WorkCommit,
+    checkpoint, work_commit,
 };
 pub use continuation::{
     ContinueContext, ContinueRequest, DEFAULT_READY_TIMEOUT, DEFAULT_TIMEOUT, Fallback,

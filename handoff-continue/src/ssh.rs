@@ -10,65 +10,7 @@ use handoff_core::shell_word;
 use handoff_git::TRANSPORTS;
 use tokio::io::AsyncWriteExt;
 
-/// Where the task goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Destination {
-    /// What `ssh` connects to: an alias from `~/.ssh/config`, `user@host`, or
-    /// `ssh://user@host:port`.
-    pub host: String,
-    /// The repository's path there, when given (absolute, or `~/…`).
-    pub path: Option<String>,
-}
-
-/// Parses `--on`: `host`, `user@host`, `host:/path`, `host:~/path`, `ssh://user@host:port`,
-/// `ssh://user@host:port/path`.
-pub fn parse_destination(s: &str) -> Result<Destination, String> {
-    let bad = |why: &str| format!("--on: '{s}' is not an ssh destination: {why}");
-    if s.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("it contains a space or a control character"));
-    }
-    let (host, path) = if let Some(rest) = s.strip_prefix("ssh://") {
-        match rest.find('/') {
-            Some(i) => {
-                let p = &rest[i..];
-                // `ssh://host/~/x` names `~/x`.
-                let p = p
-                    .strip_prefix('/')
-                    .filter(|p| p.starts_with("~/"))
-                    .unwrap_or(p);
-                (format!("ssh://{}", &rest[..i]), Some(p.to_owned()))
-            }
-            None => (s.to_owned(), None),
-        }
-    } else {
-        match s.split_once(':') {
-            Some((h, p)) => (h.to_owned(), Some(p.to_owned())),
-            None => (s.to_owned(), None),
-        }
-    };
-    let bare = host.strip_prefix("ssh://").unwrap_or(&host);
-    if bare.is_empty() || bare.starts_with('-') || bare.starts_with('@') || bare.ends_with('@') {
-        return Err(bad("no host"));
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || "._-@%+[]:".contains(c);
-    if !bare.chars().all(allowed) || (!host.starts_with("ssh://") && bare.contains(':')) {
-        return Err(bad("the host has characters ssh does not accept"));
-    }
-    let path = match path {
-        None => None,
-        Some(p) if p.is_empty() => return Err(bad("the path after ':' is empty")),
-        Some(p) if p.starts_with('/') || p.starts_with("~/") => Some(p),
-        Some(p) => {
-            return Err(bad(&format!(
-                "the path '{p}' must be absolute or start with ~/"
-            )));
-        }
-    };
-    Ok(Destination { host, path })
-}
+pub use handoff_core::{Destination, parse_destination};
 
 /// A finished remote command.
 #[derive(Debug)]
@@ -162,6 +104,16 @@ impl Ssh {
             argv,
             host: host.to_owned(),
         })
+    }
+
+    /// The client's command line without the destination, as shell words: what git's
+    /// `core.sshCommand` takes to reach the host the same way.
+    pub fn command_line(&self) -> String {
+        self.argv
+            .iter()
+            .map(|w| shell_word(w))
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The command a person types to reach the host (`ssh -t <host>`), for printed commands.
@@ -505,43 +457,6 @@ pub fn poll_script(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn destinations_parse() {
-        let d = |s: &str| parse_destination(s);
-        assert_eq!(
-            d("box").unwrap(),
-            Destination {
-                host: "box".into(),
-                path: None
-            }
-        );
-        assert_eq!(
-            d("me@box:/srv/repo").unwrap().path.as_deref(),
-            Some("/srv/repo")
-        );
-        assert_eq!(
-            d("me@box:~/w/repo").unwrap().path.as_deref(),
-            Some("~/w/repo")
-        );
-        assert_eq!(d("ssh://box/~/r").unwrap().path.as_deref(), Some("~/r"));
-        let u = d("ssh://me@box:2222/srv/repo").unwrap();
-        assert_eq!(u.host, "ssh://me@box:2222");
-        assert_eq!(u.path.as_deref(), Some("/srv/repo"));
-        assert_eq!(d("ssh://me@box:2222").unwrap().path, None);
-        for bad in [
-            "",
-            "-oProxyCommand=x",
-            "box:relative/path",
-            "box:",
-            "a b",
-            "@box",
-            "box;rm",
-        ] {
-            assert!(d(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn inspection_reads_key_values() {
@@ -618,15 +533,5 @@ mod tests {
             "{prepare}"
         );
         assert!(prepare.contains("fetch -q -- git@h:r.git"), "{prepare}");
-    }
-
-    proptest! {
-        #[test]
-        fn parsing_never_panics_and_never_accepts_an_option(s in ".{0,40}") {
-            if let Ok(d) = parse_destination(&s) {
-                prop_assert!(!d.host.starts_with('-'));
-                prop_assert!(!d.host.chars().any(char::is_whitespace));
-            }
-        }
     }
 }

@@ -24,6 +24,9 @@ pub struct Config {
     /// The failover chain of runs that name none (`--failover`).
     #[serde(default, skip_serializing_if = "crate::config::is_default")]
     pub failover: crate::FailoverConfig,
+    /// Other machines runs and continuations can go to (`--on NAME`), keyed by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, crate::HostConfig>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

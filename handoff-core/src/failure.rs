@@ -34,6 +34,8 @@ pub enum FailureCause {
     /// The agent's CLI failed its preflight, or refused to start where it was run (e.g. its
     /// sandbox cannot start on this machine).
     Preflight,
+    /// The machine the run went to (`--on`) stopped answering while it ran.
+    HostLost,
     /// Anything else: a refused request, a policy block, a cancel, the agent's own answer, an
     /// output that breaks the contract, an error it did not explain.
     Other,
@@ -41,7 +43,7 @@ pub enum FailureCause {
 
 impl FailureCause {
     /// Every cause, in the order of the documentation.
-    pub const ALL: [FailureCause; 11] = [
+    pub const ALL: [FailureCause; 12] = [
         FailureCause::RateLimited,
         FailureCause::Auth,
         FailureCause::Billing,
@@ -52,6 +54,7 @@ impl FailureCause {
         FailureCause::Timeout,
         FailureCause::NotInstalled,
         FailureCause::Preflight,
+        FailureCause::HostLost,
         FailureCause::Other,
     ];
 
@@ -68,6 +71,7 @@ impl FailureCause {
             FailureCause::Timeout => "timeout",
             FailureCause::NotInstalled => "not_installed",
             FailureCause::Preflight => "preflight",
+            FailureCause::HostLost => "host_lost",
             FailureCause::Other => "other",
         }
     }
@@ -83,6 +87,7 @@ impl FailureCause {
                 | FailureCause::Billing
                 | FailureCause::NotInstalled
                 | FailureCause::Preflight
+                | FailureCause::HostLost
         )
     }
 

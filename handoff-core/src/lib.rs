@@ -22,6 +22,7 @@ mod env;
 mod failover;
 mod failure;
 pub mod flags;
+mod hosts;
 mod input;
 mod isolation;
 mod jobs;
@@ -87,6 +88,10 @@ pub use failover::{
     continued_instructions, parse_failover,
 };
 pub use failure::{FailureCause, FailureReason, retry_after_in_text};
+pub use hosts::{
+    DEFAULT_HOST_DIR, Destination, Host, HostConfig, MAX_HOST_RUNS, RunHost, check_host,
+    parse_destination, resolve_host, valid_host_name,
+};
 pub use input::{
     InputRejection, Instructions, RunInput, Validated, Verb, intent_hash, registered, request_hash,
 };

@@ -77,6 +77,9 @@ pub struct HandoffResult {
     /// maps into it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<crate::workspace::Snapshot>,
+    /// For a run sent to another machine (`--on`): where it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::RunHost>,
     /// Human diagnostics, redacted and bounded.
     pub diagnostics: Diagnostics,
     /// Every attempt, in order, when the run had a failover chain: the last one is the

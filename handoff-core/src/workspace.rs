@@ -342,6 +342,15 @@ pub struct GitEvidence {
     /// left out when none did. The evidence was taken on the real paths.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub masked_paths: u64,
+    /// For a writing run on another machine (`--on`): whether its change was applied to this
+    /// worktree. `false` when this worktree changed while it ran: the change is then left on
+    /// [`GitEvidence::branch`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<bool>,
+    /// For a writing run on another machine whose change was not applied: the local branch
+    /// (`handoff/<run>`) holding it as one commit on the commit the run started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 impl Fingerprint {
@@ -436,6 +445,8 @@ impl GitEvidence {
             changed_files: Vec::new(),
             flags: Vec::new(),
             masked_paths: 0,
+            applied: None,
+            branch: None,
         }
     }
 }
@@ -528,6 +539,8 @@ pub(crate) fn compare_states<K: AsRef<str>, S: AsRef<str>>(
         changed_files: files.into_iter().map(|(f, _)| f).collect(),
         flags,
         masked_paths: 0,
+        applied: None,
+        branch: None,
     }
 }
 

@@ -25,6 +25,7 @@ mod failover;
 mod gemini;
 mod gitstate;
 mod grok_community;
+mod hosts;
 mod jobs;
 mod leaks;
 mod leftovers;

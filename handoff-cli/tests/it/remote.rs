@@ -19,19 +19,19 @@ use crate::support::{HANDOFF, Run, Sandbox};
 
 /// The other machine: its own directory, HOME and PATH (handoff and the fake agents named in
 /// `clis`), and the account that logs in.
-struct Other {
-    host: FakeSshHost,
-    home: PathBuf,
+pub(crate) struct Other {
+    pub(crate) host: FakeSshHost,
+    pub(crate) home: PathBuf,
     path: PathBuf,
-    bin: PathBuf,
-    agents: FakeAgents,
-    user: Option<String>,
+    pub(crate) bin: PathBuf,
+    pub(crate) agents: FakeAgents,
+    pub(crate) user: Option<String>,
     _dir: TempDir,
 }
 
 impl Other {
     /// Hands what a test made at `path` to the other machine's account.
-    fn own(&self, path: &Path) {
+    pub(crate) fn own(&self, path: &Path) {
         if let Some(user) = &self.user {
             give(path, user);
         }
@@ -50,7 +50,7 @@ fn shared_dir(prefix: &str) -> (TempDir, PathBuf) {
     (dir, root)
 }
 
-fn other_machine(clis: &[&str]) -> Other {
+pub(crate) fn other_machine(clis: &[&str]) -> Other {
     let (dir, root) = shared_dir("handoff-other-");
     let agents = FakeAgents::install(&root);
     for exe in [

@@ -39,6 +39,7 @@ mod receive;
 mod record;
 mod remote;
 mod validate;
+pub(crate) use validate::looks_secret;
 mod worktree;
 
 use std::collections::BTreeMap;

@@ -337,7 +337,7 @@ pub(super) fn validate(
 }
 
 /// Whether a staged path's name says it holds a secret.
-pub(super) fn looks_secret(path: &str) -> bool {
+pub(crate) fn looks_secret(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     SECRET_NAMES.contains(&name)
         || (name.starts_with(".env.") && !name.ends_with(".example") && !name.ends_with(".sample"))

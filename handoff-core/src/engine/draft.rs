@@ -107,6 +107,7 @@ impl Draft {
                 processes: None,
                 view: None,
                 snapshot: None,
+                host: None,
                 diagnostics: Diagnostics::default(),
                 attempts: Vec::new(),
             },

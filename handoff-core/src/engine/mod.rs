@@ -211,6 +211,22 @@ pub struct RunOutcome {
     pub record_warning: Option<String>,
 }
 
+impl RunOutcome {
+    /// The outcome of a result made elsewhere (the run another machine made and reported):
+    /// the line is the result as JSON, the exit code the one the result records.
+    pub fn restated(result: HandoffResult) -> RunOutcome {
+        let mut line = serde_json::to_string(&result).unwrap_or_default();
+        line.push('\n');
+        RunOutcome {
+            exit_code: result.exit.driver,
+            result,
+            line,
+            rejected_field: None,
+            record_warning: None,
+        }
+    }
+}
+
 /// How the agent process of a run is launched, beyond its request.
 pub(crate) struct Launch {
     /// The worker's supervisor context (`HANDOFF_SUPERVISOR_CONTEXT`), when it may ask for
@@ -264,7 +280,7 @@ impl Engine {
     }
 
     /// The user configuration.
-    pub(crate) fn config(&self) -> &Config {
+    pub fn config(&self) -> &Config {
         &self.options.config
     }
 
@@ -424,6 +440,24 @@ impl Engine {
     /// [`Engine::reject`]); the outcome names the input at fault.
     pub async fn reject_input(&self, input: RunInput, rejection: InputRejection) -> RunOutcome {
         self.rejected(input, Ended::InputRejected(rejection)).await
+    }
+
+    /// A `failed` result (exit 2, cause `host_lost`) for a run sent to another machine that
+    /// stopped answering before it reported its result.
+    pub async fn host_lost(&self, input: RunInput, message: String) -> RunOutcome {
+        self.rejected(input, Ended::HostLost(message)).await
+    }
+
+    /// A `not_run` result (exit 3) for a run whose agent could not be started elsewhere (the
+    /// other machine could not be prepared for it).
+    pub async fn not_run(&self, input: RunInput, message: String) -> RunOutcome {
+        self.rejected(input, Ended::NotRun(message)).await
+    }
+
+    /// A `cancelled` result (exit 9) for a run stopped by a signal before its agent started.
+    pub async fn cancelled_before_start(&self, input: RunInput) -> RunOutcome {
+        self.rejected(input, Ended::Cancelled(verdict::Signal::BeforeStart))
+            .await
     }
 
     async fn rejected(&self, input: RunInput, ended: Ended) -> RunOutcome {

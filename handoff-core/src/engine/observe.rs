@@ -310,6 +310,8 @@ impl Engine {
                             changed_files: Vec::new(),
                             flags: Vec::new(),
                             masked_paths: 0,
+                            applied: None,
+                            branch: None,
                         };
                         return (After::Unnamed(e.to_string()), Some(evidence));
                     }

@@ -284,6 +284,9 @@ impl Config {
             crate::parse_failover(&self.failover.agents.join(","), &registry.ids(), self)
                 .map_err(|e| format!("failover.agents: {}", e.replacen("--failover ", "", 1)))?;
         }
+        for (name, host) in &self.hosts {
+            crate::check_host(name, host)?;
+        }
         Ok(())
     }
 }

@@ -221,6 +221,8 @@ mod tests {
             changed_files: vec![leak.clone(), "src/lib.rs".into()],
             flags: Vec::new(),
             masked_paths: 0,
+            applied: None,
+            branch: None,
         };
         assert_eq!(masker.mask_evidence(&mut evidence), 1);
         assert_eq!(
@@ -238,6 +240,8 @@ mod tests {
         let mut plain = GitEvidence {
             changed_files: vec!["src/ключ.rs".into(), "a b/'q'.txt".into()],
             masked_paths: 0,
+            applied: None,
+            branch: None,
             ..evidence.clone()
         };
         plain.after = None;

@@ -532,6 +532,7 @@ fn result(harness: AgentId, status: Status, code: u8, findings: Vec<Finding>) ->
         processes: None,
         view: None,
         snapshot: None,
+        host: None,
         diagnostics: Diagnostics::default(),
         attempts: Vec::new(),
     }

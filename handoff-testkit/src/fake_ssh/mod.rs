@@ -269,6 +269,13 @@ impl FakeSshHost {
         self.end_logins();
     }
 
+    /// Makes a [stopped](FakeSshHost::stop) host reachable again, as a machine that came back.
+    pub fn resume(&mut self) {
+        self.stopped = false;
+        self.config.reachable = true;
+        self.write_config();
+    }
+
     /// SIGKILL to the process group of every registered login whose process still runs (the
     /// same pid with the same start time).
     fn end_logins(&self) {

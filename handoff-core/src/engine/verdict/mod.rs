@@ -48,6 +48,8 @@ pub(crate) enum Ended {
     NotRun(String),
     /// The agent's CLI is not on `PATH` (not run).
     NotInstalled(String),
+    /// The machine the run went to (`--on`) stopped answering.
+    HostLost(String),
     /// The agent's CLI failed its preflight, or refused to start for an environmental reason
     /// (not run).
     PreflightFailed(String),
@@ -270,6 +272,7 @@ pub(super) fn own_reason(ended: &Ended) -> FailureReason {
         Ended::AgentFailure { reason, .. } => return *reason,
         Ended::NotInstalled(_) => FailureCause::NotInstalled,
         Ended::PreflightFailed(_) => FailureCause::Preflight,
+        Ended::HostLost(_) => FailureCause::HostLost,
         Ended::TimedOut { .. } => FailureCause::Timeout,
         _ => FailureCause::Other,
     };
@@ -320,6 +323,7 @@ fn ended(ended: &Ended) -> (Verdict, Option<String>) {
             )),
         ),
         Ended::NotIsolated(reason) => (Verdict::POLICY_BLOCKED, Some(reason.clone())),
+        Ended::HostLost(m) => (Verdict::AGENT_FAILED, Some(m.clone())),
         Ended::InvalidOutput(m) => (Verdict::INVALID_OUTPUT, Some(m.clone())),
         Ended::AgentFailure { agent, message, .. } => (
             Verdict::AGENT_FAILED,

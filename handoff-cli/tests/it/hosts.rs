@@ -1,0 +1,411 @@
+//! `--on` on `run`: the whole run happens on a host reached through `$HANDOFF_SSH` =
+//! `fake-ssh -F <config>` (see `remote.rs` for what the other machine is), the code pushed
+//! to the host's repository of the project, the host's handoff running it as a background job,
+//! a build's change brought back here.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::carry::sandbox;
+use crate::remote::{Other, other_machine};
+use crate::support::{Run, Sandbox};
+
+/// `[hosts.devbox]` naming the other machine, its directory under its home.
+fn configure(sb: &Sandbox, other: &Other, extra: &str) -> PathBuf {
+    let dir = other.home.join("handoff");
+    sb.write_config(&format!(
+        "[hosts.devbox]\nssh = \"{}\"\ndir = \"{}\"\n{extra}",
+        other.host.alias(),
+        dir.display()
+    ));
+    dir
+}
+
+fn on_command(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> std::process::Command {
+    let ins = sb.instructions("Make the change described here, then report.");
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            mode,
+            "--cwd",
+            &cwd,
+            "--instructions",
+            &ins,
+            "--on",
+            "devbox",
+        ])
+        .args(extra);
+    cmd
+}
+
+fn run_on(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> Run {
+    let run = sb.exec(&mut on_command(sb, other, mode, extra));
+    assert_eq!(
+        run.stdout.lines().count(),
+        1,
+        "{run:#?}\n{}",
+        other.host.log_text()
+    );
+    run
+}
+
+/// What is left under the host's directory of runs.
+fn runs_left(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir.join("runs"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn refs_left(dir: &Path) -> String {
+    let repos: Vec<PathBuf> = std::fs::read_dir(dir.join("repos"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    repos
+        .iter()
+        .map(|r| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "safe.directory=*", "for-each-ref"])
+                .current_dir(r)
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+        .collect()
+}
+
+fn status(sb: &Sandbox) -> String {
+    sb.repo
+        .git(&["status", "--porcelain", "--untracked-files=all"])
+}
+
+#[test]
+fn a_review_runs_on_the_host_and_leaves_nothing_there() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    let run = run_on(&sb, &other, "review", &[]);
+    assert_eq!(run.code, 0, "{run:#?}\n{}", other.host.log_text());
+    let r = &run.json;
+    assert_eq!(r["status"], "succeeded");
+    assert_eq!(r["host"]["name"], "devbox");
+    assert_eq!(
+        r["host"]["commit"],
+        head.trim(),
+        "nothing uncommitted: HEAD itself"
+    );
+    // The evidence is the host's: its worktree, unchanged.
+    let remote_root = r["git"]["before"]["root"].as_str().unwrap();
+    assert!(
+        remote_root.starts_with(dir.to_str().unwrap()),
+        "{remote_root}"
+    );
+    assert_eq!(r["git"]["changed"], false);
+    assert!(r["git"].get("applied").is_none(), "{:#}", r["git"]);
+    // The fake agent ran there, not here.
+    assert!(sb.runs().is_empty());
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+    assert_eq!(refs_left(&dir), "");
+    assert_eq!(status(&sb), "");
+}
+
+#[test]
+fn a_build_comes_back_uncommitted_with_the_work_it_started_from() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let head = sb.repo.git(&["rev-parse", "HEAD"]);
+    // Uncommitted work goes with the run, as a commit that moves no branch.
+    sb.repo
+        .write("src/lib.rs", "pub fn one() -> u32 {\n    1\n}\n// wip\n");
+    sb.repo.write("notes/plan.md", "plan\n");
+    let run = run_on(&sb, &other, "build", &[]);
+    assert_eq!(run.code, 0, "{run:#?}\n{}", other.host.log_text());
+    let r = &run.json;
+    assert_eq!(r["status"], "succeeded");
+    assert_eq!(
+        r["git"]["changedFiles"],
+        serde_json::json!(["fake-build.txt"])
+    );
+    assert_eq!(r["git"]["applied"], true, "{:#}", r["git"]);
+    assert!(r["git"].get("branch").is_none());
+    let checkpoint = r["host"]["commit"].as_str().unwrap();
+    assert_ne!(checkpoint, head.trim());
+    // Here: the build's file, uncommitted, next to the work that was here; no branch moved.
+    assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+    assert!(sb.repo.path().join("fake-build.txt").is_file());
+    let st = status(&sb);
+    for line in [" M src/lib.rs", "?? fake-build.txt", "?? notes/plan.md"] {
+        assert!(st.contains(line), "{st}");
+    }
+    assert_eq!(sb.repo.git(&["branch", "--list", "handoff/*"]), "");
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+    assert_eq!(refs_left(&dir), "");
+}
+
+#[test]
+fn a_local_change_during_a_remote_build_leaves_the_change_on_a_branch() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    let gate = other.home.join("gate");
+    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
+    let ready = other.home.join("ready");
+    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
+    let child = on_command(&sb, &other, "build", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, Duration::from_secs(60));
+    sb.repo.write("README.md", "changed here meanwhile\n");
+    std::fs::write(&gate, "").unwrap();
+    other.own(&gate);
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{r:#}");
+    assert_eq!(r["git"]["applied"], false, "{:#}", r["git"]);
+    let branch = r["git"]["branch"].as_str().unwrap();
+    assert!(branch.starts_with("handoff/"), "{branch}");
+    assert!(
+        r["diagnostics"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(branch)
+    );
+    // The change waits on the branch, one commit on the run's start; nothing applied here.
+    assert!(!sb.repo.path().join("fake-build.txt").exists());
+    let files = sb
+        .repo
+        .git(&["diff", "--name-only", &format!("{branch}~1"), branch]);
+    assert_eq!(files.trim(), "fake-build.txt");
+}
+
+fn wait_for(path: &Path, limit: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(start.elapsed() < limit, "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn another_version_on_the_host_is_refused_before_anything_goes_there() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let fake = other.bin.join("handoff");
+    std::fs::remove_file(&fake).unwrap();
+    std::fs::write(&fake, "#!/bin/sh\necho 'handoff 0.0.1'\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    other.own(&fake);
+    let run = run_on(&sb, &other, "review", &[]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert_eq!(run.json["status"], "rejected");
+    let message = run.json["diagnostics"]["message"].as_str().unwrap();
+    assert!(message.contains("runs handoff 0.0.1"), "{message}");
+    assert!(!dir.exists(), "nothing was made there");
+}
+
+#[test]
+fn a_full_host_refuses_a_second_run_unless_told_to_wait() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "max_runs = 1\n");
+    let gate = other.home.join("gate");
+    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
+    let ready = other.home.join("ready");
+    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
+    let first = on_command(&sb, &other, "review", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, Duration::from_secs(60));
+    let second = run_on(&sb, &other, "review", &[]);
+    assert_eq!(second.code, 5, "{second:#?}");
+    let message = second.json["diagnostics"]["message"].as_str().unwrap();
+    assert!(message.contains("max_runs = 1"), "{message}");
+    assert!(message.contains("--wait"), "{message}");
+    // Never here instead.
+    assert!(sb.runs().is_empty());
+    std::fs::write(&gate, "").unwrap();
+    other.own(&gate);
+    let out = first.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+}
+
+#[test]
+fn a_host_that_drops_mid_run_ends_it_host_lost_and_is_cleaned_at_the_next_contact() {
+    let sb = sandbox();
+    let mut other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let gate = other.home.join("gate");
+    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
+    let ready = other.home.join("ready");
+    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
+    let child = on_command(&sb, &other, "review", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, Duration::from_secs(60));
+    other.host.stop();
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{r:#}");
+    assert_eq!(r["status"], "failed");
+    assert_eq!(r["diagnostics"]["cause"], "host_lost");
+    assert_eq!(r["host"]["name"], "devbox");
+    assert!(r["host"]["job"].is_string());
+    assert_eq!(runs_left(&dir).len(), 1, "the run is still there");
+    let doctor = sb.run(&["doctor", "--json"]);
+    let left = &doctor.json["hostLeftovers"];
+    assert_eq!(left[0]["host"], "devbox", "{left:#}");
+    assert_eq!(left[0]["job"], r["host"]["job"]);
+    // The next contact removes it (its job stopped first).
+    other.host.resume();
+    other.agents.unset("HANDOFF_FAKE_WAIT_FILE");
+    let next = run_on(&sb, &other, "review", &[]);
+    assert_eq!(next.code, 0, "{next:#?}");
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+    assert_eq!(refs_left(&dir), "");
+}
+
+#[test]
+fn a_cancel_here_stops_the_agents_tree_there() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let pid_file = other.home.join("grandchild.pid");
+    other.agents.set("HANDOFF_FAKE_MODE", "grandchild");
+    other
+        .agents
+        .set("HANDOFF_FAKE_GRANDCHILD_PID_FILE", &pid_file);
+    let ready = other.home.join("ready");
+    other.agents.set("HANDOFF_FAKE_READY_FILE", &ready);
+    let child = on_command(&sb, &other, "review", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&pid_file, Duration::from_secs(60));
+    wait_for(&ready, Duration::from_secs(60));
+    let grandchild: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(9), "{r:#}");
+    assert_eq!(r["status"], "cancelled");
+    // Proven there: the host's reaper saw the whole tree gone.
+    assert_eq!(r["processes"]["treeGone"], true, "{:#}", r["processes"]);
+    assert!(crate::support::proc_state(grandchild).is_none_or(|s| s == 'Z'));
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+}
+
+#[test]
+fn what_is_sent_is_masked_here() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    let record = other.agents.record_dir();
+    other.own(&record);
+    let secret = "sk-proj-Zq8xT3mV9kL2wR7nB4cY6hJ1";
+    let ins = sb.instructions(&format!("Use the key {secret} to review."));
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .env("OPENAI_API_KEY", secret)
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "review",
+            "--cwd",
+            &cwd,
+            "--instructions",
+            &ins,
+            "--on",
+            "devbox",
+        ]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let seen: String = other
+        .agents
+        .invocations()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    assert!(seen.contains("review"), "the agent ran there: {record:?}");
+    assert!(!seen.contains(secret), "the secret reached the host");
+    assert!(!run.stdout.contains(secret));
+}
+
+#[test]
+fn bad_hosts_are_refused_in_one_line() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    for (on, named) in [
+        ("bad host", "not an ssh destination"),
+        ("-oProxyCommand=x", "no host"),
+        ("me@box:relative", "must be absolute"),
+    ] {
+        let ins = sb.instructions("x");
+        let run = sb.run(&[
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "review",
+            "--cwd",
+            &sb.cwd(),
+            "--instructions",
+            &ins,
+            &format!("--on={on}"),
+        ]);
+        assert_eq!(run.code, 5, "{run:#?}");
+        assert!(run.stderr.contains(named), "{}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
+    let mcp = sb.instructions("{}");
+    let run = run_on(&sb, &other, "review", &["--mcp-config", &mcp]);
+    assert_eq!(run.code, 5);
+    assert!(
+        run.stderr.contains("--mcp-config cannot go with --on"),
+        "{}",
+        run.stderr
+    );
+    sb.write_config("[hosts.devbox]\nssh = \"box\"\nmax_runs = 0\n");
+    let run = run_on(&sb, &other, "review", &[]);
+    assert_eq!(run.code, 5);
+    assert!(run.stderr.contains("max_runs"), "{}", run.stderr);
+}
