@@ -495,7 +495,8 @@ mod tests {
                 "billing",
                 "server_error",
                 "not_installed",
-                "preflight"
+                "preflight",
+                "host_lost"
             ]
         );
         for c in FailureCause::ALL {

@@ -409,3 +409,116 @@ fn bad_hosts_are_refused_in_one_line() {
     assert_eq!(run.code, 5);
     assert!(run.stderr.contains("max_runs"), "{}", run.stderr);
 }
+
+#[test]
+fn with_wait_a_second_run_waits_for_the_full_host() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "max_runs = 1\n");
+    let record = other.agents.record_dir();
+    other.own(&record);
+    let gate = other.home.join("gate");
+    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
+    let ready = other.home.join("ready");
+    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
+    let first = on_command(&sb, &other, "review", &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&ready, Duration::from_secs(60));
+    let second = on_command(&sb, &other, "review", &["--wait"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(&gate, "").unwrap();
+    other.own(&gate);
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(0), "{r:#}");
+    }
+    let runs = other
+        .agents
+        .invocations()
+        .iter()
+        .filter(|i| {
+            i["stdin"]
+                .as_str()
+                .is_some_and(|s| s.contains("Mode: review"))
+        })
+        .count();
+    assert_eq!(runs, 2);
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+}
+
+#[test]
+fn capabilities_on_a_host_are_that_hosts() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args(["capabilities", "--on", "devbox", "--json"]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let installed = |id: &str| {
+        run.json["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["preflight"]["installed"].clone())
+    };
+    // Only Codex is installed there; here every fake agent is.
+    assert_eq!(installed("codex"), Some(Value::Bool(true)));
+    assert_eq!(installed("claude"), Some(Value::Bool(false)));
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args(["capabilities", "--on", "nowhere-host"]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+}
+
+#[test]
+fn a_workers_advisers_run_on_the_host_too() {
+    let sb = sandbox();
+    let other = other_machine(&["codex", "claude"]);
+    configure(&sb, &other, "");
+    other.agents.set("HANDOFF_FAKE_ADVICE", "claude");
+    let ins = sb.instructions("Build it, asking for advice.");
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args([
+            "run-with-advice",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            "build",
+            "--cwd",
+            &cwd,
+            "--instructions",
+            &ins,
+            "--on",
+            "devbox",
+        ]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let nodes = run.json["dag"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{:#}", run.json["dag"]);
+    assert_eq!(nodes[1]["targetHarness"], "claude");
+    // The adviser ran there: nothing ran here.
+    assert!(sb.agents.invocations().iter().all(|i| {
+        !i["stdin"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Operation: advice")
+    }));
+    assert!(sb.repo.path().join("fake-build.txt").is_file());
+}

@@ -178,3 +178,114 @@ fn remote_the_receiver_survives_the_ssh_connection_and_home_paths_expand_there()
     let log: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(log["task"]["agent"]["provider"], "codex");
 }
+
+/// The other machine as a host for `--on`: a real sshd, handoff and the real CLIs on its PATH,
+/// the rig's configuration (the scripted model server) in its HOME.
+fn host_for(rig: &Rig) -> Other {
+    let (dir, root) = shared("handoff-real-host-");
+    let home = root.join("home");
+    let bin = root.join("bin");
+    let config = home.join(".config/handoff");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(rig.root.join("config.toml"), config.join("config.toml")).unwrap();
+    std::fs::set_permissions(
+        config.join("config.toml"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
+    let user = second_account();
+    if let Some(u) = &user {
+        give(&root, u);
+    }
+    let path = format!(
+        "{}:{}:/usr/local/bin:/usr/bin:/bin",
+        bin.display(),
+        real_bin().display()
+    );
+    let host = SshHost::start_login(&Login {
+        user: user.as_deref(),
+        home: &home,
+        path: &path,
+        env: &[],
+    });
+    let (origin, _) = shared("handoff-real-unused-");
+    Other {
+        host,
+        home,
+        root,
+        _origin: origin,
+        _dir: dir,
+    }
+}
+
+/// `handoff run --harness codex --mode <mode> --on <alias>:~/handoff` through the real ssh
+/// client.
+fn run_on(rig: &Rig, other: &Other, mode: &str) -> (Option<i32>, Value) {
+    let ins = rig.root.join("private/instructions.txt");
+    std::fs::write(&ins, "Do what the scripted model says, then answer.").unwrap();
+    let out = rig
+        .command()
+        .env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            mode,
+        ])
+        .arg("--cwd")
+        .arg(rig.repo.path())
+        .arg("--instructions")
+        .arg(&ins)
+        .arg("--on")
+        .arg(format!("{}:~/handoff", other.host.alias()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), r)
+}
+
+#[test]
+#[ignore = "real CLI: run with cargo xtask e2e-real"]
+fn remote_a_review_and_a_build_run_on_real_codex_on_a_host_over_sshd() {
+    let rig = rig();
+    let other = host_for(&rig);
+    rig.server.set_script(Script::answer(
+        handoff_testkit::model_server::provider_output("reviewed there"),
+    ));
+    let (code, r) = run_on(&rig, &other, "review");
+    assert_eq!(code, Some(0), "{r:#}\n{}", other.host.log_text());
+    assert_eq!(r["output"]["response"], "reviewed there");
+    assert_eq!(r["host"]["ssh"], other.host.alias());
+    let root = r["git"]["before"]["root"].as_str().unwrap();
+    assert!(root.starts_with(other.home.to_str().unwrap()), "{root}");
+    assert!(
+        files_under(&rig.root.join("codex-home/sessions")).is_empty(),
+        "Codex did not run here"
+    );
+
+    rig.server.set_script(Script::new([
+        Step::shell("printf 'built there\\n' > remote-build.txt"),
+        Step::provider_answer("built there"),
+    ]));
+    let (code, r) = run_on(&rig, &other, "build");
+    assert_eq!(code, Some(0), "{r:#}\n{}", other.host.log_text());
+    assert_eq!(
+        r["git"]["changedFiles"],
+        serde_json::json!(["remote-build.txt"])
+    );
+    assert_eq!(r["git"]["applied"], true, "{:#}", r["git"]);
+    assert_eq!(
+        std::fs::read_to_string(rig.repo.path().join("remote-build.txt")).unwrap(),
+        "built there\n"
+    );
+    let runs = other.home.join("handoff/runs");
+    assert_eq!(std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0), 0);
+}
