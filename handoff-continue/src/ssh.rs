@@ -12,6 +12,21 @@ use tokio::io::AsyncWriteExt;
 
 pub use handoff_core::{Destination, parse_destination};
 
+/// What `continue --on` names: a host of the configuration (by its ssh destination; the
+/// repository's path there is found as for any destination), else an ssh destination.
+pub fn destination_of(
+    on: &str,
+    hosts: &std::collections::BTreeMap<String, handoff_core::HostConfig>,
+) -> Result<Destination, String> {
+    match hosts.get(on) {
+        Some(h) => handoff_core::check_host(on, h).map(|()| Destination {
+            host: h.ssh.clone(),
+            path: None,
+        }),
+        None => parse_destination(on),
+    }
+}
+
 /// A finished remote command.
 #[derive(Debug)]
 pub struct Remote {
@@ -457,6 +472,31 @@ pub fn poll_script(id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configured_host_is_its_ssh_destination() {
+        let hosts = std::collections::BTreeMap::from([(
+            "devbox".to_owned(),
+            handoff_core::HostConfig {
+                ssh: "me@10.0.0.7".into(),
+                dir: Some("/srv/h".into()),
+                max_runs: None,
+            },
+        )]);
+        let d = destination_of("devbox", &hosts).unwrap();
+        assert_eq!((d.host.as_str(), d.path), ("me@10.0.0.7", None));
+        let d = destination_of("other:/srv/r", &hosts).unwrap();
+        assert_eq!(d.path.as_deref(), Some("/srv/r"));
+        let bad = std::collections::BTreeMap::from([(
+            "devbox".to_owned(),
+            handoff_core::HostConfig {
+                ssh: "-oProxyCommand=x".into(),
+                dir: None,
+                max_runs: None,
+            },
+        )]);
+        assert!(destination_of("devbox", &bad).is_err());
+    }
 
     #[test]
     fn inspection_reads_key_values() {

@@ -522,3 +522,47 @@ fn a_workers_advisers_run_on_the_host_too() {
     }));
     assert!(sb.repo.path().join("fake-build.txt").is_file());
 }
+
+#[test]
+fn uncommitted_work_named_like_a_secret_never_leaves() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    sb.repo
+        .write("deploy/server.pem", "-----BEGIN PRIVATE KEY-----\n");
+    let run = run_on(&sb, &other, "review", &[]);
+    assert_eq!(run.code, 5, "{run:#?}");
+    assert!(run.stderr.contains("deploy/server.pem"), "{}", run.stderr);
+    assert!(run.stderr.contains("looks like a secret"), "{}", run.stderr);
+    assert!(!dir.exists(), "nothing went there");
+}
+
+#[test]
+fn advice_runs_on_the_host_too() {
+    let sb = sandbox();
+    let other = other_machine(&["codex"]);
+    let dir = configure(&sb, &other, "");
+    let ins = sb.instructions("What do you think of the layout?");
+    let cwd = sb.cwd();
+    let mut cmd = sb.command();
+    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
+        .args([
+            "advice",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--cwd",
+            &cwd,
+            "--instructions",
+            &ins,
+            "--on",
+            "devbox",
+        ]);
+    let run = sb.exec(&mut cmd);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(run.json["operation"], "advice");
+    assert_eq!(run.json["host"]["name"], "devbox");
+    assert!(sb.runs().is_empty());
+    assert_eq!(runs_left(&dir), Vec::<String>::new());
+}

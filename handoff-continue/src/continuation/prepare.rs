@@ -106,17 +106,7 @@ pub(super) async fn conversation(
     let destination = req
         .on
         .as_deref()
-        .map(|on| {
-            // A host of the configuration goes by its ssh destination; the repository's
-            // path there is found as for any destination.
-            match engine.config().hosts.get(on) {
-                Some(h) => handoff_core::check_host(on, h).map(|()| ssh::Destination {
-                    host: h.ssh.clone(),
-                    path: None,
-                }),
-                None => ssh::parse_destination(on),
-            }
-        })
+        .map(|on| ssh::destination_of(on, &engine.config().hosts))
         .transpose()
         .rejected("--on")?;
     let planned = if req.note_only {
