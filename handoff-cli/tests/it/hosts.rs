@@ -87,6 +87,41 @@ fn refs_left(dir: &Path) -> String {
         .collect()
 }
 
+/// Holds every run on the other machine at its agent until [`Gate::open`]: the agent writes
+/// `ready` once it runs, then waits for `gate`.
+struct Gate {
+    gate: PathBuf,
+    ready: PathBuf,
+}
+
+impl Gate {
+    fn hold(other: &Other) -> Gate {
+        let gate = other.home.join("gate");
+        other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
+        let ready = other.home.join("ready");
+        other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
+        Gate { gate, ready }
+    }
+
+    /// Waits until an agent runs there.
+    fn reached(&self) {
+        wait_for(&self.ready, Duration::from_secs(60));
+    }
+
+    fn open(&self, other: &Other) {
+        std::fs::write(&self.gate, "").unwrap();
+        other.own(&self.gate);
+    }
+}
+
+/// Starts `cmd` with its output captured.
+fn spawn(mut cmd: std::process::Command) -> std::process::Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn status(sb: &Sandbox) -> String {
     sb.repo
         .git(&["status", "--porcelain", "--untracked-files=all"])
@@ -162,19 +197,11 @@ fn a_local_change_during_a_remote_build_leaves_the_change_on_a_branch() {
     let sb = sandbox();
     let other = other_machine(&["codex"]);
     configure(&sb, &other, "");
-    let gate = other.home.join("gate");
-    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
-    let ready = other.home.join("ready");
-    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
-    let child = on_command(&sb, &other, "build", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&ready, Duration::from_secs(60));
+    let gate = Gate::hold(&other);
+    let child = spawn(on_command(&sb, &other, "build", &[]));
+    gate.reached();
     sb.repo.write("README.md", "changed here meanwhile\n");
-    std::fs::write(&gate, "").unwrap();
-    other.own(&gate);
+    gate.open(&other);
     let out = child.wait_with_output().unwrap();
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{r:#}");
@@ -226,16 +253,9 @@ fn a_full_host_refuses_a_second_run_unless_told_to_wait() {
     let sb = sandbox();
     let other = other_machine(&["codex"]);
     let dir = configure(&sb, &other, "max_runs = 1\n");
-    let gate = other.home.join("gate");
-    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
-    let ready = other.home.join("ready");
-    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
-    let first = on_command(&sb, &other, "review", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&ready, Duration::from_secs(60));
+    let gate = Gate::hold(&other);
+    let first = spawn(on_command(&sb, &other, "review", &[]));
+    gate.reached();
     let second = run_on(&sb, &other, "review", &[]);
     assert_eq!(second.code, 5, "{second:#?}");
     let message = second.json["diagnostics"]["message"].as_str().unwrap();
@@ -243,8 +263,7 @@ fn a_full_host_refuses_a_second_run_unless_told_to_wait() {
     assert!(message.contains("--wait"), "{message}");
     // Never here instead.
     assert!(sb.runs().is_empty());
-    std::fs::write(&gate, "").unwrap();
-    other.own(&gate);
+    gate.open(&other);
     let out = first.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(runs_left(&dir), Vec::<String>::new());
@@ -255,16 +274,9 @@ fn a_host_that_drops_mid_run_ends_it_host_lost_and_is_cleaned_at_the_next_contac
     let sb = sandbox();
     let mut other = other_machine(&["codex"]);
     let dir = configure(&sb, &other, "");
-    let gate = other.home.join("gate");
-    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
-    let ready = other.home.join("ready");
-    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
-    let child = on_command(&sb, &other, "review", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&ready, Duration::from_secs(60));
+    let gate = Gate::hold(&other);
+    let child = spawn(on_command(&sb, &other, "review", &[]));
+    gate.reached();
     other.host.stop();
     let out = child.wait_with_output().unwrap();
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -299,11 +311,7 @@ fn a_cancel_here_stops_the_agents_tree_there() {
         .set("HANDOFF_FAKE_GRANDCHILD_PID_FILE", &pid_file);
     let ready = other.home.join("ready");
     other.agents.set("HANDOFF_FAKE_READY_FILE", &ready);
-    let child = on_command(&sb, &other, "review", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn(on_command(&sb, &other, "review", &[]));
     wait_for(&pid_file, Duration::from_secs(60));
     wait_for(&ready, Duration::from_secs(60));
     let grandchild: i32 = std::fs::read_to_string(&pid_file)
@@ -417,24 +425,12 @@ fn with_wait_a_second_run_waits_for_the_full_host() {
     let dir = configure(&sb, &other, "max_runs = 1\n");
     let record = other.agents.record_dir();
     other.own(&record);
-    let gate = other.home.join("gate");
-    other.agents.set("HANDOFF_FAKE_WAIT_FILE", &gate);
-    let ready = other.home.join("ready");
-    other.agents.set("HANDOFF_FAKE_CONTEXT_FILE", &ready);
-    let first = on_command(&sb, &other, "review", &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for(&ready, Duration::from_secs(60));
-    let second = on_command(&sb, &other, "review", &["--wait"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let gate = Gate::hold(&other);
+    let first = spawn(on_command(&sb, &other, "review", &[]));
+    gate.reached();
+    let second = spawn(on_command(&sb, &other, "review", &["--wait"]));
     std::thread::sleep(Duration::from_millis(1500));
-    std::fs::write(&gate, "").unwrap();
-    other.own(&gate);
+    gate.open(&other);
     for child in [first, second] {
         let out = child.wait_with_output().unwrap();
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();

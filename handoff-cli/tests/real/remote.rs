@@ -56,42 +56,8 @@ fn rig_and_other() -> (Rig, String, Other) {
     // A session made here by the real Claude Code.
     let source = first_session(&rig, "codex", "claude");
 
-    let (dir, root) = shared("handoff-real-other-");
-    let home = root.join("home");
-    let bin = root.join("bin");
-    let config = home.join(".config/handoff");
-    std::fs::create_dir_all(&config).unwrap();
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(rig.root.join("config.toml"), config.join("config.toml")).unwrap();
-    std::fs::set_permissions(
-        config.join("config.toml"),
-        std::fs::Permissions::from_mode(0o600),
-    )
-    .unwrap();
-    std::os::unix::fs::symlink(HANDOFF, bin.join("handoff")).unwrap();
-    std::fs::write(home.join(".gitconfig"), "[safe]\n\tdirectory = *\n").unwrap();
-    let user = second_account();
-    if let Some(u) = &user {
-        give(&root, u);
-    }
-    let path = format!(
-        "{}:{}:/usr/local/bin:/usr/bin:/bin",
-        bin.display(),
-        real_bin().display()
-    );
-    let host = SshHost::start_login(&Login {
-        user: user.as_deref(),
-        home: &home,
-        path: &path,
-        env: &[],
-    });
-    let other = Other {
-        host,
-        home,
-        root,
-        _origin: origin_dir,
-        _dir: dir,
-    };
+    let mut other = host_for(&rig);
+    other._origin = origin_dir;
     (rig, source, other)
 }
 
@@ -182,7 +148,7 @@ fn remote_the_receiver_survives_the_ssh_connection_and_home_paths_expand_there()
 /// The other machine as a host for `--on`: a real sshd, handoff and the real CLIs on its PATH,
 /// the rig's configuration (the scripted model server) in its HOME.
 fn host_for(rig: &Rig) -> Other {
-    let (dir, root) = shared("handoff-real-host-");
+    let (dir, root) = shared("handoff-real-other-");
     let home = root.join("home");
     let bin = root.join("bin");
     let config = home.join(".config/handoff");
@@ -211,7 +177,8 @@ fn host_for(rig: &Rig) -> Other {
         path: &path,
         env: &[],
     });
-    let (origin, _) = shared("handoff-real-unused-");
+    // Replaced by the caller that needs an origin.
+    let (origin, _) = shared("handoff-real-origin-");
     Other {
         host,
         home,
