@@ -129,9 +129,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         .collect();
 
     // What runs on other machines left there, to be removed at the next contact.
-    let hosts_left: Vec<Value> = handoff_store::default_path(&env)
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("hosts")))
+    let hosts_left: Vec<Value> = crate::remote::state_dir(&env)
         .map(|d| handoff_remote::leftovers(&d))
         .unwrap_or_default()
         .into_iter()

@@ -17,9 +17,9 @@ pub async fn run_on(input: RunInput, on: &str, quiet: bool) -> u8 {
     };
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let known = handoff_core::known_secrets(&env, &config.config);
-    let state_dir = match crate::open_store() {
-        Ok(store) => store.sibling_dir("hosts"),
-        Err(e) => return crate::rejected_early(input, format!("the task store: {e}")).await,
+    let state_dir = match state_dir(&env) {
+        Ok(dir) => dir,
+        Err(e) => return crate::rejected_early(input, e).await,
     };
     let live = crate::live::wanted(quiet).then(|| {
         crate::live::Live::start(format!(
@@ -51,6 +51,16 @@ pub async fn run_on(input: RunInput, on: &str, quiet: bool) -> u8 {
     };
     crate::emit(&outcome.line, message.as_deref(), "");
     outcome.exit_code
+}
+
+/// Where what runs left on hosts is remembered: `hosts/` next to the task store.
+pub fn state_dir(
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<camino::Utf8PathBuf, String> {
+    let store = handoff_store::default_path(env).map_err(|e| format!("the task store: {e}"))?;
+    Ok(store
+        .parent()
+        .map_or_else(|| "hosts".into(), |d| d.join("hosts")))
 }
 
 /// `handoff capabilities --on HOST`: that host's agents and preflight.

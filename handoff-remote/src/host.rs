@@ -48,15 +48,12 @@ pub async fn serve(side: &HostSide<'_>, request: &[u8]) -> HostReply {
         Err(e) => return HostReply::error(format!("not a request of protocol {PROTOCOL}: {e}")),
     };
     let answered = match request {
-        HostRequest::Hello { .. } => Ok(HostReply {
-            version: Some(handoff_core::DRIVER_VERSION.to_owned()),
-            protocol: Some(PROTOCOL),
-            ..HostReply::ok()
-        }),
-        HostRequest::Repo { dir, project } => repo(side, &dir, &project).map(|path| HostReply {
-            repo: Some(path.into_string()),
-            ..HostReply::ok()
-        }),
+        HostRequest::Repo { dir, project } => base(side, &dir)
+            .and_then(|base| repo(&base, &project))
+            .map(|path| HostReply {
+                repo: Some(path.into_string()),
+                ..HostReply::ok()
+            }),
         HostRequest::Start(start) => self::start(side, &start),
         HostRequest::Finish {
             dir,
@@ -113,10 +110,9 @@ fn checked_run(run: &str) -> Result<(), String> {
     }
 }
 
-/// The project's bare repository, made when missing.
-fn repo(side: &HostSide<'_>, dir: &str, project: &str) -> Result<Utf8PathBuf, String> {
+/// The project's bare repository under `base`, made when missing.
+fn repo(base: &Utf8Path, project: &str) -> Result<Utf8PathBuf, String> {
     checked_project(project)?;
-    let base = base(side, dir)?;
     let repos = base.join("repos");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -164,8 +160,8 @@ fn start(side: &HostSide<'_>, s: &StartRun) -> Result<HostReply, String> {
     }) {
         return Err("the command line names what the host decides itself".to_owned());
     }
-    let repo = repo(side, &s.dir, &s.project)?;
     let base = base(side, &s.dir)?;
+    let repo = repo(&base, &s.project)?;
     // One start at a time: counting the runs and starting one is one step.
     let lock = std::fs::File::create(base.join(".start.lock"))
         .map_err(|e| format!("cannot open the start lock: {e}"))?;
@@ -280,8 +276,9 @@ async fn finish(
             .as_deref()
             .and_then(|l| serde_json::from_str(l).ok())
             .ok_or("the run succeeded without a result to read")?;
-        let repo = repo(side, dir, project)?;
-        let (_, wt) = run_paths(&base(side, dir)?, run);
+        let base = base(side, dir)?;
+        let repo = repo(&base, project)?;
+        let (_, wt) = run_paths(&base, run);
         let git = result
             .git
             .as_ref()
@@ -351,11 +348,11 @@ fn collect_change(
     Ok(commit)
 }
 
+/// Stops the job (a job that ended already, or was lost, has nothing left to stop).
 fn cancel(side: &HostSide<'_>, job: &str) -> Result<HostReply, String> {
-    let id = job_id(job)?;
-    match handoff_core::cancel_job(side.store, &id).map_err(|e| e.to_string())? {
-        Cancel::Signalled(_) | Cancel::Finished(_) | Cancel::Lost(_) => Ok(HostReply::ok()),
-    }
+    handoff_core::cancel_job(side.store, &job_id(job)?)
+        .map(|_| HostReply::ok())
+        .map_err(|e| e.to_string())
 }
 
 async fn cleanup(

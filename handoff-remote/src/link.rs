@@ -8,7 +8,7 @@ use handoff_core::{Host, shell_word};
 
 use crate::protocol::{HostReply, HostRequest, PROTOCOL};
 
-/// How long a short request (hello, repo, start, cancel, cleanup) may take.
+/// How long a short request (repo, start, cancel, cleanup) may take.
 pub(crate) const SHORT: Duration = Duration::from_secs(120);
 
 /// Why a call got no reply.
@@ -37,58 +37,24 @@ impl Link {
         self.host.label()
     }
 
-    /// Sends `request` to `handoff __host` there.
-    pub(crate) async fn call(
+    /// Runs `command` there after `handoff --version`, `input` on its standard input: the
+    /// version there is checked against this one's before anything `command` does counts.
+    /// Returns the rest of standard output.
+    async fn versioned(
         &self,
-        request: &HostRequest,
+        command: &str,
+        input: &[u8],
         timeout: Duration,
-    ) -> Result<HostReply, CallError> {
-        let body = serde_json::to_vec(request).unwrap_or_default();
+    ) -> Result<String, CallError> {
+        let script = format!(
+            "command -v handoff >/dev/null 2>&1 || exit 127; handoff --version || exit 126; exec {command}"
+        );
         let out = self
             .ssh
-            .run("exec handoff __host", &body, timeout)
-            .await
-            .map_err(CallError::Unreachable)?;
-        if out.code == 255 {
-            return Err(CallError::Unreachable(format!(
-                "cannot reach {} over ssh: {}",
-                self.label(),
-                out.stderr_tail()
-            )));
-        }
-        if out.code == 127 {
-            return Err(CallError::Refused(format!(
-                "handoff is not installed on {} (not found on its PATH)",
-                self.label()
-            )));
-        }
-        let line = out.stdout.lines().rev().find(|l| !l.trim().is_empty());
-        match line.and_then(|l| serde_json::from_str::<HostReply>(l).ok()) {
-            Some(reply) => Ok(reply),
-            None => Err(CallError::Refused(format!(
-                "the handoff on {} did not answer (exit {}): {}",
-                self.label(),
-                out.code,
-                out.stderr_tail()
-            ))),
-        }
-    }
-
-    /// Checks that the host runs this very version and protocol, before anything changes
-    /// there.
-    pub(crate) async fn hello(&self) -> Result<(), CallError> {
-        let ours = format!("handoff {}", handoff_core::DRIVER_VERSION);
-        let out = self
-            .ssh
-            .run(
-                "command -v handoff >/dev/null 2>&1 || exit 127; handoff --version",
-                b"",
-                SHORT,
-            )
+            .run(&script, input, timeout)
             .await
             .map_err(CallError::Unreachable)?;
         match out.code {
-            0 => {}
             255 => {
                 return Err(CallError::Unreachable(format!(
                     "cannot reach {} over ssh: {}",
@@ -102,15 +68,11 @@ impl Link {
                     self.label()
                 )));
             }
-            code => {
-                return Err(CallError::Refused(format!(
-                    "handoff --version failed on {} (exit {code}): {}",
-                    self.label(),
-                    out.stderr_tail()
-                )));
-            }
+            _ => {}
         }
-        let theirs = out.stdout.lines().next().unwrap_or("").trim().to_owned();
+        let (first, rest) = out.stdout.split_once('\n').unwrap_or((&out.stdout, ""));
+        let ours = format!("handoff {}", handoff_core::DRIVER_VERSION);
+        let theirs = first.trim();
         if theirs != ours {
             return Err(CallError::Refused(format!(
                 "{} runs {}, this machine {ours}: install the same version there",
@@ -118,27 +80,46 @@ impl Link {
                 if theirs.is_empty() {
                     "a handoff without a version".to_owned()
                 } else {
-                    handoff_core::printable(&theirs, true).into_owned()
+                    handoff_core::printable(theirs, true).into_owned()
                 }
             )));
         }
-        let reply = self
-            .call(
-                &HostRequest::Hello {
-                    version: handoff_core::DRIVER_VERSION.to_owned(),
-                    protocol: PROTOCOL,
-                },
-                SHORT,
-            )
-            .await?;
-        if reply.protocol != Some(PROTOCOL) {
+        if rest.trim().is_empty() {
+            return Err(CallError::Refused(format!(
+                "the handoff on {} did not answer (exit {}): {}",
+                self.label(),
+                out.code,
+                out.stderr_tail()
+            )));
+        }
+        Ok(rest.to_owned())
+    }
+
+    /// Sends `request` to `handoff __host` there. A reply of another protocol is refused.
+    pub(crate) async fn call(
+        &self,
+        request: &HostRequest,
+        timeout: Duration,
+    ) -> Result<HostReply, CallError> {
+        let body = serde_json::to_vec(request).unwrap_or_default();
+        let stdout = self.versioned("handoff __host", &body, timeout).await?;
+        let line = stdout.lines().rev().find(|l| !l.trim().is_empty());
+        let reply = line
+            .and_then(|l| serde_json::from_str::<HostReply>(l).ok())
+            .ok_or_else(|| {
+                CallError::Refused(format!(
+                    "the handoff on {} answered something that is not a reply",
+                    self.label()
+                ))
+            })?;
+        if reply.protocol != PROTOCOL {
             return Err(CallError::Refused(format!(
                 "{} speaks protocol {}, this machine {PROTOCOL}",
                 self.label(),
-                reply.protocol.map_or("none".to_owned(), |p| p.to_string())
+                reply.protocol
             )));
         }
-        Ok(())
+        Ok(reply)
     }
 
     /// A git URL of `path` on the host.
@@ -167,7 +148,7 @@ impl Link {
 }
 
 /// What the host `on` names can run: its `handoff capabilities --json`, after the same
-/// version and protocol check a run makes.
+/// version check a run makes.
 pub async fn host_capabilities(
     on: &str,
     hosts: &BTreeMap<String, handoff_core::HostConfig>,
@@ -175,20 +156,13 @@ pub async fn host_capabilities(
 ) -> Result<handoff_core::Capabilities, String> {
     let host = handoff_core::resolve_host(on, hosts)?;
     let link = Link::new(host, env)?;
-    link.hello().await.map_err(|e| match e {
-        CallError::Unreachable(m) | CallError::Refused(m) => format!("--on: {m}"),
-    })?;
-    let out = link
-        .ssh
-        .step(
-            "reading its capabilities",
-            "exec handoff capabilities --json",
-            b"",
-            SHORT,
-        )
+    let stdout = link
+        .versioned("handoff capabilities --json", b"", SHORT)
         .await
-        .map_err(|e| format!("--on: {e}"))?;
-    serde_json::from_str(out.stdout.trim()).map_err(|e| {
+        .map_err(|e| match e {
+            CallError::Unreachable(m) | CallError::Refused(m) => format!("--on: {m}"),
+        })?;
+    serde_json::from_str(stdout.trim()).map_err(|e| {
         format!(
             "--on: {} answered capabilities that do not read: {e}",
             link.host.label()

@@ -13,13 +13,6 @@ pub const MAX_REQUEST: usize = 4 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum HostRequest {
-    /// Who speaks: the host answers with its version and protocol.
-    Hello {
-        /// The asking handoff's version.
-        version: String,
-        /// Its protocol.
-        protocol: u32,
-    },
     /// The project's repository there, made when missing; answers its absolute path.
     Repo {
         /// Where the host keeps repositories and runs (`~/…` or absolute).
@@ -96,12 +89,9 @@ pub struct HostReply {
     /// Start: the host already runs as many runs as it may.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub busy: bool,
-    /// Hello: the host's version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Hello: the host's protocol.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<u32>,
+    /// The protocol the host speaks (every reply says it).
+    #[serde(default)]
+    pub protocol: u32,
     /// Repo: the repository's absolute path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
@@ -130,6 +120,7 @@ impl HostReply {
     pub fn ok() -> HostReply {
         HostReply {
             ok: true,
+            protocol: PROTOCOL,
             ..HostReply::default()
         }
     }
@@ -138,6 +129,7 @@ impl HostReply {
     pub fn error(message: impl Into<String>) -> HostReply {
         HostReply {
             ok: false,
+            protocol: PROTOCOL,
             error: Some(message.into()),
             ..HostReply::default()
         }
@@ -188,12 +180,7 @@ mod tests {
         let text = serde_json::to_string(&r).unwrap();
         assert!(text.starts_with(r#"{"op":"finish""#), "{text}");
         assert_eq!(serde_json::from_str::<HostRequest>(&text).unwrap(), r);
-        assert!(
-            serde_json::from_str::<HostRequest>(
-                r#"{"op":"hello","version":"1","protocol":1,"x":1}"#
-            )
-            .is_err()
-        );
+        assert!(serde_json::from_str::<HostRequest>(r#"{"op":"cancel","job":"j","x":1}"#).is_err());
         assert!(serde_json::from_str::<HostRequest>(r#"{"op":"rm"}"#).is_err());
     }
 

@@ -71,37 +71,46 @@ pub async fn run_on_host(
         Some(Ok(f)) => Some(f),
         None => None,
     };
-    let writes = request.mode.is_some_and(|m| m.writes());
-    let budget = Duration::from_millis(request.budgets.limits.root_timeout_ms);
-    let run = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let link = match Link::new(host, &ctx.env) {
+        Ok(l) => l,
+        Err(e) => return engine.reject(input, e).await,
+    };
     let mut remote = Remote {
         ctx,
-        link: match Link::new(host.clone(), &ctx.env) {
-            Ok(l) => l,
-            Err(e) => return engine.reject(input, e).await,
-        },
-        run,
+        link,
+        run: uuid::Uuid::new_v4().simple().to_string()[..12].to_owned(),
         project: String::new(),
+        commit: None,
+        worktree: None,
         job: None,
     };
-    let outcome = remote.go(&input, &request, writes, budget, cancel).await;
-    let mut outcome = match outcome {
-        Ok(result) => finished(ctx, result),
+    let outcome = match remote.go(&input, &request, cancel).await {
+        Ok(mut result) => {
+            result.host = Some(remote.report());
+            finished(ctx, result)
+        }
         Err(Stop::Rejected(m)) => engine.reject(input, m).await,
         Err(Stop::NotRun(m)) => engine.not_run(input, m).await,
         Err(Stop::Lost(m)) => {
             let mut o = engine.host_lost(input, m).await;
-            o.result.host = Some(remote.report(None, None));
+            o.result.host = Some(remote.report());
             RunOutcome::restated(o.result)
         }
         Err(Stop::Cancelled) => engine.cancelled_before_start(input).await,
     };
-    if let Some(file) = reserved
-        && let Err(e) = file.write(outcome.line.as_bytes())
-    {
-        outcome.record_warning = Some(format!("the result file was not written: {e}"));
+    match reserved.map(|file| file.write(outcome.line.as_bytes())) {
+        // As for a run here: stdout still holds the result, which says the file is missing.
+        Some(Err(e)) => {
+            let mut r = outcome.result;
+            if r.status != Status::Blocked {
+                r.status = Status::Failed;
+                r.exit.driver = exit::INVALID_OUTPUT;
+            }
+            r.diagnostics.message = Some(e);
+            RunOutcome::restated(r)
+        }
+        _ => outcome,
     }
-    outcome
 }
 
 /// Why a run on a host stopped before it had a result of the host's.
@@ -125,18 +134,20 @@ impl From<CallError> for Stop {
     }
 }
 
+/// One run on a host, as far as it got.
 struct Remote<'a> {
     ctx: &'a RemoteContext<'a>,
     link: Link,
+    /// The run's id (its refs and directory there).
     run: String,
+    /// The project's key there.
     project: String,
+    /// The commit it started from, once pushed.
+    commit: Option<String>,
+    /// Its worktree there, once started.
+    worktree: Option<String>,
+    /// Its job there, once started.
     job: Option<String>,
-}
-
-/// A host's result, and the commit its run started from.
-struct Ended {
-    result: HandoffResult,
-    commit: String,
 }
 
 impl Remote<'_> {
@@ -144,12 +155,12 @@ impl Remote<'_> {
         &self.link.host
     }
 
-    fn report(&self, commit: Option<String>, worktree: Option<String>) -> RunHost {
+    fn report(&self) -> RunHost {
         RunHost {
             name: self.host().name.clone(),
             ssh: self.host().ssh.clone(),
-            commit,
-            worktree,
+            commit: self.commit.clone(),
+            worktree: self.worktree.clone(),
             job: self.job.clone(),
         }
     }
@@ -170,8 +181,6 @@ impl Remote<'_> {
         &mut self,
         input: &RunInput,
         request: &handoff_core::Request,
-        writes: bool,
-        budget: Duration,
         mut cancel: watch::Receiver<bool>,
     ) -> Result<HandoffResult, Stop> {
         let root = handoff_git::repo_state(camino::Utf8Path::new(&request.cwd))
@@ -179,6 +188,12 @@ impl Remote<'_> {
             .repository;
         let git = Git::new(root.clone());
         self.project = code::project_key(&git).map_err(Stop::Rejected)?;
+        // This worktree before anything is read from it: a writing run's change is applied
+        // only onto exactly this.
+        let workspace = GitWorkspace::new().with_ignored(request.include_ignored);
+        let before = workspace
+            .fingerprint(&root)
+            .map_err(|e| Stop::NotRun(format!("cannot fingerprint {root}: {e}")))?;
         // What goes there: the task's commit, uncommitted work as a commit on it.
         let work =
             handoff_continue::work_commit(&root, "handoff: the work to run on another machine")
@@ -196,8 +211,7 @@ impl Remote<'_> {
             return Err(Stop::Cancelled);
         }
 
-        self.link.hello().await?;
-        self.sweep().await;
+        // The first call also checks the version and protocol there.
         let repo = self
             .call(&HostRequest::Repo {
                 dir: self.host().dir.clone(),
@@ -206,29 +220,23 @@ impl Remote<'_> {
             .await?
             .repo
             .ok_or_else(|| Stop::NotRun("the host named no repository".into()))?;
+        self.sweep().await;
         code::push(&git, &self.link, &repo, &work.commit, &self.run).map_err(Stop::NotRun)?;
+        self.commit = Some(work.commit.clone());
         pending::remember(&self.ctx.state_dir, &self.leftover()).map_err(Stop::NotRun)?;
 
-        // What this worktree is now: a writing run's change is applied only onto it.
-        let before = GitWorkspace::new()
-            .fingerprint(&root)
-            .map_err(|e| Stop::NotRun(format!("cannot fingerprint {root}: {e}")))?;
+        let budget = Duration::from_millis(request.budgets.limits.root_timeout_ms);
         let started = self
-            .start(
-                input,
-                request,
-                &work.commit,
-                instructions,
-                budget,
-                &mut cancel,
-            )
+            .start(input, &work.commit, instructions, budget, &mut cancel)
             .await?;
-        self.job = started.job.clone();
+        self.worktree = started.worktree;
+        self.job = started.job;
         let _ = pending::remember(&self.ctx.state_dir, &self.leftover());
-        let job = started
+        let job = self
             .job
             .clone()
             .ok_or_else(|| Stop::NotRun("the host started no job".into()))?;
+        let writes = request.mode.is_some_and(|m| m.writes());
         let reply = self.finish(&job, writes, budget, cancel).await?;
         let result: HandoffResult = reply
             .result
@@ -242,13 +250,15 @@ impl Remote<'_> {
                     self.link.log_command(&job)
                 ))
             })?;
-        let ended = Ended {
-            commit: work.commit.clone(),
-            result,
+        let back = Back {
+            git: &git,
+            workspace: &workspace,
+            repo: &repo,
+            before: &before,
+            start: &work.commit,
         };
-        let mut result = self.bring_back(&git, &repo, &before, ended, &reply);
+        let result = self.bring_back(&back, result, &reply);
         self.cleanup().await;
-        result.host = Some(self.report(Some(work.commit), started.worktree));
         Ok(result)
     }
 
@@ -270,7 +280,6 @@ impl Remote<'_> {
     async fn start(
         &mut self,
         input: &RunInput,
-        request: &handoff_core::Request,
         commit: &str,
         instructions: String,
         budget: Duration,
@@ -282,7 +291,7 @@ impl Remote<'_> {
             run: self.run.clone(),
             commit: commit.to_owned(),
             verb: input.verb.as_str().to_owned(),
-            args: forwarded(input, request),
+            args: forwarded(input),
             instructions,
             max_runs: self.host().max_runs,
         }));
@@ -392,13 +401,17 @@ impl Remote<'_> {
     /// The host's result, with a writing run's change fetched and applied here.
     fn bring_back(
         &self,
-        git: &Git,
-        repo: &str,
-        before: &handoff_core::Fingerprint,
-        ended: Ended,
+        back: &Back<'_>,
+        mut result: HandoffResult,
         reply: &HostReply,
     ) -> HandoffResult {
-        let mut result = ended.result;
+        let Back {
+            git,
+            workspace,
+            repo,
+            before,
+            start,
+        } = *back;
         if let Some(why) = &reply.uncollected {
             if let Some(g) = result.git.as_mut() {
                 g.applied = Some(false);
@@ -417,7 +430,6 @@ impl Remote<'_> {
         // Whether this worktree is still as it was when the run started, read before the
         // fetch adds the branch.
         let root = git.root().to_owned();
-        let workspace = GitWorkspace::new();
         let now = workspace.fingerprint(&root);
         let unchanged = now.as_ref().is_ok_and(|n| n.digest == before.digest);
         let branch = format!("handoff/{}", self.run);
@@ -436,7 +448,7 @@ impl Remote<'_> {
             .as_ref()
             .map(|g| g.changed_files.clone())
             .unwrap_or_default();
-        match code::changed_between(git, &ended.commit, &fetched) {
+        match code::changed_between(git, start, &fetched) {
             Ok(files) if files == remote_files => {}
             Ok(files) => {
                 return blocked(
@@ -462,7 +474,7 @@ impl Remote<'_> {
             ));
             return result;
         }
-        if let Err(e) = code::apply(git, &ended.commit, &fetched) {
+        if let Err(e) = code::apply(git, start, &fetched) {
             set(&mut result, false);
             return blocked(result, format!("{e}; the change is on branch {branch}"));
         }
@@ -529,6 +541,19 @@ impl Remote<'_> {
     }
 }
 
+/// What bringing a writing run's change back needs.
+struct Back<'a> {
+    git: &'a Git,
+    /// Fingerprints this worktree (ignored files too when the run covers them).
+    workspace: &'a GitWorkspace,
+    /// The project's repository there.
+    repo: &'a str,
+    /// This worktree before anything was read from it.
+    before: &'a handoff_core::Fingerprint,
+    /// The commit the run started from.
+    start: &'a str,
+}
+
 /// A result whose change this machine could not take as the host's evidence says: blocked
 /// (exit 10), the reason said.
 fn blocked(mut result: HandoffResult, why: String) -> HandoffResult {
@@ -557,7 +582,7 @@ fn finished(ctx: &RemoteContext<'_>, result: HandoffResult) -> RunOutcome {
 
 /// The command line the host's `handoff` runs: the request's flags as given here, without
 /// what the host decides itself (`--cwd`, `--instructions`, `--result`) or what stays here.
-fn forwarded(input: &RunInput, _request: &handoff_core::Request) -> Vec<String> {
+fn forwarded(input: &RunInput) -> Vec<String> {
     let mut args = Vec::new();
     let mut flag = |name: &str, value: &Option<String>| {
         if let Some(v) = value {

@@ -9,9 +9,22 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::carry::sandbox;
 use crate::remote::{Other, other_machine};
 use crate::support::{Run, Sandbox};
+
+/// The sandbox here, recording every agent invocation: a run on the host starts none here, not
+/// even a probe.
+fn sandbox() -> Sandbox {
+    let sb = crate::carry::sandbox();
+    sb.record();
+    sb
+}
+
+/// Nothing ran here.
+fn nothing_ran_here(sb: &Sandbox) {
+    let calls = sb.agents.invocations();
+    assert!(calls.is_empty(), "{calls:#?}");
+}
 
 /// `[hosts.devbox]` naming the other machine, its directory under its home.
 fn configure(sb: &Sandbox, other: &Other, extra: &str) -> PathBuf {
@@ -152,7 +165,7 @@ fn a_review_runs_on_the_host_and_leaves_nothing_there() {
     assert_eq!(r["git"]["changed"], false);
     assert!(r["git"].get("applied").is_none(), "{:#}", r["git"]);
     // The fake agent ran there, not here.
-    assert!(sb.runs().is_empty());
+    nothing_ran_here(&sb);
     assert_eq!(runs_left(&dir), Vec::<String>::new());
     assert_eq!(refs_left(&dir), "");
     assert_eq!(status(&sb), "");
@@ -262,7 +275,7 @@ fn a_full_host_refuses_a_second_run_unless_told_to_wait() {
     assert!(message.contains("max_runs = 1"), "{message}");
     assert!(message.contains("--wait"), "{message}");
     // Never here instead.
-    assert!(sb.runs().is_empty());
+    nothing_ran_here(&sb);
     gate.open(&other);
     let out = first.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -485,6 +498,8 @@ fn a_workers_advisers_run_on_the_host_too() {
     let other = other_machine(&["codex", "claude"]);
     configure(&sb, &other, "");
     other.agents.set("HANDOFF_FAKE_ADVICE", "claude");
+    let record = other.agents.record_dir();
+    other.own(&record);
     let ins = sb.instructions("Build it, asking for advice.");
     let cwd = sb.cwd();
     let mut cmd = sb.command();
@@ -510,12 +525,13 @@ fn a_workers_advisers_run_on_the_host_too() {
     assert_eq!(nodes.len(), 2, "{:#}", run.json["dag"]);
     assert_eq!(nodes[1]["targetHarness"], "claude");
     // The adviser ran there: nothing ran here.
-    assert!(sb.agents.invocations().iter().all(|i| {
-        !i["stdin"]
+    let advised_there = other.agents.invocations().iter().any(|i| {
+        i["stdin"]
             .as_str()
-            .unwrap_or("")
-            .contains("Operation: advice")
-    }));
+            .is_some_and(|s| s.contains("Operation: advice"))
+    });
+    assert!(advised_there);
+    nothing_ran_here(&sb);
     assert!(sb.repo.path().join("fake-build.txt").is_file());
 }
 
@@ -559,6 +575,100 @@ fn advice_runs_on_the_host_too() {
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.json["operation"], "advice");
     assert_eq!(run.json["host"]["name"], "devbox");
-    assert!(sb.runs().is_empty());
+    nothing_ran_here(&sb);
     assert_eq!(runs_left(&dir), Vec::<String>::new());
+}
+
+/// An agent on the host that writes into its repository's git directory gets nothing back
+/// here, even where the request allows git settings. What Claude Code's sandbox leaves there
+/// (`config.worktree`, empty directories) passes the host's evidence, and a commit cannot carry
+/// it: `blocked`. A hostile rewrite (a `core.fsmonitor` program, other object alternates)
+/// leaves the host unable to read the run's objects: `failed`. Either way nothing reaches this
+/// worktree.
+#[test]
+fn a_hostile_agents_git_directory_never_comes_back() {
+    for (leftovers, code) in [("claude-sandbox", 10), ("hostile", 7)] {
+        let sb = sandbox();
+        let other = other_machine(&["codex"]);
+        let dir = configure(&sb, &other, "");
+        other.agents.set("HANDOFF_FAKE_LEFTOVERS", leftovers);
+        let head = sb.repo.git(&["rev-parse", "HEAD"]);
+        let run = run_on(&sb, &other, "build", &["--allow-git-config"]);
+        assert_eq!(run.code, code, "{leftovers}: {run:#?}");
+        assert_ne!(run.json["status"], "succeeded");
+        if code == 10 {
+            assert_eq!(run.json["git"]["applied"], false, "{:#}", run.json["git"]);
+            let message = run.json["diagnostics"]["message"].as_str().unwrap();
+            assert!(message.contains("cannot come back here"), "{message}");
+        }
+        // Here: nothing applied, no branch, no git setting.
+        assert_eq!(status(&sb), "", "{leftovers}");
+        assert_eq!(sb.repo.git(&["rev-parse", "HEAD"]), head);
+        assert_eq!(sb.repo.git(&["branch", "--list", "handoff/*"]), "");
+        assert!(!sb.repo.path().join(".git/config.worktree").exists());
+        assert_eq!(runs_left(&dir), Vec::<String>::new());
+        nothing_ran_here(&sb);
+    }
+}
+
+/// Two hosts, each with its own HOME, state and agents, behind one ssh configuration: one
+/// holds a review while a build goes to the other, whose `max_runs` is its own.
+#[test]
+fn two_hosts_run_side_by_side_each_with_its_own_state() {
+    let sb = sandbox();
+    let a = crate::remote::other_machine_named(&["codex"], "host-a");
+    let b = crate::remote::other_machine_named(&["codex"], "host-b");
+    let ssh = handoff_testkit::fake_ssh::FakeSshHosts::new(&[&a.host, &b.host]);
+    sb.write_config(&format!(
+        "[hosts.a]\nssh = \"host-a\"\ndir = \"{}\"\n\n[hosts.b]\nssh = \"host-b\"\ndir = \"{}\"\n",
+        a.home.join("handoff").display(),
+        b.home.join("handoff").display()
+    ));
+    let on = |host: &str, mode: &str| {
+        let ins = sb.instructions("Do it.");
+        let cwd = sb.cwd();
+        let mut cmd = sb.command();
+        cmd.env("HANDOFF_SSH", ssh.ssh_command().join(" ")).args([
+            "run",
+            "--caller-harness",
+            "claude",
+            "--harness",
+            "codex",
+            "--mode",
+            mode,
+            "--cwd",
+            &cwd,
+            "--instructions",
+            &ins,
+            "--on",
+            host,
+        ]);
+        cmd
+    };
+    let gate = Gate::hold(&a);
+    let review = spawn(on("a", "review"));
+    gate.reached();
+    let build = sb.exec(&mut on("b", "build"));
+    assert_eq!(build.code, 0, "{build:#?}");
+    assert_eq!(build.json["host"]["name"], "b");
+    assert_eq!(build.json["git"]["applied"], true);
+    assert!(sb.repo.path().join("fake-build.txt").is_file());
+    gate.open(&a);
+    let out = review.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{r:#}");
+    assert_eq!(r["host"]["name"], "a");
+    // Each host's own store holds its own job only.
+    for (host, verb_mode) in [(&a, "review"), (&b, "build")] {
+        let (code, stdout, stderr) = host.host.exec("handoff jobs --json");
+        assert_eq!(code, 0, "{stderr}");
+        let jobs: Vec<Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(jobs.len(), 1, "{stdout}");
+        assert_eq!(jobs[0]["mode"], verb_mode);
+        assert_eq!(runs_left(&host.home.join("handoff")), Vec::<String>::new());
+    }
+    nothing_ran_here(&sb);
 }

@@ -51,6 +51,11 @@ fn shared_dir(prefix: &str) -> (TempDir, PathBuf) {
 }
 
 pub(crate) fn other_machine(clis: &[&str]) -> Other {
+    other_machine_named(clis, handoff_testkit::ssh::ALIAS)
+}
+
+/// [`other_machine`] answering to `alias`.
+pub(crate) fn other_machine_named(clis: &[&str], alias: &str) -> Other {
     let (dir, root) = shared_dir("handoff-other-");
     let agents = FakeAgents::install(&root);
     for exe in [
@@ -76,12 +81,15 @@ pub(crate) fn other_machine(clis: &[&str]) -> Other {
         give(&root, u);
     }
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
-    let host = FakeSshHost::start_login(&Login {
-        user: user.as_deref(),
-        home: &home,
-        path: &path,
-        env: &[],
-    });
+    let host = FakeSshHost::start_named(
+        alias,
+        &Login {
+            user: user.as_deref(),
+            home: &home,
+            path: &path,
+            env: &[],
+        },
+    );
     Other {
         host,
         home,

@@ -172,6 +172,31 @@ pub fn main() -> ExitCode {
     ExitCode::from(255)
 }
 
+/// The host configuration `path` names: itself, or (`{"include": [...]}`, several hosts) the
+/// included one whose alias is `host`, else the first.
+fn read_config(path: &std::path::Path, host: &str) -> Result<HostConfig, String> {
+    let read = |p: &std::path::Path| -> Result<serde_json::Value, String> {
+        let text = fs::read_to_string(p).map_err(|e| e.to_string())?;
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    };
+    let value = read(path)?;
+    let Some(include) = value.get("include").and_then(serde_json::Value::as_array) else {
+        return serde_json::from_value(value).map_err(|e| e.to_string());
+    };
+    let mut configs = Vec::new();
+    for p in include.iter().filter_map(serde_json::Value::as_str) {
+        let config: HostConfig =
+            serde_json::from_value(read(std::path::Path::new(p))?).map_err(|e| e.to_string())?;
+        configs.push(config);
+    }
+    let first = configs.first().cloned();
+    configs
+        .into_iter()
+        .find(|c| c.alias == host)
+        .or(first)
+        .ok_or_else(|| "it includes no host".to_owned())
+}
+
 /// Runs the login; returns why it failed.
 fn login(args: &[String]) -> String {
     let inv = match parse(args) {
@@ -187,10 +212,7 @@ fn login(args: &[String]) -> String {
     let Some(config_path) = &inv.config else {
         return unknown();
     };
-    let config: HostConfig = match fs::read_to_string(config_path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let config = match read_config(config_path, &inv.host) {
         Ok(config) => config,
         Err(e) => {
             return format!(

@@ -136,6 +136,16 @@ impl FakeSshHost {
     /// As [`FakeSshHost::start`]; also when `login.user` is another account and this process
     /// is not root, or the account does not exist.
     pub fn start_login(login: &Login<'_>) -> FakeSshHost {
+        FakeSshHost::start_named(ALIAS, login)
+    }
+
+    /// As [`FakeSshHost::start_login`], answering to `alias` instead of [`ALIAS`]: several
+    /// hosts reached through one [`FakeSshHosts`] each have their own.
+    ///
+    /// # Panics
+    ///
+    /// As [`FakeSshHost::start_login`].
+    pub fn start_named(alias: &str, login: &Login<'_>) -> FakeSshHost {
         assert!(
             login.home.is_absolute(),
             "FakeSshHost::start: the remote home must be absolute, got {}",
@@ -173,7 +183,7 @@ impl FakeSshHost {
         let log = root.join("fake-ssh.log");
         fs::write(&log, "").unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
         let config = HostConfig {
-            alias: ALIAS.to_owned(),
+            alias: alias.to_owned(),
             account,
             switch_user,
             home: login.home.to_path_buf(),
@@ -213,7 +223,8 @@ impl FakeSshHost {
         &self.config_path
     }
 
-    /// The host name to give `fake-ssh`: `handoff-test-host`.
+    /// The host name to give `fake-ssh`: [`ALIAS`] unless [started
+    /// named](FakeSshHost::start_named).
     pub fn alias(&self) -> &str {
         &self.config.alias
     }
@@ -331,4 +342,47 @@ fn current_account() -> String {
         .map(|u| u.name)
         .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
         .unwrap_or_else(|| uid.to_string())
+}
+
+/// Several [`FakeSshHost`]s behind one `fake-ssh -F <config>`: the configuration names each
+/// host's own (`{"include": [...]}`), and a login goes to the one whose alias it names. Each
+/// host keeps its own account, HOME, PATH, log and [`stop`](FakeSshHost::stop).
+#[derive(Debug)]
+pub struct FakeSshHosts {
+    ssh: PathBuf,
+    config_path: PathBuf,
+    _dir: TempDir,
+}
+
+impl FakeSshHosts {
+    /// The client configuration reaching every host of `hosts`.
+    ///
+    /// # Panics
+    ///
+    /// When the temp dir or its file cannot be written.
+    pub fn new(hosts: &[&FakeSshHost]) -> FakeSshHosts {
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-fake-ssh-hosts-")
+            .tempdir()
+            .unwrap_or_else(|e| panic!("cannot create a temp dir: {e}"));
+        let config_path = dir.path().join("ssh_config.json");
+        let include: Vec<&Path> = hosts.iter().map(|h| h.config_path.as_path()).collect();
+        let text = serde_json::json!({ "include": include }).to_string();
+        fs::write(&config_path, text)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", config_path.display()));
+        FakeSshHosts {
+            ssh: fake_ssh_bin(),
+            config_path,
+            _dir: dir,
+        }
+    }
+
+    /// `[<fake-ssh>, "-F", <config>]`, as [`FakeSshHost::ssh_command`].
+    pub fn ssh_command(&self) -> Vec<String> {
+        vec![
+            self.ssh.to_string_lossy().into_owned(),
+            "-F".to_owned(),
+            self.config_path.to_string_lossy().into_owned(),
+        ]
+    }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use handoff_testkit::fake_ssh::FakeSshHost;
+use handoff_testkit::fake_ssh::{FakeSshHost, FakeSshHosts};
 use handoff_testkit::ssh::{ALIAS, Login, give, second_account};
 
 /// Whether `pid` is a live process (not gone, not a zombie).
@@ -278,4 +278,43 @@ fn fake_ssh_logins_as_the_second_account_run_as_it() {
     let (code, _, _) = host.exec("touch /root/handoff-fake-ssh-probe");
     assert_ne!(code, 0);
     assert!(!Path::new("/root/handoff-fake-ssh-probe").exists());
+}
+
+#[test]
+fn one_configuration_reaches_several_hosts_each_with_its_own_home() {
+    let (_a, home_a) = home();
+    let (_b, home_b) = home();
+    fn login(home: &Path) -> Login<'_> {
+        Login {
+            user: None,
+            home,
+            path: "/usr/bin:/bin",
+            env: &[],
+        }
+    }
+    let mut a = FakeSshHost::start_named("host-a", &login(&home_a));
+    let b = FakeSshHost::start_named("host-b", &login(&home_b));
+    let both = FakeSshHosts::new(&[&a, &b]);
+    let run = |alias: &str| {
+        let argv = both.ssh_command();
+        let out = Command::new(&argv[0])
+            .args(&argv[1..])
+            .args([alias, "echo $HOME"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        )
+    };
+    assert_eq!(run("host-a"), (Some(0), home_a.display().to_string()));
+    assert_eq!(run("host-b"), (Some(0), home_b.display().to_string()));
+    assert_eq!(run("host-c").0, Some(255));
+    // Each host stops on its own.
+    a.stop();
+    assert_eq!(run("host-a").0, Some(255));
+    assert_eq!(run("host-b").0, Some(0));
+    assert!(a.log_text().contains("host-a"));
+    assert!(!b.log_text().contains("host-a"));
 }
