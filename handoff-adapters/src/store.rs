@@ -238,6 +238,58 @@ pub(crate) fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), TranscriptE
     result
 }
 
+/// [`handoff_core::Sessions`] for an agent whose session store is read and written by
+/// blocking functions of the module that invokes it: `read(path)`, `find(store, query)`,
+/// `write(store, transcript, target, now)` and `copy(store, source, target)`. The three that
+/// touch the store run off the async runtime ([`blocking`]); `now` is the time of the call.
+macro_rules! blocking_sessions {
+    ($agent:ty) => {
+        #[async_trait::async_trait]
+        impl handoff_core::Sessions for $agent {
+            fn read_transcript(
+                &self,
+                path: &camino::Utf8Path,
+            ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
+                read(path)
+            }
+
+            async fn find_session(
+                &self,
+                store: &handoff_core::StoreEnv,
+                query: &handoff_core::SessionQuery,
+            ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
+                let (store, query) = (store.clone(), query.clone());
+                $crate::store::blocking(move || find(&store, &query)).await
+            }
+
+            async fn write_session(
+                &self,
+                store: &handoff_core::StoreEnv,
+                transcript: &handoff_core::Transcript,
+                target: &handoff_core::CarryTarget,
+            ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
+                let (store, transcript, target) =
+                    (store.clone(), transcript.clone(), target.clone());
+                $crate::store::blocking(move || {
+                    write(&store, &transcript, &target, &handoff_core::now_iso())
+                })
+                .await
+            }
+
+            async fn copy_session(
+                &self,
+                store: &handoff_core::StoreEnv,
+                source: &handoff_core::SessionRef,
+                target: &handoff_core::CarryTarget,
+            ) -> Result<handoff_core::CarriedSession, handoff_core::TranscriptError> {
+                let (store, source, target) = (store.clone(), source.clone(), target.clone());
+                $crate::store::blocking(move || copy(&store, &source, &target)).await
+            }
+        }
+    };
+}
+pub(crate) use blocking_sessions;
+
 /// Runs blocking store work off the async runtime.
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, TranscriptError> + Send + 'static,

@@ -16,18 +16,18 @@
 
 use std::io::{BufRead, BufReader};
 
-use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, CarriedSession, CarryTarget, Message, Role, SessionQuery, SessionRef, Sessions,
-    StoreEnv, Transcript, TranscriptError, now_iso,
+    AgentId, CarriedSession, CarryTarget, Message, Role, SessionQuery, SessionRef, StoreEnv,
+    Transcript, TranscriptError,
 };
 use serde_json::{Value, json};
 
 use super::Claude;
+use super::transcript::read;
 use crate::store::{
-    MARKER, blocking, carried_messages, derived_uuid, field_text, io_error, marker, part_text,
-    plain_id, refuse_existing, rewrite_line, write_new,
+    MARKER, carried_messages, derived_uuid, field_text, io_error, marker, part_text, plain_id,
+    refuse_existing, rewrite_line, write_new,
 };
 
 /// The Claude Code version written into carried lines: the release the format was checked
@@ -487,44 +487,7 @@ pub(crate) fn copy(
     })
 }
 
-#[async_trait]
-impl Sessions for Claude {
-    fn read_transcript(
-        &self,
-        path: &Utf8Path,
-    ) -> Result<handoff_core::Transcript, handoff_core::TranscriptError> {
-        super::transcript::read(path)
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || write(&store, &transcript, &target, &now_iso())).await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || copy(&store, &source, &target)).await
-    }
-}
+crate::store::blocking_sessions!(Claude);
 
 #[cfg(test)]
 mod tests {

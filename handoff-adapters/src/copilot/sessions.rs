@@ -11,19 +11,18 @@
 //! derived from the new session's; tool calls and results travel as tagged text, each carried
 //! event marked `handoff` so that reading it back restores them.
 
-use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentId, CarriedSession, CarryTarget, MAX_TOOL_TEXT_BYTES, Message, Part, Role, SessionQuery,
-    SessionRef, Sessions, StoreEnv, TRANSCRIPT_SCHEMA, Transcript, TranscriptError,
-    TranscriptSource, bounded,
+    SessionRef, StoreEnv, TRANSCRIPT_SCHEMA, Transcript, TranscriptError, TranscriptSource,
+    bounded,
 };
 use serde_json::{Value, json};
 
 use super::Copilot;
 use crate::store::{
-    MARKER, blocking, carried_messages, derived_uuid, io_error, marker, part_text, plain_id,
-    read_marker, text_part, write_new,
+    MARKER, carried_messages, derived_uuid, io_error, marker, part_text, plain_id, read_marker,
+    text_part, write_new,
 };
 
 /// The session file of a session folder.
@@ -336,10 +335,6 @@ pub(crate) fn carried_events(
     Ok(out)
 }
 
-fn now_iso() -> String {
-    handoff_core::now_iso()
-}
-
 fn write(
     store: &StoreEnv,
     transcript: &Transcript,
@@ -401,38 +396,4 @@ fn copy(
     })
 }
 
-#[async_trait]
-impl Sessions for Copilot {
-    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
-        read(path)
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || write(&store, &transcript, &target, &now_iso())).await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || copy(&store, &source, &target)).await
-    }
-}
+crate::store::blocking_sessions!(Copilot);

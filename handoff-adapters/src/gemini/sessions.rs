@@ -18,18 +18,17 @@
 //! per message, tool calls and results as tagged text, each record marked `handoff` so that
 //! reading it back restores who said it.
 
-use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
-    AgentId, MAX_TOOL_TEXT_BYTES, Message, Part, Role, SessionQuery, SessionRef, Sessions,
-    StoreEnv, TRANSCRIPT_SCHEMA, Transcript, TranscriptError, TranscriptSource, bounded,
+    AgentId, MAX_TOOL_TEXT_BYTES, Message, Part, Role, SessionQuery, SessionRef, StoreEnv,
+    TRANSCRIPT_SCHEMA, Transcript, TranscriptError, TranscriptSource, bounded,
 };
 use serde_json::Value;
 
 use super::Gemini;
 use crate::store::{
-    MARKER, blocking, carried_messages, derived_uuid, io_error, marker, part_text, plain_id,
-    read_marker, text_part, write_new,
+    MARKER, carried_messages, derived_uuid, io_error, marker, part_text, plain_id, read_marker,
+    text_part, write_new,
 };
 
 /// Most project and chat entries looked at when finding a session.
@@ -504,39 +503,18 @@ fn write(
     })
 }
 
-#[async_trait]
-impl Sessions for Gemini {
-    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
-        read(path)
-    }
+crate::store::blocking_sessions!(Gemini);
 
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &handoff_core::CarryTarget,
-    ) -> Result<handoff_core::CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || write(&store, &transcript, &target, &handoff_core::now_iso())).await
-    }
-
-    /// One of Gemini's own sessions under a new id: read and written again as carried.
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &handoff_core::CarryTarget,
-    ) -> Result<handoff_core::CarriedSession, TranscriptError> {
-        let transcript = read(&source.path)?;
-        self.write_session(store, &transcript, target).await
-    }
+/// One of Gemini's own sessions under a new id: read and written again as carried.
+fn copy(
+    store: &StoreEnv,
+    source: &SessionRef,
+    target: &handoff_core::CarryTarget,
+) -> Result<handoff_core::CarriedSession, TranscriptError> {
+    write(
+        store,
+        &read(&source.path)?,
+        target,
+        &handoff_core::now_iso(),
+    )
 }

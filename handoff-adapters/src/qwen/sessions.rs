@@ -11,19 +11,18 @@
 //! every id a UUID derived from the new session's and each record marked `handoff`, so that
 //! reading it back restores the tool calls and results it carries as tagged text.
 
-use async_trait::async_trait;
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_core::{
     AgentId, CarriedSession, CarryTarget, MAX_TOOL_TEXT_BYTES, Message, Part, Role, SessionQuery,
-    SessionRef, Sessions, StoreEnv, TRANSCRIPT_SCHEMA, Transcript, TranscriptError,
-    TranscriptSource, bounded,
+    SessionRef, StoreEnv, TRANSCRIPT_SCHEMA, Transcript, TranscriptError, TranscriptSource,
+    bounded,
 };
 use serde_json::{Value, json};
 
 use super::Qwen;
 use crate::store::{
-    MARKER, blocking, carried_messages, derived_uuid, io_error, marker, part_text, plain_id,
-    read_marker, text_part, write_new,
+    MARKER, carried_messages, derived_uuid, io_error, marker, part_text, plain_id, read_marker,
+    text_part, write_new,
 };
 
 /// The Qwen version a carried session says wrote it.
@@ -372,38 +371,4 @@ fn copy(
     })
 }
 
-#[async_trait]
-impl Sessions for Qwen {
-    fn read_transcript(&self, path: &Utf8Path) -> Result<Transcript, TranscriptError> {
-        read(path)
-    }
-
-    async fn find_session(
-        &self,
-        store: &StoreEnv,
-        query: &SessionQuery,
-    ) -> Result<Option<SessionRef>, TranscriptError> {
-        let (store, query) = (store.clone(), query.clone());
-        blocking(move || find(&store, &query)).await
-    }
-
-    async fn write_session(
-        &self,
-        store: &StoreEnv,
-        transcript: &Transcript,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, transcript, target) = (store.clone(), transcript.clone(), target.clone());
-        blocking(move || write(&store, &transcript, &target, &handoff_core::now_iso())).await
-    }
-
-    async fn copy_session(
-        &self,
-        store: &StoreEnv,
-        source: &SessionRef,
-        target: &CarryTarget,
-    ) -> Result<CarriedSession, TranscriptError> {
-        let (store, source, target) = (store.clone(), source.clone(), target.clone());
-        blocking(move || copy(&store, &source, &target)).await
-    }
-}
+crate::store::blocking_sessions!(Qwen);

@@ -672,3 +672,22 @@ fn two_hosts_run_side_by_side_each_with_its_own_state() {
     }
     nothing_ran_here(&sb);
 }
+
+/// With `--ignored` the evidence covers ignored files on both machines: a build that writes
+/// one brings it back, and the proof here counts it too.
+#[test]
+fn an_ignored_file_a_build_writes_comes_back_with_ignored() {
+    let sb = sandbox();
+    sb.repo.write(".gitignore", "fake-build.txt\n");
+    sb.repo.commit_all("ignore the build's file");
+    let other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    let run = run_on(&sb, &other, "build", &["--ignored"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.json["git"]["changedFiles"],
+        serde_json::json!(["fake-build.txt"])
+    );
+    assert_eq!(run.json["git"]["applied"], true, "{:#}", run.json["git"]);
+    assert!(sb.repo.path().join("fake-build.txt").is_file());
+}
