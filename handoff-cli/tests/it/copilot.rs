@@ -6,30 +6,12 @@
 use handoff_testkit::keys::MODE;
 use serde_json::Value;
 
-use crate::support::{Run, Sandbox, advice_from, confined};
-
-fn changed(run: &Run) -> Vec<String> {
-    serde_json::from_value(run.json["git"]["changedFiles"].clone()).unwrap_or_default()
-}
-
-fn message(run: &Run) -> &str {
-    run.json["diagnostics"]["message"]
-        .as_str()
-        .unwrap_or_default()
-}
+use crate::support::{Sandbox, advice_from};
+use crate::surface::{self, cli_runs, message};
 
 /// The recorded runs of the CLI itself (probes left out).
 fn copilot_runs(sb: &Sandbox) -> Vec<Value> {
-    sb.agents
-        .invocations()
-        .into_iter()
-        .filter(|i| {
-            i["exe"] == "copilot"
-                && i["argv"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|w| w == "--output-format"))
-        })
-        .collect()
+    cli_runs(sb, "copilot")
 }
 
 /// The values of a variadic flag in a recorded argv.
@@ -47,16 +29,7 @@ fn values_after(argv: &Value, flag: &str) -> Vec<String> {
 
 #[test]
 fn a_review_answers_under_handoffs_sandbox_and_changes_nothing() {
-    let sb = confined();
-    let run = sb.delegate("claude", "copilot", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(run.json["output"]["response"], "copilot finished review");
-    assert!(changed(&run).is_empty(), "{:?}", changed(&run));
-    assert_eq!(run.json["target"]["version"], "GitHub Copilot CLI 1.0.102.");
-    let receipt = &run.json["policy"]["sandbox"];
-    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
-    assert_eq!(receipt["worktree"], "read-only", "{receipt}");
+    let run = surface::reviewed_under_handoffs_sandbox("copilot", "GitHub Copilot CLI 1.0.102.");
     // Tokens from the usage file; premium requests as such, never dollars.
     let usage = &run.json["usage"];
     assert_eq!(usage["source"], "provider-envelope", "{usage}");
@@ -117,49 +90,31 @@ fn the_prompt_goes_on_stdin_and_the_tools_follow_the_grants() {
 
 #[test]
 fn a_build_writes_the_worktree() {
-    let sb = confined();
-    let run = sb.delegate("codex", "copilot", "build", &["--effort", "xhigh"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(changed(&run), ["fake-build.txt"]);
-    assert_eq!(run.json["policy"]["sandbox"]["worktree"], "read-write");
+    let run = surface::built_under_handoffs_sandbox("copilot", "xhigh");
     assert!(
         run.json["policy"]["tools"]
             .as_array()
             .unwrap()
             .contains(&"create".into())
     );
-    assert_eq!(run.json["selection"]["resolved"]["effort"], "xhigh");
 }
 
 /// Without a working bwrap Copilot runs unconfined, and the receipt says so.
 #[test]
 fn without_bubblewrap_the_receipt_says_unconfined() {
-    let sb = Sandbox::new();
-    let run = sb.delegate("claude", "copilot", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["policy"]["sandbox"]["enforcement"], "none");
+    surface::unconfined_without_bubblewrap("copilot");
 }
 
 #[test]
 fn an_unsupported_control_is_refused_before_anything_starts() {
-    let sb = Sandbox::new();
-    for (extra, why) in [
-        (&["--effort", "ultra"][..], "--effort"),
-        (&["--max-turns", "0"][..], "--max-turns"),
-    ] {
-        let run = sb.delegate("claude", "copilot", "review", extra);
-        assert_eq!(run.code, 5, "{extra:?}: {}\n{}", run.stdout, run.stderr);
-        assert_eq!(run.status(), "rejected");
-        assert!(message(&run).contains(why), "{}", message(&run));
-        assert_eq!(
-            run.stderr.trim().lines().count(),
-            1,
-            "one line: {}",
-            run.stderr
-        );
-    }
-    assert!(copilot_runs(&sb).is_empty(), "the CLI was started");
+    surface::refused_before_anything_starts(
+        "copilot",
+        "copilot",
+        &[
+            (&["--effort", "ultra"], "--effort"),
+            (&["--max-turns", "0"], "--max-turns"),
+        ],
+    );
 }
 
 /// Copilot has no turn limit of its own: handoff counts its turns and stops it as one past
@@ -185,52 +140,12 @@ fn handoff_stops_copilot_at_its_turn_limit() {
 
 #[test]
 fn copilot_sits_on_a_panel() {
-    let sb = Sandbox::new();
-    let ins = sb.instructions("Review the repository and report what is wrong.");
-    let cwd = sb.cwd();
-    let run = sb.run(&[
-        "advice",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "copilot,codex",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1");
-    let members: Vec<(&str, &str)> = run.json["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["target"]["harness"].as_str().unwrap(),
-                m["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(members, [("copilot", "succeeded"), ("codex", "succeeded")]);
+    surface::sits_on_a_panel("copilot", "codex");
 }
 
 #[test]
 fn capabilities_and_doctor_list_copilot() {
-    let sb = Sandbox::new();
-    let run = sb.run(&["capabilities", "--json"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let copilot = run.json["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "copilot")
-        .cloned()
-        .unwrap_or_else(|| panic!("{}", run.stdout));
-    assert_eq!(copilot["selection"]["maxTurns"], true, "{copilot:#}");
-    assert_eq!(copilot["grants"]["mcp"], true, "{copilot:#}");
-    let doctor = sb.run(&["doctor"]);
-    assert!(doctor.stdout.contains("copilot"), "{}", doctor.stdout);
+    surface::listed("copilot");
 }
 
 /// Copilot as a worker asks Codex for advice; a Codex worker asks Copilot, which (unconfined

@@ -6,51 +6,21 @@
 use handoff_testkit::keys::MODE;
 use serde_json::Value;
 
-use crate::support::{Run, Sandbox, advice_from, confined};
-
-fn changed(run: &Run) -> Vec<String> {
-    serde_json::from_value(run.json["git"]["changedFiles"].clone()).unwrap_or_default()
-}
-
-fn message(run: &Run) -> &str {
-    run.json["diagnostics"]["message"]
-        .as_str()
-        .unwrap_or_default()
-}
-
-fn strings(v: &Value) -> Vec<&str> {
-    v.as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
+use crate::support::{Sandbox, advice_from};
+use crate::surface::{self, cli_runs, message, strings};
 
 /// The recorded runs of the CLI itself (probes left out).
 fn gemini_runs(sb: &Sandbox) -> Vec<Value> {
-    sb.agents
-        .invocations()
-        .into_iter()
-        .filter(|i| i["exe"] == "gemini" && strings(&i["argv"]).contains(&"--output-format"))
-        .collect()
+    cli_runs(sb, "gemini")
 }
 
 #[test]
 fn a_review_answers_under_handoffs_sandbox_and_changes_nothing() {
-    let sb = confined();
-    let run = sb.delegate("claude", "gemini", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(run.json["output"]["response"], "gemini finished review");
-    assert!(changed(&run).is_empty(), "{:?}", changed(&run));
-    assert_eq!(run.json["target"]["version"], "0.61.0");
-    let receipt = &run.json["policy"]["sandbox"];
-    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
-    assert_eq!(receipt["worktree"], "read-only", "{receipt}");
+    let run = surface::reviewed_under_handoffs_sandbox("gemini", "0.61.0");
     let usage = &run.json["usage"];
-    assert_eq!(usage["source"], "provider-envelope", "{usage}");
     assert_eq!(usage["inputTokens"], 100, "{usage}");
     assert_eq!(usage["outputTokens"], 7, "{usage}");
     assert_eq!(usage["cacheReadTokens"], 10, "{usage}");
-    assert!(usage["costUsd"].is_null(), "{usage}");
     // The tools are the read-only list with the shell; writing and the web denied.
     let policy = &run.json["policy"];
     let tools = strings(&policy["tools"]);
@@ -107,46 +77,28 @@ fn the_prompt_goes_on_stdin_and_the_settings_are_the_runs_own() {
 
 #[test]
 fn a_build_writes_the_worktree() {
-    let sb = confined();
-    let run = sb.delegate("codex", "gemini", "build", &["--effort", "high"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(changed(&run), ["fake-build.txt"]);
-    assert_eq!(run.json["policy"]["sandbox"]["worktree"], "read-write");
+    let run = surface::built_under_handoffs_sandbox("gemini", "high");
     assert!(strings(&run.json["policy"]["tools"]).contains(&"write_file"));
-    assert_eq!(run.json["selection"]["resolved"]["effort"], "high");
     assert_eq!(run.json["policy"]["thinkingBudget"], 24576);
 }
 
 /// Without a working bwrap Gemini runs unconfined, and the receipt says so.
 #[test]
 fn without_bubblewrap_the_receipt_says_unconfined() {
-    let sb = Sandbox::new();
-    let run = sb.delegate("claude", "gemini", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["policy"]["sandbox"]["enforcement"], "none");
+    surface::unconfined_without_bubblewrap("gemini");
 }
 
 #[test]
 fn an_unsupported_control_is_refused_before_anything_starts() {
-    let sb = Sandbox::new();
-    for (extra, why) in [
-        (&["--effort", "xhigh"][..], "--effort"),
-        (&["--effort", "minimal"][..], "--effort"),
-        (&["--max-turns", "0"][..], "--max-turns"),
-    ] {
-        let run = sb.delegate("claude", "gemini", "review", extra);
-        assert_eq!(run.code, 5, "{extra:?}: {}\n{}", run.stdout, run.stderr);
-        assert_eq!(run.status(), "rejected");
-        assert!(message(&run).contains(why), "{}", message(&run));
-        assert_eq!(
-            run.stderr.trim().lines().count(),
-            1,
-            "one line: {}",
-            run.stderr
-        );
-    }
-    assert!(gemini_runs(&sb).is_empty(), "the CLI was started");
+    surface::refused_before_anything_starts(
+        "gemini",
+        "gemini",
+        &[
+            (&["--effort", "xhigh"], "--effort"),
+            (&["--effort", "minimal"], "--effort"),
+            (&["--max-turns", "0"], "--max-turns"),
+        ],
+    );
 }
 
 /// Gemini keeps its own turn limit (the settings' `model.maxSessionTurns`) and exits 53 at
@@ -170,57 +122,17 @@ fn gemini_stops_at_its_own_turn_limit() {
 
 #[test]
 fn gemini_sits_on_a_panel() {
-    let sb = Sandbox::new();
-    let ins = sb.instructions("Review the repository and report what is wrong.");
-    let cwd = sb.cwd();
-    let run = sb.run(&[
-        "advice",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "gemini,copilot",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1");
-    let members: Vec<(&str, &str)> = run.json["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["target"]["harness"].as_str().unwrap(),
-                m["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(members, [("gemini", "succeeded"), ("copilot", "succeeded")]);
+    surface::sits_on_a_panel("gemini", "copilot");
 }
 
 #[test]
 fn capabilities_and_doctor_list_gemini() {
-    let sb = Sandbox::new();
-    let run = sb.run(&["capabilities", "--json"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let gemini = run.json["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "gemini")
-        .cloned()
-        .unwrap_or_else(|| panic!("{}", run.stdout));
-    assert_eq!(gemini["selection"]["maxTurns"], true, "{gemini:#}");
+    let gemini = surface::listed("gemini");
     assert_eq!(
         gemini["selection"]["effort"],
         serde_json::json!(["low", "medium", "high"]),
         "{gemini:#}"
     );
-    assert_eq!(gemini["grants"]["mcp"], true, "{gemini:#}");
-    let doctor = sb.run(&["doctor"]);
-    assert!(doctor.stdout.contains("gemini"), "{}", doctor.stdout);
 }
 
 /// Gemini as a worker asks Codex for advice; a Codex worker asks Gemini, which (unconfined

@@ -44,5 +44,6 @@ mod remote;
 mod saved_fingerprint;
 mod statuses;
 mod support;
+mod surface;
 mod terminal;
 mod trust;

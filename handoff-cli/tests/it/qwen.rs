@@ -10,30 +10,12 @@ use handoff_testkit::keys::MODE;
 use serde_json::Value;
 
 use crate::carry::{home, log_json, note_file, repo_path, sandbox, seed_claude};
-use crate::support::{Run, Sandbox, confined};
-
-fn changed(run: &Run) -> Vec<String> {
-    serde_json::from_value(run.json["git"]["changedFiles"].clone()).unwrap_or_default()
-}
-
-fn message(run: &Run) -> &str {
-    run.json["diagnostics"]["message"]
-        .as_str()
-        .unwrap_or_default()
-}
+use crate::support::{Run, Sandbox};
+use crate::surface::{self, cli_runs, message, strings};
 
 /// The recorded runs of the CLI itself (probes left out).
 fn qwen_runs(sb: &Sandbox) -> Vec<Value> {
-    sb.agents
-        .invocations()
-        .into_iter()
-        .filter(|i| {
-            i["exe"] == "qwen"
-                && i["argv"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|w| w == "--output-format"))
-        })
-        .collect()
+    cli_runs(sb, "qwen")
 }
 
 /// The comma-separated values of `--flag=a,b` in a recorded argv.
@@ -53,28 +35,10 @@ fn listed(argv: &Value, flag: &str) -> Vec<String> {
 
 #[test]
 fn a_review_answers_under_handoffs_sandbox_and_changes_nothing() {
-    let sb = confined();
-    let run = sb.delegate("claude", "qwen", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(run.json["output"]["response"], "qwen finished review");
-    assert!(changed(&run).is_empty(), "{:?}", changed(&run));
-    assert_eq!(run.json["target"]["version"], "0.24.4");
-    let receipt = &run.json["policy"]["sandbox"];
-    assert_eq!(receipt["enforcement"], "handoff", "{receipt}");
-    assert_eq!(receipt["worktree"], "read-only", "{receipt}");
-    let usage = &run.json["usage"];
-    assert_eq!(usage["source"], "provider-envelope", "{usage}");
-    assert_eq!(usage["inputTokens"], 100, "{usage}");
-    assert!(usage["costUsd"].is_null(), "{usage}");
-    let tools: Vec<&str> = run.json["policy"]["coreTools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let run = surface::reviewed_under_handoffs_sandbox("qwen", "0.24.4");
+    assert_eq!(run.json["usage"]["inputTokens"], 100);
     assert_eq!(
-        tools,
+        strings(&run.json["policy"]["coreTools"]),
         ["read_file", "glob", "grep_search", "run_shell_command"]
     );
 }
@@ -123,49 +87,30 @@ fn the_prompt_goes_on_stdin_and_the_tools_follow_the_grants() {
 
 #[test]
 fn a_build_writes_the_worktree_with_the_effort_in_its_settings() {
-    let sb = confined();
-    let run = sb.delegate("codex", "qwen", "build", &["--effort", "high"]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.status(), "succeeded");
-    assert_eq!(changed(&run), ["fake-build.txt"]);
-    assert_eq!(run.json["policy"]["sandbox"]["worktree"], "read-write");
+    let run = surface::built_under_handoffs_sandbox("qwen", "high");
     assert_eq!(
         run.json["policy"]["effort"]["setting"],
         "model.generationConfig.reasoning.effort"
     );
-    assert_eq!(run.json["selection"]["resolved"]["effort"], "high");
 }
 
 /// Without a working bwrap Qwen runs unconfined, and the receipt says so.
 #[test]
 fn without_bubblewrap_the_receipt_says_unconfined() {
-    let sb = Sandbox::new();
-    let run = sb.delegate("claude", "qwen", "review", &[]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["policy"]["sandbox"]["enforcement"], "none");
+    surface::unconfined_without_bubblewrap("qwen");
 }
 
 #[test]
 fn an_unsupported_control_is_refused_before_anything_starts() {
-    let sb = Sandbox::new();
-    sb.agents.record_dir();
-    for (extra, why) in [
-        (&["--effort", "xhigh"][..], "--effort"),
-        (&["--effort", "minimal"][..], "--effort"),
-        (&["--max-turns", "0"][..], "--max-turns"),
-    ] {
-        let run = sb.delegate("claude", "qwen", "review", extra);
-        assert_eq!(run.code, 5, "{extra:?}: {}\n{}", run.stdout, run.stderr);
-        assert_eq!(run.status(), "rejected");
-        assert!(message(&run).contains(why), "{}", message(&run));
-        assert_eq!(
-            run.stderr.trim().lines().count(),
-            1,
-            "one line: {}",
-            run.stderr
-        );
-    }
-    assert!(qwen_runs(&sb).is_empty(), "the CLI was started");
+    surface::refused_before_anything_starts(
+        "qwen",
+        "qwen",
+        &[
+            (&["--effort", "xhigh"], "--effort"),
+            (&["--effort", "minimal"], "--effort"),
+            (&["--max-turns", "0"], "--max-turns"),
+        ],
+    );
 }
 
 /// Qwen keeps its own turn limit (`--max-session-turns`, exit code 53).
@@ -194,57 +139,17 @@ fn qwen_stops_at_its_own_turn_limit() {
 
 #[test]
 fn qwen_sits_on_a_panel() {
-    let sb = Sandbox::new();
-    let ins = sb.instructions("Review the repository and report what is wrong.");
-    let cwd = sb.cwd();
-    let run = sb.run(&[
-        "advice",
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "qwen,codex",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]);
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert_eq!(run.json["schemaVersion"], "handoff.panel.v1");
-    let members: Vec<(&str, &str)> = run.json["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["target"]["harness"].as_str().unwrap(),
-                m["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(members, [("qwen", "succeeded"), ("codex", "succeeded")]);
+    surface::sits_on_a_panel("qwen", "codex");
 }
 
 #[test]
 fn capabilities_and_doctor_list_qwen() {
-    let sb = Sandbox::new();
-    let run = sb.run(&["capabilities", "--json"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let qwen = run.json["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == "qwen")
-        .cloned()
-        .unwrap_or_else(|| panic!("{}", run.stdout));
-    assert_eq!(qwen["selection"]["maxTurns"], true, "{qwen:#}");
+    let qwen = surface::listed("qwen");
     assert_eq!(
         qwen["selection"]["effort"],
         serde_json::json!(["low", "medium", "high"])
     );
-    assert_eq!(qwen["grants"]["mcp"], true, "{qwen:#}");
     assert_eq!(qwen["continuation"]["receiver"], "full", "{qwen:#}");
-    let doctor = sb.run(&["doctor"]);
-    assert!(doctor.stdout.contains("qwen"), "{}", doctor.stdout);
 }
 
 // ---------------------------------------------------------------------------------------------
