@@ -82,14 +82,9 @@ fn copilot_builds_with_its_own_tool() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_refuses_an_effort_it_does_not_have_before_starting() {
-    if !wanted(&[]) {
-        return;
+    if wanted(&[]) {
+        super::surface::refused_before_any_model_call("copilot", &["--effort", "ultra"]);
     }
-    let rig = Rig::new("copilot", Script::answer(provider_output("unused")));
-    let run = rig.run("review", &["--effort", "ultra"]);
-    assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
-    assert_eq!(run.json["status"], "rejected");
-    assert!(rig.server.model_calls().is_empty());
 }
 
 /// Copilot has no turn limit: handoff counts its turns and stops it as one past the limit
@@ -120,19 +115,9 @@ fn copilot_is_stopped_at_its_turn_limit() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn copilot_sits_on_a_panel() {
-    if !wanted(&["opencode"]) {
-        return;
+    if wanted(&["opencode"]) {
+        super::surface::sits_on_a_panel("copilot", "opencode");
     }
-    let rig = Rig::new("copilot", Script::answer(provider_output("one view")));
-    let (code, panel, members) = rig.panel("copilot,opencode", "Is this safe?");
-    assert_eq!(code, 0, "{panel:#}");
-    assert_eq!(
-        members,
-        [
-            ("copilot".to_owned(), "succeeded".to_owned()),
-            ("opencode".to_owned(), "succeeded".to_owned())
-        ]
-    );
 }
 
 #[test]
@@ -151,27 +136,6 @@ fn carry_opencode_to_copilot_is_resumed_with_the_earlier_turns() {
     }
 }
 
-/// A one-tool stdio MCP server (`echo`), in Python's standard library only.
-pub(super) const MCP_ECHO: &str = r#"import sys, json
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m:
-        continue
-    method = m.get("method")
-    if method == "initialize":
-        r = {"protocolVersion": m["params"].get("protocolVersion", "2024-11-05"),
-             "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}
-    elif method == "tools/list":
-        r = {"tools": [{"name": "echo", "description": "echo its text",
-                        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
-    elif method == "tools/call":
-        r = {"content": [{"type": "text", "text": "echoed " + m["params"]["arguments"].get("text", "")}]}
-    else:
-        r = {}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
-    sys.stdout.flush()
-"#;
-
 /// handoff's MCP servers are the only ones Copilot sees, and it can call them: the run's
 /// `--additional-mcp-config` file, under handoff's sandbox.
 #[test]
@@ -182,42 +146,16 @@ fn copilot_calls_the_runs_own_mcp_server() {
     }
     let rig = Rig::new("copilot", Script::text("unused"));
     // The server's script lives in the worktree (visible in the sandbox), committed first.
-    rig.repo.write("mcp_echo.py", MCP_ECHO);
+    let descriptor = super::surface::mcp_echo(&rig);
     rig.repo.commit_all("the MCP server");
-    let script = rig.file("mcp_echo.py");
-    let descriptor = rig.root.join("private/mcp.json");
-    std::fs::write(
-        &descriptor,
-        serde_json::json!({
-            "schemaVersion": "handoff.mcp.v1",
-            "servers": [{"name": "docs", "transport": "stdio",
-                         "command": "/usr/bin/python3", "args": [script], "env": {}}],
-        })
-        .to_string(),
-    )
-    .unwrap();
     rig.server.set_script(Script::new([
         Step::tool_call("docs-echo", serde_json::json!({"text": "mcp-marker-22"})),
         Step::Answer(provider_output("called it")),
     ]));
-    let run = rig.run(
-        "review",
-        &[
-            "--mcp-config",
-            descriptor.to_str().unwrap(),
-            "--bash",
-            "false",
-        ],
-    );
-    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    super::surface::review_calls_mcp(&rig, &descriptor, "mcp-marker-22");
     let offered = rig.offered();
     assert!(offered.contains(&"docs-echo".to_owned()), "{offered:?}");
     for t in ["create", "edit", "bash", "task", "web_fetch"] {
         assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
     }
-    let calls = rig.server.requests();
-    let echoed = calls
-        .iter()
-        .any(|r| r.body.to_string().contains("echoed mcp-marker-22"));
-    assert!(echoed, "the MCP tool's output did not reach the model");
 }

@@ -8,14 +8,9 @@ use serde_json::Value;
 
 use super::Rig;
 
-/// Whether this run of the suite includes Gemini (`HANDOFF_REAL_ONLY` names the CLIs to run).
+/// Whether this run of the suite includes Gemini and `others`.
 fn wanted(others: &[&str]) -> bool {
-    match std::env::var("HANDOFF_REAL_ONLY") {
-        Ok(only) => std::iter::once("gemini")
-            .chain(others.iter().copied())
-            .all(|c| only.split(',').any(|o| o == c)),
-        Err(_) => true,
-    }
+    super::wanted("gemini", others)
 }
 
 /// The `thinkingBudget` each model call asked for.
@@ -141,14 +136,9 @@ fn gemini_without_a_shell_is_offered_none() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn gemini_refuses_an_effort_it_does_not_have_before_starting() {
-    if !wanted(&[]) {
-        return;
+    if wanted(&[]) {
+        super::surface::refused_before_any_model_call("gemini", &["--effort", "xhigh"]);
     }
-    let rig = Rig::new("gemini", Script::answer(provider_output("unused")));
-    let run = rig.run("review", &["--effort", "xhigh"]);
-    assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
-    assert_eq!(run.json["status"], "rejected");
-    assert!(rig.server.requests().is_empty());
 }
 
 /// Gemini's own turn limit (its settings' `model.maxSessionTurns`): it stops itself and the
@@ -178,19 +168,9 @@ fn gemini_stops_at_its_turn_limit() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn gemini_sits_on_a_panel() {
-    if !wanted(&["opencode"]) {
-        return;
+    if wanted(&["opencode"]) {
+        super::surface::sits_on_a_panel("gemini", "opencode");
     }
-    let rig = Rig::new("gemini", Script::answer(provider_output("one view")));
-    let (code, panel, members) = rig.panel("gemini,opencode", "Is this safe?");
-    assert_eq!(code, 0, "{panel:#}");
-    assert_eq!(
-        members,
-        [
-            ("gemini".to_owned(), "succeeded".to_owned()),
-            ("opencode".to_owned(), "succeeded".to_owned())
-        ]
-    );
 }
 
 /// handoff's MCP servers are the only ones Gemini sees, and it can call them: the settings of
@@ -202,20 +182,8 @@ fn gemini_calls_the_runs_own_mcp_server() {
         return;
     }
     let rig = Rig::new("gemini", Script::text("unused"));
-    rig.repo.write("mcp_echo.py", super::copilot::MCP_ECHO);
+    let descriptor = super::surface::mcp_echo(&rig);
     rig.repo.commit_all("the MCP server");
-    let script = rig.file("mcp_echo.py");
-    let descriptor = rig.root.join("private/mcp.json");
-    std::fs::write(
-        &descriptor,
-        serde_json::json!({
-            "schemaVersion": "handoff.mcp.v1",
-            "servers": [{"name": "docs", "transport": "stdio",
-                         "command": "/usr/bin/python3", "args": [script], "env": {}}],
-        })
-        .to_string(),
-    )
-    .unwrap();
     let offered_before = Script::new([
         Step::FirstToolOf(vec![
             (
@@ -227,16 +195,7 @@ fn gemini_calls_the_runs_own_mcp_server() {
         Step::Answer(provider_output("called it")),
     ]);
     rig.server.set_script(offered_before);
-    let run = rig.run(
-        "review",
-        &[
-            "--mcp-config",
-            descriptor.to_str().unwrap(),
-            "--bash",
-            "false",
-        ],
-    );
-    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    super::surface::review_calls_mcp(&rig, &descriptor, "mcp-marker-31");
     let offered = rig.offered();
     assert!(
         offered.contains(&"mcp_docs_echo".to_owned()),
@@ -245,12 +204,6 @@ fn gemini_calls_the_runs_own_mcp_server() {
     for t in ["write_file", "replace", "run_shell_command", "web_fetch"] {
         assert!(!offered.contains(&t.to_owned()), "{t} offered: {offered:?}");
     }
-    let echoed = rig
-        .server
-        .requests()
-        .iter()
-        .any(|r| r.body.to_string().contains("echoed mcp-marker-31"));
-    assert!(echoed, "the MCP tool's output did not reach the model");
 }
 
 /// Gemini and OpenCode, both real, carry a conversation to each other (see

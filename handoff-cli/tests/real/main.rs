@@ -27,6 +27,7 @@ mod reaper;
 mod remote;
 mod sessions;
 mod shared_cache;
+mod surface;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,6 @@
 //! own MCP server, a panel, and conversations carried to and from it.
 
 use handoff_testkit::model_server::{Reply, Script, Step, provider_output};
-use serde_json::Value;
 
 use super::Rig;
 
@@ -179,14 +178,9 @@ fn qwen_gets_its_web_tool_only_when_granted() {
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn qwen_refuses_an_effort_it_does_not_have_before_starting() {
-    if !wanted(&[]) {
-        return;
+    if wanted(&[]) {
+        super::surface::refused_before_any_model_call("qwen", &["--effort", "xhigh"]);
     }
-    let rig = Rig::new("qwen", Script::answer(provider_output("unused")));
-    let run = rig.run("review", &["--effort", "xhigh"]);
-    assert_eq!(run.code, 5, "{} {}", run.json, run.stderr);
-    assert_eq!(run.json["status"], "rejected");
-    assert!(rig.server.model_calls().is_empty());
 }
 
 /// Qwen keeps its own turn limit (`--max-session-turns`): it stops with exit code 53, read as
@@ -223,7 +217,7 @@ fn qwen_calls_the_runs_own_mcp_server() {
         return;
     }
     let rig = Rig::new("qwen", Script::text("unused"));
-    rig.repo.write("mcp_echo.py", super::copilot::MCP_ECHO);
+    let descriptor = super::surface::mcp_echo(&rig);
     let script = rig.file("mcp_echo.py");
     // A server the project names for itself: never started.
     rig.repo.write(
@@ -232,17 +226,6 @@ fn qwen_calls_the_runs_own_mcp_server() {
             .to_string(),
     );
     rig.repo.commit_all("the MCP server");
-    let descriptor = rig.root.join("private/mcp.json");
-    std::fs::write(
-        &descriptor,
-        serde_json::json!({
-            "schemaVersion": "handoff.mcp.v1",
-            "servers": [{"name": "docs", "transport": "stdio",
-                         "command": "/usr/bin/python3", "args": [script], "env": {}}],
-        })
-        .to_string(),
-    )
-    .unwrap();
     rig.server.set_script(Script::new([
         Step::tool_call(
             "mcp__docs__echo",
@@ -250,16 +233,7 @@ fn qwen_calls_the_runs_own_mcp_server() {
         ),
         Step::Answer(provider_output("called it")),
     ]));
-    let run = rig.run(
-        "review",
-        &[
-            "--mcp-config",
-            descriptor.to_str().unwrap(),
-            "--bash",
-            "false",
-        ],
-    );
-    assert_eq!(run.code, 0, "{} {}", run.json, run.stderr);
+    super::surface::review_calls_mcp(&rig, &descriptor, "mcp-marker-22");
     let offered = rig.offered();
     assert!(
         offered.contains(&"mcp__docs__echo".to_owned()),
@@ -275,53 +249,14 @@ fn qwen_calls_the_runs_own_mcp_server() {
             "{t} offered: {offered:?}"
         );
     }
-    let echoed = rig
-        .server
-        .requests()
-        .iter()
-        .any(|r| r.body.to_string().contains("echoed mcp-marker-22"));
-    assert!(echoed, "the MCP tool's output did not reach the model");
 }
 
 #[test]
 #[ignore = "real CLIs: run `cargo xtask e2e-real`"]
 fn qwen_sits_on_a_panel() {
-    if !wanted(&["opencode"]) {
-        return;
+    if wanted(&["opencode"]) {
+        super::surface::sits_on_a_panel("qwen", "opencode");
     }
-    let rig = Rig::new("qwen", Script::answer(provider_output("one view")));
-    let ins = rig.root.join("private/question.txt");
-    std::fs::write(&ins, "Is this safe?").unwrap();
-    let out = rig
-        .command()
-        .args(["advice", "--caller-harness", "claude"])
-        .args(["--harness", "qwen,opencode"])
-        .arg("--cwd")
-        .arg(rig.repo.path())
-        .arg("--instructions")
-        .arg(&ins)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let panel: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{panel:#}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let members: Vec<(&str, &str)> = panel["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            (
-                m["target"]["harness"].as_str().unwrap(),
-                m["status"].as_str().unwrap(),
-            )
-        })
-        .collect();
-    assert_eq!(members, [("qwen", "succeeded"), ("opencode", "succeeded")]);
 }
 
 #[test]
