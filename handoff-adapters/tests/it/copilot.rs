@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use camino::Utf8Path;
 use handoff_adapters::{COPILOT_SPEC, Copilot, copilot_usage};
 use handoff_core::{
-    AnswerSource, Invocation, Observation, OutputError, Provider, RawOutput, RunDir, StdinSource,
-    UsageSource,
+    AnswerSource, Observation, OutputError, Provider, RawOutput, StdinSource, UsageSource,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -47,35 +46,11 @@ pub(crate) const COPILOT: Agent = Agent {
     exe: COPILOT_EXE,
     fake: "copilot",
     profiles: PROFILES,
-    describe,
+    describe: described_with_json_files,
     snapshots: "it__copilot__invocation",
     mcp: true,
     check_output: check,
 };
-
-/// The plan as JSON; the MCP file is shown parsed.
-fn describe(inv: &Invocation, _run: &RunDir) -> Value {
-    let files: Vec<Value> = inv
-        .files
-        .iter()
-        .map(|f| {
-            let contents: Value = serde_json::from_slice(&f.contents).unwrap();
-            json!({"path": f.path, "contents": contents})
-        })
-        .collect();
-    json!({
-        "program": inv.program,
-        "args": inv.args,
-        "env": inv.env,
-        "cwd": inv.cwd,
-        "stdin": stdin_name(&inv.stdin),
-        "dirs": inv.dirs,
-        "files": files,
-        "answer": answer_name(&inv.answer),
-        "policy": inv.policy,
-        "secrets": inv.secrets,
-    })
-}
 
 /// The values of a variadic flag: the arguments after it up to the next flag.
 fn values_after<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {

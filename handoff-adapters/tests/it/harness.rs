@@ -109,6 +109,31 @@ pub(crate) fn stdin_name(s: &StdinSource) -> &'static str {
     }
 }
 
+/// A plan as JSON for its snapshot, each file it writes shown parsed as JSON (settings,
+/// MCP configuration).
+pub(crate) fn described_with_json_files(inv: &Invocation, _run: &RunDir) -> Value {
+    let files: Vec<Value> = inv
+        .files
+        .iter()
+        .map(|f| {
+            let contents: Value = serde_json::from_slice(&f.contents).unwrap();
+            json!({"path": f.path, "contents": contents})
+        })
+        .collect();
+    json!({
+        "program": inv.program,
+        "args": inv.args,
+        "env": inv.env,
+        "cwd": inv.cwd,
+        "stdin": stdin_name(&inv.stdin),
+        "dirs": inv.dirs,
+        "files": files,
+        "answer": answer_name(&inv.answer),
+        "policy": inv.policy,
+        "secrets": inv.secrets,
+    })
+}
+
 pub(crate) fn answer_name(a: &AnswerSource) -> Value {
     match a {
         AnswerSource::Stdout => json!("stdout"),

@@ -5,8 +5,7 @@
 use camino::Utf8Path;
 use handoff_adapters::{QWEN_SPEC, Qwen};
 use handoff_core::{
-    FailureCause, Invocation, Observation, OutputError, Provider, RawOutput, RunDir, Sessions,
-    UsageSource,
+    FailureCause, Invocation, Observation, OutputError, Provider, RawOutput, Sessions, UsageSource,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -44,35 +43,11 @@ pub(crate) const QWEN: Agent = Agent {
     exe: QWEN_EXE,
     fake: "qwen",
     profiles: PROFILES,
-    describe,
+    describe: described_with_json_files,
     snapshots: "it__qwen__invocation",
     mcp: true,
     check_output: check,
 };
-
-/// The plan as JSON; the settings and MCP files are shown parsed.
-fn describe(inv: &Invocation, _run: &RunDir) -> Value {
-    let files: Vec<Value> = inv
-        .files
-        .iter()
-        .map(|f| {
-            let contents: Value = serde_json::from_slice(&f.contents).unwrap();
-            json!({"path": f.path, "contents": contents})
-        })
-        .collect();
-    json!({
-        "program": inv.program,
-        "args": inv.args,
-        "env": inv.env,
-        "cwd": inv.cwd,
-        "stdin": stdin_name(&inv.stdin),
-        "dirs": inv.dirs,
-        "files": files,
-        "answer": answer_name(&inv.answer),
-        "policy": inv.policy,
-        "secrets": inv.secrets,
-    })
-}
 
 fn check(raw: &RawOutput) {
     assert_output_kinds(&Qwen, raw, Some(1024));

@@ -3,27 +3,16 @@
 //! directory, writing a carried conversation and reading it back, copying a session, the
 //! receiver's plan and its output.
 
-use std::collections::BTreeMap;
-
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Copilot;
 use handoff_core::{
-    AgentId, CarryTarget, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role,
-    RunDir, SessionQuery, Sessions, StoreEnv,
+    AgentId, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role, RunDir, Sessions,
 };
 use proptest::prelude::*;
 
 use crate::support::*;
 
 const SESSION: &str = "7a853f13-6807-4a7f-ad44-af7b37b34af0";
-
-fn store(home: &Utf8Path) -> StoreEnv {
-    StoreEnv {
-        vars: BTreeMap::from([("HOME".to_owned(), home.to_string())]),
-        executable: None,
-        scratch: None,
-    }
-}
 
 #[test]
 fn a_real_session_reads_to_its_turns() {
@@ -59,112 +48,18 @@ fn a_real_session_reads_to_its_turns() {
 
 #[tokio::test]
 async fn a_carried_conversation_is_written_found_and_read_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Utf8PathBuf::try_from(dir.path().to_path_buf()).unwrap();
-    let target = CarryTarget {
-        session_id: "0b6a3c1e-2f4d-4e5a-8b7c-9d0e1f2a3b4c".into(),
-        cwd: "/work/repo".into(),
-        model: Some("gpt-4.1".into()),
-        dry_run: false,
-    };
-    let env = store(&home);
-    // A dry run writes nothing and says what it would.
-    let planned = Copilot
-        .write_session(
-            &env,
-            &carried_transcript(),
-            &CarryTarget {
-                dry_run: true,
-                ..target.clone()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(!planned.files[0].exists());
-    let written = Copilot
-        .write_session(&env, &carried_transcript(), &target)
-        .await
-        .unwrap();
-    assert_eq!(written.files, planned.files);
-    assert_eq!(
-        written.files[0],
+    let text = carried_round_trip(&Copilot, |home, target| {
         home.join(".copilot/session-state")
             .join(&target.session_id)
             .join("events.jsonl")
-    );
+    })
+    .await;
     // Every event has a UUID id, as Copilot requires to load it.
-    let text = std::fs::read_to_string(&written.files[0]).unwrap();
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let id = v["id"].as_str().unwrap();
         assert_eq!((id.len(), id.matches('-').count()), (36, 4), "{line}");
     }
-    // Never over an existing session.
-    assert!(
-        Copilot
-            .write_session(&env, &carried_transcript(), &target)
-            .await
-            .is_err()
-    );
-    // Found by id and as the newest of its directory.
-    let by_id = Copilot
-        .find_session(&env, &SessionQuery::Id(target.session_id.clone()))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(by_id.cwd.as_deref(), Some(Utf8Path::new("/work/repo")));
-    let latest = Copilot
-        .find_session(
-            &env,
-            &SessionQuery::Latest {
-                cwd: "/work/repo".into(),
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(latest.session_id, target.session_id);
-    assert!(
-        Copilot
-            .find_session(&env, &SessionQuery::Id("../../etc".into()))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    // Read back: the same parts, by the same provider and model.
-    let back = Copilot.read_transcript(&by_id.path).unwrap();
-    let original = carried_transcript();
-    assert_eq!(back.messages.len(), original.messages.len());
-    for (b, o) in back.messages.iter().zip(&original.messages) {
-        assert_eq!(
-            (b.role, &b.provider, &b.parts),
-            (o.role, &o.provider, &o.parts)
-        );
-    }
-    assert_eq!(back.messages[1].model.as_deref(), Some("opus"));
-    // A copy under a new id, re-rooted.
-    let copied = Copilot
-        .copy_session(
-            &env,
-            &by_id,
-            &CarryTarget {
-                session_id: "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d".into(),
-                cwd: "/work/other".into(),
-                ..target.clone()
-            },
-        )
-        .await
-        .unwrap();
-    let again = Copilot.read_transcript(&copied.files[0]).unwrap();
-    assert_eq!(
-        again.source.session_id,
-        "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d"
-    );
-    assert_eq!(
-        again.source.cwd.as_deref(),
-        Some(Utf8Path::new("/work/other"))
-    );
-    assert_eq!(again.messages, back.messages);
 }
 
 fn receiver_plan(

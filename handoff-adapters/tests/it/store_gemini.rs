@@ -17,14 +17,6 @@ use crate::support::*;
 
 const SESSION: &str = "5eb8a97b-cd8b-4893-ae71-7bb3aab742d8";
 
-fn store(home: &Utf8Path) -> StoreEnv {
-    StoreEnv {
-        vars: BTreeMap::from([("HOME".to_owned(), home.to_string())]),
-        executable: None,
-        scratch: None,
-    }
-}
-
 #[test]
 fn a_real_session_reads_to_its_turns() {
     let t = Gemini
@@ -109,7 +101,7 @@ async fn sessions_are_found_by_id_and_by_directory() {
     let dir = tempfile::tempdir().unwrap();
     let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
     let file = seeded(&home, "/work/repo");
-    let s = store(&home);
+    let s = home_store(&home);
     let by_id = Gemini
         .find_session(&s, &SessionQuery::Id(SESSION.to_owned()))
         .await
@@ -177,7 +169,7 @@ async fn a_carried_conversation_is_written_where_gemini_resumes_it() {
         model: Some("gemini-2.5-flash".to_owned()),
         dry_run: false,
     };
-    let s = store(&home);
+    let s = home_store(&home);
     let carried = Gemini
         .write_session(&s, &source, &target("/work/My Repo"))
         .await

@@ -3,27 +3,16 @@
 //! and by directory, writing a carried conversation and reading it back, copying a session, the
 //! receiver's plan and its output.
 
-use std::collections::BTreeMap;
-
 use camino::{Utf8Path, Utf8PathBuf};
 use handoff_adapters::Qwen;
 use handoff_core::{
-    AgentId, CarryTarget, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role,
-    RunDir, SessionQuery, Sessions, StoreEnv,
+    AgentId, RawOutput, Receiver, ReceiverRequest, ReceiverRole, ResumeFrom, Role, RunDir, Sessions,
 };
 use proptest::prelude::*;
 
 use crate::support::*;
 
 const SESSION: &str = "6a2ddd10-ac3d-4a0f-9576-c0cce64cf631";
-
-fn store(home: &Utf8Path) -> StoreEnv {
-    StoreEnv {
-        vars: BTreeMap::from([("HOME".to_owned(), home.to_string())]),
-        executable: None,
-        scratch: None,
-    }
-}
 
 #[test]
 fn a_real_session_reads_to_its_turns() {
@@ -59,113 +48,21 @@ fn a_real_session_reads_to_its_turns() {
 
 #[tokio::test]
 async fn a_carried_conversation_is_written_found_and_read_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let home = Utf8PathBuf::try_from(dir.path().to_path_buf()).unwrap();
-    let target = CarryTarget {
-        session_id: "0b6a3c1e-2f4d-4e5a-8b7c-9d0e1f2a3b4c".into(),
-        cwd: "/work/repo".into(),
-        model: Some("gpt-4.1".into()),
-        dry_run: false,
-    };
-    let env = store(&home);
-    // A dry run writes nothing and says what it would.
-    let planned = Qwen
-        .write_session(
-            &env,
-            &carried_transcript(),
-            &CarryTarget {
-                dry_run: true,
-                ..target.clone()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(!planned.files[0].exists());
-    let written = Qwen
-        .write_session(&env, &carried_transcript(), &target)
-        .await
-        .unwrap();
-    assert_eq!(written.files, planned.files);
-    assert_eq!(
-        written.files[0],
+    let text = carried_round_trip(&Qwen, |home, target| {
         home.join(".qwen/projects/-work-repo/chats")
             .join(format!("{}.jsonl", target.session_id))
-    );
+    })
+    .await;
     // Every record has a UUID, chained to the one before, as Qwen loads them.
-    let text = std::fs::read_to_string(&written.files[0]).unwrap();
     let mut parent = serde_json::Value::Null;
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let id = v["uuid"].as_str().unwrap();
         assert_eq!((id.len(), id.matches('-').count()), (36, 4), "{line}");
         assert_eq!(v["parentUuid"], parent, "{line}");
-        assert_eq!(v["sessionId"], target.session_id.as_str());
+        assert_eq!(v["sessionId"], "0b6a3c1e-2f4d-4e5a-8b7c-9d0e1f2a3b4c");
         parent = v["uuid"].clone();
     }
-    // Never over an existing session.
-    assert!(
-        Qwen.write_session(&env, &carried_transcript(), &target)
-            .await
-            .is_err()
-    );
-    // Found by id and as the newest of its directory.
-    let by_id = Qwen
-        .find_session(&env, &SessionQuery::Id(target.session_id.clone()))
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(by_id.cwd.as_deref(), Some(Utf8Path::new("/work/repo")));
-    let latest = Qwen
-        .find_session(
-            &env,
-            &SessionQuery::Latest {
-                cwd: "/work/repo".into(),
-            },
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(latest.session_id, target.session_id);
-    assert!(
-        Qwen.find_session(&env, &SessionQuery::Id("../../etc".into()))
-            .await
-            .unwrap()
-            .is_none()
-    );
-    // Read back: the same parts, by the same provider and model.
-    let back = Qwen.read_transcript(&by_id.path).unwrap();
-    let original = carried_transcript();
-    assert_eq!(back.messages.len(), original.messages.len());
-    for (b, o) in back.messages.iter().zip(&original.messages) {
-        assert_eq!(
-            (b.role, &b.provider, &b.parts),
-            (o.role, &o.provider, &o.parts)
-        );
-    }
-    assert_eq!(back.messages[1].model.as_deref(), Some("opus"));
-    // A copy under a new id, re-rooted.
-    let copied = Qwen
-        .copy_session(
-            &env,
-            &by_id,
-            &CarryTarget {
-                session_id: "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d".into(),
-                cwd: "/work/other".into(),
-                ..target.clone()
-            },
-        )
-        .await
-        .unwrap();
-    let again = Qwen.read_transcript(&copied.files[0]).unwrap();
-    assert_eq!(
-        again.source.session_id,
-        "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d"
-    );
-    assert_eq!(
-        again.source.cwd.as_deref(),
-        Some(Utf8Path::new("/work/other"))
-    );
-    assert_eq!(again.messages, back.messages);
 }
 
 fn receiver_plan(

@@ -362,3 +362,119 @@ pub fn carried_transcript() -> handoff_core::Transcript {
         warnings: vec![],
     }
 }
+
+/// A session store under `home`: only `HOME` set.
+pub fn home_store(home: &camino::Utf8Path) -> handoff_core::StoreEnv {
+    handoff_core::StoreEnv {
+        vars: BTreeMap::from([("HOME".to_owned(), home.to_string())]),
+        executable: None,
+        scratch: None,
+    }
+}
+
+/// The round trip every store of carried conversations makes, in a fresh HOME: a dry run
+/// writes nothing and names the file; the write lands where `expected` says (from HOME and
+/// the target) and never over an existing session; it is found by id and as the newest of its
+/// directory, never by an id that is a path; it reads back to the same parts by the same
+/// provider and model; and a copy under a new id is re-rooted. Returns the written file's text
+/// for what the store checks on its own.
+pub async fn carried_round_trip(
+    sessions: &dyn handoff_core::Sessions,
+    expected: impl Fn(&camino::Utf8Path, &handoff_core::CarryTarget) -> camino::Utf8PathBuf,
+) -> String {
+    use handoff_core::{CarryTarget, SessionQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let home = camino::Utf8PathBuf::try_from(dir.path().to_path_buf()).unwrap();
+    let target = CarryTarget {
+        session_id: "0b6a3c1e-2f4d-4e5a-8b7c-9d0e1f2a3b4c".into(),
+        cwd: "/work/repo".into(),
+        model: Some("gpt-4.1".into()),
+        dry_run: false,
+    };
+    let env = home_store(&home);
+    let planned = sessions
+        .write_session(
+            &env,
+            &carried_transcript(),
+            &CarryTarget {
+                dry_run: true,
+                ..target.clone()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!planned.files[0].exists());
+    let written = sessions
+        .write_session(&env, &carried_transcript(), &target)
+        .await
+        .unwrap();
+    assert_eq!(written.files, planned.files);
+    assert_eq!(written.files[0], expected(&home, &target));
+    assert!(
+        sessions
+            .write_session(&env, &carried_transcript(), &target)
+            .await
+            .is_err(),
+        "written over an existing session"
+    );
+    let by_id = sessions
+        .find_session(&env, &SessionQuery::Id(target.session_id.clone()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        by_id.cwd.as_deref(),
+        Some(camino::Utf8Path::new("/work/repo"))
+    );
+    let latest = sessions
+        .find_session(
+            &env,
+            &SessionQuery::Latest {
+                cwd: "/work/repo".into(),
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.session_id, target.session_id);
+    assert!(
+        sessions
+            .find_session(&env, &SessionQuery::Id("../../etc".into()))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let back = sessions.read_transcript(&by_id.path).unwrap();
+    let original = carried_transcript();
+    assert_eq!(back.messages.len(), original.messages.len());
+    for (b, o) in back.messages.iter().zip(&original.messages) {
+        assert_eq!(
+            (b.role, &b.provider, &b.parts),
+            (o.role, &o.provider, &o.parts)
+        );
+    }
+    assert_eq!(back.messages[1].model.as_deref(), Some("opus"));
+    let copied = sessions
+        .copy_session(
+            &env,
+            &by_id,
+            &CarryTarget {
+                session_id: "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d".into(),
+                cwd: "/work/other".into(),
+                ..target.clone()
+            },
+        )
+        .await
+        .unwrap();
+    let again = sessions.read_transcript(&copied.files[0]).unwrap();
+    assert_eq!(
+        again.source.session_id,
+        "1c7b4d2f-3a5e-4f6b-9c8d-0e1f2a3b4c5d"
+    );
+    assert_eq!(
+        again.source.cwd.as_deref(),
+        Some(camino::Utf8Path::new("/work/other"))
+    );
+    assert_eq!(again.messages, back.messages);
+    std::fs::read_to_string(&written.files[0]).unwrap()
+}
