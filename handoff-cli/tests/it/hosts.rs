@@ -37,28 +37,44 @@ fn configure(sb: &Sandbox, other: &Other, extra: &str) -> PathBuf {
     dir
 }
 
-fn on_command(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> std::process::Command {
-    let ins = sb.instructions("Make the change described here, then report.");
+/// `handoff <verb> --caller-harness claude --harness codex [--mode <mode>] --cwd <repo>
+/// --instructions <file holding `task`> --on <host> <extra…>` through the ssh command `ssh`.
+fn host_command(
+    sb: &Sandbox,
+    ssh: &[String],
+    (verb, mode): (&str, Option<&str>),
+    task: &str,
+    host: &str,
+    extra: &[&str],
+) -> std::process::Command {
+    let ins = sb.instructions(task);
     let cwd = sb.cwd();
     let mut cmd = sb.command();
-    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
-        .args([
-            "run",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            mode,
-            "--cwd",
-            &cwd,
-            "--instructions",
-            &ins,
-            "--on",
-            "devbox",
-        ])
+    cmd.env("HANDOFF_SSH", ssh.join(" ")).args([
+        verb,
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex",
+    ]);
+    if let Some(mode) = mode {
+        cmd.args(["--mode", mode]);
+    }
+    cmd.args(["--cwd", &cwd, "--instructions", &ins, "--on", host])
         .args(extra);
     cmd
+}
+
+/// `handoff run --mode <mode> … --on devbox <extra…>` to the other machine.
+fn on_command(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> std::process::Command {
+    host_command(
+        sb,
+        &other.host.ssh_command(),
+        ("run", Some(mode)),
+        "Make the change described here, then report.",
+        "devbox",
+        extra,
+    )
 }
 
 fn run_on(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> Run {
@@ -355,26 +371,15 @@ fn what_is_sent_is_masked_here() {
     let record = other.agents.record_dir();
     other.own(&record);
     let secret = "sk-proj-Zq8xT3mV9kL2wR7nB4cY6hJ1";
-    let ins = sb.instructions(&format!("Use the key {secret} to review."));
-    let cwd = sb.cwd();
-    let mut cmd = sb.command();
-    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
-        .env("OPENAI_API_KEY", secret)
-        .args([
-            "run",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            "review",
-            "--cwd",
-            &cwd,
-            "--instructions",
-            &ins,
-            "--on",
-            "devbox",
-        ]);
+    let mut cmd = host_command(
+        &sb,
+        &other.host.ssh_command(),
+        ("run", Some("review")),
+        &format!("Use the key {secret} to review."),
+        "devbox",
+        &[],
+    );
+    cmd.env("OPENAI_API_KEY", secret);
     let run = sb.exec(&mut cmd);
     assert_eq!(run.code, 0, "{run:#?}");
     let seen: String = other
@@ -500,25 +505,14 @@ fn a_workers_advisers_run_on_the_host_too() {
     other.agents.set("HANDOFF_FAKE_ADVICE", "claude");
     let record = other.agents.record_dir();
     other.own(&record);
-    let ins = sb.instructions("Build it, asking for advice.");
-    let cwd = sb.cwd();
-    let mut cmd = sb.command();
-    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
-        .args([
-            "run-with-advice",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            "build",
-            "--cwd",
-            &cwd,
-            "--instructions",
-            &ins,
-            "--on",
-            "devbox",
-        ]);
+    let mut cmd = host_command(
+        &sb,
+        &other.host.ssh_command(),
+        ("run-with-advice", Some("build")),
+        "Build it, asking for advice.",
+        "devbox",
+        &[],
+    );
     let run = sb.exec(&mut cmd);
     assert_eq!(run.code, 0, "{run:#?}");
     let nodes = run.json["dag"]["nodes"].as_array().unwrap();
@@ -554,23 +548,14 @@ fn advice_runs_on_the_host_too() {
     let sb = sandbox();
     let other = other_machine(&["codex"]);
     let dir = configure(&sb, &other, "");
-    let ins = sb.instructions("What do you think of the layout?");
-    let cwd = sb.cwd();
-    let mut cmd = sb.command();
-    cmd.env("HANDOFF_SSH", other.host.ssh_command().join(" "))
-        .args([
-            "advice",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--cwd",
-            &cwd,
-            "--instructions",
-            &ins,
-            "--on",
-            "devbox",
-        ]);
+    let mut cmd = host_command(
+        &sb,
+        &other.host.ssh_command(),
+        ("advice", None),
+        "What do you think of the layout?",
+        "devbox",
+        &[],
+    );
     let run = sb.exec(&mut cmd);
     assert_eq!(run.code, 0, "{run:#?}");
     assert_eq!(run.json["operation"], "advice");
@@ -624,27 +609,9 @@ fn two_hosts_run_side_by_side_each_with_its_own_state() {
         a.home.join("handoff").display(),
         b.home.join("handoff").display()
     ));
-    let on = |host: &str, mode: &str| {
-        let ins = sb.instructions("Do it.");
-        let cwd = sb.cwd();
-        let mut cmd = sb.command();
-        cmd.env("HANDOFF_SSH", ssh.ssh_command().join(" ")).args([
-            "run",
-            "--caller-harness",
-            "claude",
-            "--harness",
-            "codex",
-            "--mode",
-            mode,
-            "--cwd",
-            &cwd,
-            "--instructions",
-            &ins,
-            "--on",
-            host,
-        ]);
-        cmd
-    };
+    let ssh = ssh.ssh_command();
+    let on =
+        |host: &str, mode: &str| host_command(&sb, &ssh, ("run", Some(mode)), "Do it.", host, &[]);
     let gate = Gate::hold(&a);
     let review = spawn(on("a", "review"));
     gate.reached();
