@@ -361,10 +361,21 @@ impl Git {
     }
 }
 
-/// The position of the subcommand in `args`: the first argument that is not an option.
+/// The position of the subcommand in `args`: the first argument that is neither an option
+/// nor the value of git's `-c <name>=<value>` or `-C <path>` before it.
 fn subcommand<S: AsRef<OsStr>>(args: &[S]) -> Option<usize> {
-    args.iter()
-        .position(|a| !a.as_ref().as_encoded_bytes().starts_with(b"-"))
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_ref().as_encoded_bytes();
+        if a == b"-c" || a == b"-C" {
+            i += 2;
+        } else if a.starts_with(b"-") {
+            i += 1;
+        } else {
+            return Some(i);
+        }
+    }
+    None
 }
 
 /// A temporary index in the git directory and the runner that uses it; both the index and its
@@ -430,6 +441,20 @@ mod tests {
         c.get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
+    }
+
+    #[test]
+    fn the_subcommand_is_found_past_the_callers_own_settings() {
+        assert_eq!(
+            subcommand(&["-c", "core.sshCommand=ssh -T", "push", "u"]),
+            Some(2)
+        );
+        assert_eq!(subcommand(&["-C", "/r", "--no-pager", "fetch"]), Some(3));
+        assert_eq!(subcommand(&["--literal-pathspecs", "add"]), Some(1));
+        assert_eq!(subcommand::<&str>(&["-c"]), None);
+        // A push behind a setting of the caller's still gets the transport rules.
+        let args = args_of(&Git::new("/r").command(&["-c", "a.b=c", "push", "u", "x"]));
+        assert!(args.iter().any(|a| a == "protocol.allow=never"), "{args:?}");
     }
 
     #[test]

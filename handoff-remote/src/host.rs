@@ -156,9 +156,20 @@ fn start(side: &HostSide<'_>, s: &StartRun) -> Result<HostReply, String> {
     }
     if s.args.iter().any(|a| {
         let flag = a.split('=').next().unwrap_or(a);
-        ["--cwd", "--instructions", "--detach", "--result", "--on"].contains(&flag)
+        [
+            "--cwd",
+            "--instructions",
+            "--detach",
+            "--result",
+            "--on",
+            "--mcp-config",
+        ]
+        .contains(&flag)
     }) {
-        return Err("the command line names what the host decides itself".to_owned());
+        return Err(
+            "the command line names what the host decides itself, or a file of the asking machine"
+                .to_owned(),
+        );
     }
     let base = base(side, &s.dir)?;
     let repo = repo(&base, &s.project)?;
