@@ -49,6 +49,7 @@ mod request;
 mod result;
 pub mod sandbox;
 pub mod seatbelt;
+mod stop_signals;
 pub mod summary;
 mod supervisor;
 mod task;
@@ -104,7 +105,7 @@ pub use isolation::{
 pub use jobs::{
     Cancel, DetachError, Detached, EXIT_STILL_RUNNING, JOB_SCHEMA, JOB_VERB, Job, JobOrigin,
     JobReport, JobState, NewJob, ProcessRef, SUPERVISOR_GRACE, cancel_job, descends_from,
-    detach_job, flag_value, list_jobs, parent_pid, supervise_job, unblock_stop_signals, wait_job,
+    detach_job, flag_value, list_jobs, parent_pid, supervise_job, wait_job,
 };
 pub use lease::{
     Holder, HolderRecord, LeaseError, RootLease, Wait, WorkingAgent, adopt_orphans,
@@ -163,6 +164,7 @@ pub use redact::{
 };
 pub use request::*;
 pub use result::*;
+pub use stop_signals::unblock_stop_signals;
 pub use supervisor::{
     AUDIT_LIMIT, Admission, CLIENT_GRACE_MS, CONTEXT_ENV, CONTEXT_SCHEMA, Capability, Clock,
     DagError, DagStore, GrantRequest, INBOX, MAX_CONTEXT_BYTES, MAX_NONCE_BYTES, MAX_REPLY_BYTES,

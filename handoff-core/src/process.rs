@@ -279,6 +279,13 @@ async fn run(
             let mut cmd = tokio::process::Command::new(spec.exe.as_std_path());
             cmd.args(args.to_argv())
                 .stdin(Stdio::from(OwnedFd::from(theirs)));
+            // A run cancelled as the reaper starts signals it at once: held until the reaper
+            // catches them, the stop signals cannot kill it before it can report.
+            // SAFETY: blocking signals is async-signal-safe and touches only the child.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(crate::stop_signals::block_in_child);
+            }
             (cmd, Some(ours))
         }
     };

@@ -351,3 +351,42 @@ fn a_fork_and_exit_chain_dies_with_the_run_and_its_cgroup() {
         None => assert!(processes["cgroup"].is_null(), "{run:?}"),
     }
 }
+
+/// A run cancelled while its reaper is still starting signals the reaper before it can catch
+/// anything: the signal waits for it, and the run ends cancelled with the agent's tree
+/// accounted for, not `blocked` for a reaper that died without a report.
+#[test]
+fn a_run_cancelled_while_its_reaper_starts_ends_cancelled_not_blocked() {
+    let sb = Sandbox::new();
+    // The reaper as handoff starts it, slowed down: not handoff yet, catching nothing.
+    let (slow, started) = crate::support::slow_handoff(&sb, "slow-reaper", None);
+    let mut options = crate::library::options_for(&sb, None);
+    options.handoff_exe = Some(camino::Utf8PathBuf::from_path_buf(slow).unwrap());
+    let engine = crate::library::engine_with(options);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (stop, cancel) = tokio::sync::watch::channel(false);
+    let outcome = runtime.block_on(async {
+        let stopper = tokio::spawn(async move {
+            let start = Instant::now();
+            while !started.exists() && start.elapsed() < LIMIT {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let _ = stop.send(true);
+            stop
+        });
+        let outcome = engine
+            .run(crate::library::run_input(&sb, "review"), cancel)
+            .await;
+        drop(stopper.await);
+        outcome
+    });
+    assert_eq!(outcome.exit_code, 9, "{}", outcome.line);
+    assert_eq!(
+        outcome.result.status.as_str(),
+        "cancelled",
+        "{}",
+        outcome.line
+    );
+    let processes = outcome.result.processes.as_ref().expect("processes");
+    assert_eq!(processes.tree_gone, Some(true), "{}", outcome.line);
+}

@@ -165,6 +165,62 @@ fn cancel_stops_a_job_like_sigterm_and_it_records_exit_9() {
     );
 }
 
+/// `cancel` may signal a supervisor the moment the store names it: one still starting (here
+/// slowed down, not handoff yet) holds the signal until it catches it, forwards it to its run,
+/// and the job records the cancel instead of being lost.
+#[test]
+fn a_supervisor_signalled_before_it_catches_anything_still_records_the_cancel() {
+    let (sb, _go) = waiting();
+    let env: Vec<(String, String)> = sb
+        .command()
+        .get_envs()
+        .filter_map(|(k, v)| {
+            Some((
+                k.to_string_lossy().into_owned(),
+                v?.to_string_lossy().into_owned(),
+            ))
+        })
+        .collect();
+    let (slow, started) = crate::support::slow_handoff(&sb, "slow-supervisor", Some(&env));
+    let store = handoff_store::SqliteStore::open_default(&env.iter().cloned().collect()).unwrap();
+    let ins = sb.instructions("Review this.");
+    let cwd = sb.cwd();
+    let args: Vec<String> = [
+        "--caller-harness",
+        "claude",
+        "--harness",
+        "codex",
+        "--mode",
+        "review",
+        "--cwd",
+        &cwd,
+        "--instructions",
+        &ins,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let job = handoff_core::detach_job(
+        &store,
+        camino::Utf8Path::from_path(&slow).unwrap(),
+        &store.sibling_dir("jobs"),
+        "run",
+        args.clone(),
+        args,
+        None,
+    )
+    .unwrap()
+    .job;
+    crate::support::wait_for_file(&started);
+    let cancel = handoff_core::cancel_job(&store, &job.id).unwrap();
+    assert!(
+        matches!(cancel, handoff_core::Cancel::Signalled(_)),
+        "{cancel:?}"
+    );
+    let waited = sb.run(&["wait", job.id.as_str()]);
+    assert_eq!(waited.code, 9, "{waited:?}");
+    assert_eq!(waited.json["status"], "cancelled", "{waited:?}");
+}
+
 #[test]
 fn a_job_outlives_the_shell_that_started_it() {
     let (sb, go) = waiting();

@@ -54,6 +54,23 @@ fn normalized(result: &Value, sb: &Sandbox) -> String {
 
 /// The default engine in the sandbox's environment, recording runs in `store`.
 fn engine_for(sb: &Sandbox, store: Option<handoff_core::SharedTaskStore>) -> handoff_core::Engine {
+    engine_with(options_for(sb, store))
+}
+
+/// The default engine with `options`.
+pub fn engine_with(options: handoff_core::EngineOptions) -> handoff_core::Engine {
+    handoff_core::Engine::new(
+        handoff_adapters::default_registry(),
+        std::sync::Arc::new(handoff_git::GitWorkspace::new()),
+        options,
+    )
+}
+
+/// The default engine's options in the sandbox's environment, recording runs in `store`.
+pub fn options_for(
+    sb: &Sandbox,
+    store: Option<handoff_core::SharedTaskStore>,
+) -> handoff_core::EngineOptions {
     let mut options = handoff_core::EngineOptions::from_process();
     options.env = env_of(sb);
     options.preflight_cache = None;
@@ -64,15 +81,11 @@ fn engine_for(sb: &Sandbox, store: Option<handoff_core::SharedTaskStore>) -> han
     options.runtime_dir = Some(
         camino::Utf8PathBuf::from_path_buf(sb.root.join("runtime")).expect("UTF-8 sandbox path"),
     );
-    handoff_core::Engine::new(
-        handoff_adapters::default_registry(),
-        std::sync::Arc::new(handoff_git::GitWorkspace::new()),
-        options,
-    )
+    options
 }
 
 /// `run --caller-harness claude --harness codex --mode <mode>` in the sandbox's repository.
-fn run_input(sb: &Sandbox, mode: &str) -> handoff_core::RunInput {
+pub fn run_input(sb: &Sandbox, mode: &str) -> handoff_core::RunInput {
     let mut input = handoff_core::RunInput::new(handoff_core::Verb::Run);
     input.caller_harness = Some("claude".into());
     input.harness = Some("codex".into());

@@ -357,3 +357,46 @@ pub fn advice_from(worker: &str, adviser: &str) -> (Run, i64, Value) {
         serde_json::from_str(call["stdout"].as_str().unwrap_or("").trim()).unwrap_or(Value::Null);
     (run, call["exitCode"].as_i64().unwrap_or(-1), result)
 }
+
+/// A program that stands in for `handoff` while it starts, slowly: it creates `started`, waits
+/// a second without catching any signal, then becomes `handoff` with its arguments — with
+/// `env`, when given, as its whole environment. It is perl, which leaves the signal mask as it
+/// found it (a shell would clear it). Returns the program and `started`.
+pub fn slow_handoff(
+    sb: &Sandbox,
+    name: &str,
+    env: Option<&[(String, String)]>,
+) -> (PathBuf, PathBuf) {
+    let perl = |s: &str| format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"));
+    let started = sb.root.join(format!("{name}-started"));
+    let program = sb.root.join(name);
+    let env = env.map_or_else(String::new, |vars| {
+        let pairs: Vec<String> = vars
+            .iter()
+            .map(|(k, v)| format!("{} => {}", perl(k), perl(v)))
+            .collect();
+        format!("%ENV = ({});\n", pairs.join(", "))
+    });
+    let script = format!(
+        "#!/usr/bin/perl\n{env}open(my $f, '>', {}) or die;\nclose($f);\n\
+         select(undef, undef, undef, 1);\nexec({}, @ARGV) or die;\n",
+        perl(&started.to_string_lossy()),
+        perl(env!("CARGO_BIN_EXE_handoff")),
+    );
+    std::fs::write(&program, script).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (program, started)
+}
+
+/// Waits until `path` exists (at most a minute).
+pub fn wait_for_file(path: &Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -102,12 +102,15 @@ pub fn detach_job(
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: `setsid` is async-signal-safe and touches nothing of the parent's state.
+    // The supervisor holds the stop signals until it catches them: `cancel` may signal it as
+    // soon as it is recorded, below.
+    // SAFETY: `setsid` and blocking signals are async-signal-safe and touch nothing of the
+    // parent's state.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(|| {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
-            Ok(())
+            crate::stop_signals::block_in_child()
         });
     }
     let child = match cmd.spawn() {
@@ -165,8 +168,8 @@ pub async fn supervise_job(
         .stderr(Stdio::null())
         .kill_on_drop(false);
     // A supervisor killed outright takes its run down as SIGTERM would (the run stops its agent);
-    // the job is then lost, never left running unseen. The run starts with SIGTERM and SIGINT
-    // blocked, until it catches them: one forwarded before then waits instead of killing it
+    // the job is then lost, never left running unseen. The run starts with the stop signals
+    // held until it catches them: one forwarded before then waits instead of killing it
     // without a result.
     // SAFETY: asking for a parent-death signal and blocking signals are async-signal-safe and
     // touch only this child.
@@ -174,12 +177,7 @@ pub async fn supervise_job(
     unsafe {
         cmd.pre_exec(|| {
             crate::platform::signal_on_parent_death(nix::sys::signal::Signal::SIGTERM)?;
-            nix::sys::signal::sigprocmask(
-                nix::sys::signal::SigmaskHow::SIG_BLOCK,
-                Some(&stop_signals()),
-                None,
-            )
-            .map_err(std::io::Error::from)
+            crate::stop_signals::block_in_child()
         });
     }
     // Caught before the run exists, so that a cancel sent at once is forwarded, not fatal.
@@ -187,6 +185,8 @@ pub async fn supervise_job(
     let mut term = signal(SignalKind::terminate()).ok();
     let mut int = signal(SignalKind::interrupt()).ok();
     let mut hup = signal(SignalKind::hangup()).ok();
+    // Held since this process started (`detach_job`): one that came meanwhile arrives now.
+    crate::stop_signals::unblock_stop_signals();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(_) => return finish(crate::exit::PROVIDER_UNAVAILABLE, None),
@@ -227,24 +227,6 @@ pub async fn supervise_job(
         .map(str::trim)
         .find(|l| l.starts_with('{') && serde_json::from_str::<serde_json::Value>(l).is_ok());
     finish(code, line)
-}
-
-/// SIGTERM and SIGINT: what stops a run.
-fn stop_signals() -> nix::sys::signal::SigSet {
-    let mut set = nix::sys::signal::SigSet::empty();
-    set.add(nix::sys::signal::Signal::SIGTERM);
-    set.add(nix::sys::signal::Signal::SIGINT);
-    set
-}
-
-/// Unblocks SIGTERM and SIGINT in the calling thread, once they are caught: a job's supervisor
-/// starts its run with both blocked ([`supervise_job`]).
-pub fn unblock_stop_signals() {
-    let _ = nix::sys::signal::pthread_sigmask(
-        nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
-        Some(&stop_signals()),
-        None,
-    );
 }
 
 fn forward(pid: Option<u32>) {

@@ -12,9 +12,7 @@ use std::time::{Duration, SystemTime};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use self::detach::{
-    DetachError, Detached, JOB_VERB, detach_job, flag_value, supervise_job, unblock_stop_signals,
-};
+pub use self::detach::{DetachError, Detached, JOB_VERB, detach_job, flag_value, supervise_job};
 
 pub use crate::task::JobId;
 

@@ -6,8 +6,9 @@
 //! end of the channel to handoff (handoff is gone: kill the tree now), `SIGUSR1` (the
 //! parent-death signal, a backup: acted on only when `getppid()` no longer names handoff,
 //! since it also fires when the *thread* that started the reaper exits) and a tick while the
-//! tree is being stopped. Signals are caught, never blocked, so the agent starts with an empty
-//! signal mask and default handlers.
+//! tree is being stopped. The stop signals are held from the reaper's exec until they are
+//! caught ([`crate::stop_signals`]); the agent starts with an empty signal mask and default
+//! handlers.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -89,6 +90,7 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
         Ok(l) => l,
         Err(e) => return refuse(Some(&channel), &format!("cannot catch signals: {e}")),
     };
+    crate::stop_signals::unblock_stop_signals();
     if let Err(e) = crate::platform::adopt_orphans() {
         return refuse(Some(&channel), &format!("cannot become a subreaper: {e}"));
     }
