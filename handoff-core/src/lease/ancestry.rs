@@ -49,11 +49,6 @@ pub fn check_ancestry(dir: &Utf8Path) -> Result<(), LeaseError> {
     let canonical_roots = roots
         .canonicalize_utf8()
         .map_err(io_error("cannot resolve", &roots))?;
-    // A root holds its entry locked, deleted or not: only an ancestor that holds a lock can be
-    // one, and only its descriptors are looked through (every one's when the locks cannot be
-    // read).
-    let holders = flock_holders();
-
     for (pid, start_time) in ancestors()? {
         let prefix = format!("{pid}-{start_time}-");
         for name in names.iter().filter(|n| n.starts_with(&prefix)) {
@@ -72,32 +67,14 @@ pub fn check_ancestry(dir: &Utf8Path) -> Result<(), LeaseError> {
                 _ => continue,
             }
         }
-        if holders.as_ref().is_some_and(|h| !h.contains(&pid)) {
-            continue;
-        }
+        // Not `/proc/locks` to skip ancestors that hold no lock: reading it takes the
+        // kernel's file-lock semaphore for writing, an RCU grace period (10-25 ms) per run,
+        // more than looking through a few ancestors' descriptors.
         if let Some(holder) = open_entry_of(pid, &prefix, &canonical_roots) {
             return Err(LeaseError::InsideRoot { pid, holder });
         }
     }
     Ok(())
-}
-
-/// The processes holding a `flock` lock, from `/proc/locks`; `None` when it cannot be read.
-fn flock_holders() -> Option<std::collections::HashSet<u32>> {
-    let text = fs::read_to_string("/proc/locks").ok()?;
-    Some(flock_holders_in(&text))
-}
-
-/// The pids of the `FLOCK` lines of a `/proc/locks` text (`1: FLOCK  ADVISORY  WRITE <pid>
-/// <dev:inode> 0 EOF`; a waiter's line has `->` before `FLOCK`).
-fn flock_holders_in(text: &str) -> std::collections::HashSet<u32> {
-    text.lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace().skip_while(|w| *w != "FLOCK");
-            words.next()?;
-            words.nth(2)?.parse().ok()
-        })
-        .collect()
 }
 
 /// Looks through `/proc/<pid>/fd` for a registry entry in `roots` named with `prefix`,
@@ -156,29 +133,4 @@ pub fn adopt_orphans() -> Result<(), LeaseError> {
         crate::platform::adopt_orphans().map_err(LeaseError::Subreaper)?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_holders_of_flock_locks_are_read_from_proc_locks() {
-        let text = "1: FLOCK  ADVISORY  WRITE 888 fe:00:6259078 0 EOF\n\
-                    2: POSIX  ADVISORY  WRITE 325 fe:00:6078765 0 EOF\n\
-                    3: FLOCK  ADVISORY  READ 17 fe:00:10133507 0 EOF\n\
-                    3: -> FLOCK  ADVISORY  WRITE 42 fe:00:10133507 0 EOF\n\
-                    4: OFDLCK ADVISORY  WRITE -1 fe:00:1 0 EOF\n";
-        let holders = flock_holders_in(text);
-        assert_eq!(holders, [888, 17, 42].into_iter().collect());
-    }
-
-    #[test]
-    fn a_lock_this_process_holds_is_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = File::create(dir.path().join("x.lock")).unwrap();
-        let _lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).unwrap();
-        let holders = flock_holders().expect("/proc/locks is readable here");
-        assert!(holders.contains(&std::process::id()), "{holders:?}");
-    }
 }
