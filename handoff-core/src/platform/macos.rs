@@ -245,3 +245,25 @@ pub mod watch {
         }
     }
 }
+
+/// How [`spawn_in_cgroup`] ended.
+#[derive(Debug)]
+pub enum CgroupSpawn {
+    /// The program runs: its pid.
+    Started(u32),
+    /// There are no cgroups here: nothing was started.
+    Unsupported,
+    /// The program could not be run.
+    Failed(io::Error),
+}
+
+/// There are no cgroups on macOS.
+pub fn spawn_in_cgroup(
+    _program: &std::ffi::CStr,
+    _argv: &[std::ffi::CString],
+    _envp: &[std::ffi::CString],
+    _stdin: std::os::fd::BorrowedFd<'_>,
+    _cgroup: std::os::fd::BorrowedFd<'_>,
+) -> CgroupSpawn {
+    CgroupSpawn::Unsupported
+}

@@ -10,6 +10,7 @@
 //! caught ([`crate::stop_signals`]); the agent starts with an empty signal mask and default
 //! handlers.
 
+use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -118,23 +119,10 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
         None => None,
     };
 
-    let mut command = Command::new(&args.program);
-    command
-        .args(&args.args)
-        .stdin(if prompt.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    // The agent starts in a cgroup of its own where one can be made; the reaper steps back
-    // out of it at once, so that killing the cgroup spares the reaper.
-    let cgroup = super::cgroup::RunCgroup::enter();
-    let spawned = command.spawn();
-    let cgroup = cgroup.filter(|c| c.leave());
-    let mut child = match spawned {
-        Ok(c) => c,
+    // The agent starts in a cgroup of its own where one can be made.
+    let cgroup = super::cgroup::RunCgroup::make();
+    let (agent, stdin, cgroup) = match start_agent(args, prompt.is_some(), cgroup) {
+        Ok(started) => started,
         Err(e) => {
             let report = Report {
                 spawn_error: Some(format!("{e}")),
@@ -148,14 +136,12 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
             };
         }
     };
-    if let (Some(prompt), Some(mut stdin)) = (prompt, child.stdin.take()) {
+    if let (Some(prompt), Some(mut stdin)) = (prompt, stdin) {
         std::thread::spawn(move || {
             // An agent that exits without reading its prompt closes the pipe: not an error.
             let _ = stdin.write_all(&prompt);
         });
     }
-    let agent = child.id();
-    drop(child);
     let lifeline = channel
         .try_clone()
         .and_then(|c| {
@@ -182,6 +168,88 @@ async fn reap_agent(args: &Args, channel: UnixStream) -> i32 {
 }
 
 /// Reads the channel until it ends (handoff is gone).
+/// Starts the agent: in `cgroup` from birth where `clone3` allows; else with the reaper
+/// stepping into the cgroup for the start and straight back out, so that killing the cgroup
+/// spares it; else (or when the reaper cannot step out) in no cgroup of its own. Returns its
+/// pid, the pipe to its standard input when it is prompted, and the cgroup it runs in.
+fn start_agent(
+    args: &Args,
+    prompted: bool,
+    cgroup: Option<super::cgroup::RunCgroup>,
+) -> std::io::Result<(u32, Option<std::fs::File>, Option<super::cgroup::RunCgroup>)> {
+    if let Some(dir) = cgroup.as_ref().and_then(|c| c.open())
+        && let Some((pid, stdin)) = born_in(args, prompted, &dir)?
+    {
+        return Ok((pid, stdin, cgroup));
+    }
+    let mut command = Command::new(&args.program);
+    command
+        .args(&args.args)
+        .stdin(if prompted {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    let joined = cgroup.as_ref().is_some_and(|c| c.join());
+    let spawned = command.spawn();
+    // A reaper that cannot step back out gives the cgroup up: killing it would kill the reaper.
+    let cgroup = cgroup.filter(|c| joined && c.leave());
+    let mut child = spawned?;
+    let stdin = child
+        .stdin
+        .take()
+        .map(|s| std::fs::File::from(std::os::fd::OwnedFd::from(s)));
+    Ok((child.id(), stdin, cgroup))
+}
+
+/// The agent started by `clone3` in the cgroup open as `dir`; `None` when that is not
+/// possible here (nothing was started).
+fn born_in(
+    args: &Args,
+    prompted: bool,
+    dir: &std::fs::File,
+) -> std::io::Result<Option<(u32, Option<std::fs::File>)>> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let text = |s: &OsStr| CString::new(s.as_bytes()).ok();
+    // A bare name is looked up on PATH: `Command` does that.
+    let Some(program) = text(&args.program).filter(|p| p.as_bytes().contains(&b'/')) else {
+        return Ok(None);
+    };
+    let Some(argv) = std::iter::once(args.program.as_os_str())
+        .chain(args.args.iter().map(OsString::as_os_str))
+        .map(text)
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let Some(envp) = std::env::vars_os()
+        .map(|(k, v)| {
+            let mut pair = k;
+            pair.push("=");
+            pair.push(v);
+            text(&pair)
+        })
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let (input, writer) = if prompted {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        (r, Some(std::fs::File::from(w)))
+    } else {
+        (std::fs::File::open("/dev/null")?.into(), None)
+    };
+    use crate::platform::CgroupSpawn;
+    match crate::platform::spawn_in_cgroup(&program, &argv, &envp, input.as_fd(), dir.as_fd()) {
+        CgroupSpawn::Started(pid) => Ok(Some((pid, writer))),
+        CgroupSpawn::Unsupported => Ok(None),
+        CgroupSpawn::Failed(e) => Err(e),
+    }
+}
+
 async fn closed(lifeline: &mut Option<tokio::net::UnixStream>) {
     match lifeline {
         Some(stream) => {
