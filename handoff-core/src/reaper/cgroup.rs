@@ -219,7 +219,10 @@ mod tests {
         drop(r);
         let crate::platform::CgroupSpawn::Started(pid) = born else {
             // A kernel or filter that refuses clone3 into a cgroup: the reaper moves itself.
-            assert!(matches!(born, crate::platform::CgroupSpawn::Unsupported), "{born:?}");
+            assert!(
+                matches!(born, crate::platform::CgroupSpawn::Unsupported),
+                "{born:?}"
+            );
             return;
         };
         std::fs::File::from(w).write_all(b"hello\n").unwrap();

@@ -310,14 +310,7 @@ impl Proxy {
                 let counts = Arc::clone(&counts);
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let (key, reached) = serve(conn, &policy).await;
-                    let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
-                    let map = if reached {
-                        &mut t.reached
-                    } else {
-                        &mut t.refused
-                    };
-                    *map.entry(key).or_default() += 1;
+                    serve(conn, &policy, &counts).await;
                 });
             }
         });
@@ -452,7 +445,19 @@ async fn refuse(conn: &mut UnixStream, status: &str, why: &str) {
 }
 
 /// Serves one connection; returns the key it is counted under and whether it went through.
-async fn serve(mut conn: UnixStream, policy: &Policy) -> (String, bool) {
+/// Counts a connection as reached or refused, as soon as that is decided: a connection still
+/// open when the proxy stops (its agent killed, the run over) is counted all the same.
+fn note(counts: &Mutex<Traffic>, key: String, reached: bool) {
+    let mut t = counts.lock().unwrap_or_else(|e| e.into_inner());
+    let map = if reached {
+        &mut t.reached
+    } else {
+        &mut t.refused
+    };
+    *map.entry(key).or_default() += 1;
+}
+
+async fn serve(mut conn: UnixStream, policy: &Policy, counts: &Mutex<Traffic>) {
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut conn)).await {
         Ok(Ok((head, rest))) => parse_head(&head, rest),
         Ok(Err(e)) => Err(e),
@@ -461,27 +466,30 @@ async fn serve(mut conn: UnixStream, policy: &Policy) -> (String, bool) {
     let head = match head {
         Ok(h) => h,
         Err(why) => {
+            note(counts, "(malformed request)".into(), false);
             refuse(&mut conn, "400 Bad Request", why).await;
-            return ("(malformed request)".into(), false);
+            return;
         }
     };
     let key = label(&head.host, head.port);
     let public = match policy.decide(&head.host, head.port) {
         Decision::Refused(why) => {
+            note(counts, key.clone(), false);
             refuse(&mut conn, "403 Forbidden", &format!("{key}: {why}")).await;
-            return (key, false);
+            return;
         }
         Decision::Endpoint => false,
         Decision::Public => true,
     };
-    let upstream = match connect(policy, &head, public).await {
+    let mut upstream = match connect(policy, &head, public).await {
         Ok(s) => s,
         Err(why) => {
+            note(counts, key.clone(), false);
             refuse(&mut conn, "502 Bad Gateway", &format!("{key}: {why}")).await;
-            return (key, false);
+            return;
         }
     };
-    let mut upstream = upstream;
+    note(counts, key, true);
     let opened = if head.connect {
         conn.write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             .await
@@ -492,7 +500,6 @@ async fn serve(mut conn: UnixStream, policy: &Policy) -> (String, bool) {
     if opened && (head.rest.is_empty() || upstream.write_all(&head.rest).await.is_ok()) {
         let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
     }
-    (key, true)
 }
 
 /// Opens the connection a request asked for: directly, or through the user's proxy (then the

@@ -213,11 +213,46 @@ async fn the_proxy_carries_allowed_requests_and_refuses_the_rest() {
     assert!(other.starts_with("HTTP/1.1 403"), "{other}");
     let odd = ask(&socket, "GET /etc/passwd HTTP/1.1\r\n\r\n").await;
     assert!(odd.starts_with("HTTP/1.1 400"), "{odd}");
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let traffic = proxy.stop();
     assert_eq!(traffic.reached.get(&format!("127.0.0.1:{port}")), Some(&1));
     assert_eq!(traffic.refused.get("127.0.0.1:22"), Some(&1));
     assert_eq!(traffic.refused.get("(malformed request)"), Some(&1));
+}
+
+/// A connection still open when the proxy stops (the run ended while its agent talked to the
+/// model) is counted: the receipt shows what was reached, not only what finished.
+#[tokio::test]
+async fn a_connection_still_open_when_the_proxy_stops_is_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let proxy = Proxy::start(
+        &socket,
+        Policy {
+            network: NetworkSpec {
+                endpoints: vec![ep("127.0.0.1", port)],
+                public_hosts: None,
+                transparent: false,
+            },
+            upstream: None,
+        },
+    )
+    .unwrap();
+    let mut c = UnixStream::connect(socket.as_std_path()).await.unwrap();
+    c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let (_held, _) = listener.accept().await.unwrap();
+    let mut reply = [0u8; 12];
+    c.read_exact(&mut reply).await.unwrap();
+    assert_eq!(&reply, b"HTTP/1.1 200");
+    let traffic = proxy.stop();
+    assert_eq!(
+        traffic.reached.get(&format!("127.0.0.1:{port}")),
+        Some(&1),
+        "{traffic:?}"
+    );
 }
 
 #[tokio::test]
