@@ -115,7 +115,8 @@ pub struct ContinueArgs {
     pub note_only: bool,
     /// Continue on another machine: an ssh destination (an alias from ~/.ssh/config,
     /// user@host, ssh://user@host:port) and optionally the repository's path there
-    /// (default: the same path as here if it holds the repository, else ~/handoff/<repo>).
+    /// (default: the same path as here if it holds the repository, else <dir>/<repo>, where
+    /// <dir> is the `dir` of a host named in [hosts], ~/handoff otherwise).
     /// The branch must be on a git remote both machines reach (--push pushes it); the other
     /// machine needs handoff and the receiver's CLI.
     #[arg(long, value_name = "DEST[:PATH]", conflicts_with_all = ["new_thread", "note_only"])]

@@ -22,6 +22,7 @@ pub fn destination_of(
         Some(h) => handoff_core::check_host(on, h).map(|()| Destination {
             host: h.ssh.clone(),
             path: None,
+            base: h.dir.clone(),
         }),
         None => parse_destination(on),
     }
@@ -260,9 +261,11 @@ pub struct Inspection {
 }
 
 /// The script that inspects the remote machine: `key=value` lines. `root` is the repository's
-/// first commit: a repository there without it is another project.
+/// first commit: a repository there without it is another project. Without a path in `dest`,
+/// the repository is where it is here if that holds it, else `<base>/<name>` (`base` a host's
+/// `dir`, default `~/handoff`).
 pub fn inspect_script(
-    path: Option<&str>,
+    dest: &Destination,
     local_root: &str,
     repo_name: &str,
     receiver_exe: &str,
@@ -278,7 +281,7 @@ if r=$(command -v {exe} 2>/dev/null); then echo "receiver=$r"; fi
 command -v setsid >/dev/null 2>&1 || echo "noSetsid=1"
 p={path}
 if [ -z "$p" ]; then
-  if [ -e {local}/.git ] && git -C {local} cat-file -e {root}^{{commit}} 2>/dev/null; then p={local}; else p="$HOME/handoff/"{name}; fi
+  if [ -e {local}/.git ] && git -C {local} cat-file -e {root}^{{commit}} 2>/dev/null; then p={local}; else p={base}/{name}; fi
 fi
 case "$p" in "~/"*) p="$HOME/${{p#\~/}}";; esac
 echo "path=$p"
@@ -299,8 +302,12 @@ fi
 rm -f "$e"
 "#,
         exe = q(receiver_exe),
-        path = q(path.unwrap_or("")),
+        path = q(dest.path.as_deref().unwrap_or("")),
         local = q(local_root),
+        base = dest
+            .base
+            .as_deref()
+            .map_or_else(|| "\"$HOME/handoff\"".to_owned(), q),
         name = q(repo_name),
         url = q(url),
         refname = q(&format!("refs/heads/{branch}")),
@@ -559,14 +566,38 @@ mod tests {
     }
 
     #[test]
+    fn a_host_names_where_its_repositories_go() {
+        let hosts = [(
+            "devbox".to_owned(),
+            handoff_core::HostConfig {
+                ssh: "me@box".into(),
+                dir: Some("~/work".into()),
+                max_runs: None,
+            },
+        )]
+        .into_iter()
+        .collect();
+        let dest = destination_of("devbox", &hosts).unwrap();
+        assert_eq!(
+            (dest.host.as_str(), dest.base.as_deref()),
+            ("me@box", Some("~/work"))
+        );
+        assert_eq!(destination_of("me@other", &hosts).unwrap().base, None);
+        let inspect = inspect_script(&dest, "/r", "r", "codex", "git@h:r.git", "main", "abc");
+        assert!(inspect.contains("else p='~/work'/r; fi"), "{inspect}");
+    }
+
+    #[test]
     fn option_like_urls_are_refused_and_scripts_end_options_before_urls() {
         assert!(check_url("--upload-pack=touch /tmp/x").is_err());
         assert!(check_url("-u").is_err());
         assert!(check_url("a\nb").is_err());
         assert!(check_url("git@host:r.git").is_ok());
-        let inspect = inspect_script(None, "/r", "r", "codex", "git@h:r.git", "main", "abc");
+        let dest = parse_destination("h").unwrap();
+        let inspect = inspect_script(&dest, "/r", "r", "codex", "git@h:r.git", "main", "abc");
         assert!(inspect.contains("ls-remote -- git@h:r.git"), "{inspect}");
         assert!(inspect.contains("-c protocol.allow=never"), "{inspect}");
+        assert!(inspect.contains(r#"p="$HOME/handoff"/r"#), "{inspect}");
         let prepare = prepare_script("/p", "git@h:r.git", "main", "abc");
         assert!(
             prepare.contains("clone -q --no-checkout -- git@h:r.git"),

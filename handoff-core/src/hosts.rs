@@ -40,6 +40,9 @@ pub struct Destination {
     pub host: String,
     /// The path there, when given (absolute, or `~/…`).
     pub path: Option<String>,
+    /// Where a repository goes there when no path is given (a host's `dir`); `~/handoff` when
+    /// not set.
+    pub base: Option<String>,
 }
 
 /// Parses an ssh destination: `host`, `user@host`, `host:/path`, `host:~/path`,
@@ -95,7 +98,11 @@ pub fn parse_destination(s: &str) -> Result<Destination, String> {
     {
         return Err(bad("the path must not contain '..'"));
     }
-    Ok(Destination { host, path })
+    Ok(Destination {
+        host,
+        path,
+        base: None,
+    })
 }
 
 /// Whether `name` can name a host: 1–64 ASCII letters, digits, `.`, `_` or `-`, starting with a
@@ -222,7 +229,8 @@ mod tests {
             d("box").unwrap(),
             Destination {
                 host: "box".into(),
-                path: None
+                path: None,
+                base: None,
             }
         );
         assert_eq!(

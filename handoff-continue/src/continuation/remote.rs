@@ -89,7 +89,7 @@ pub(super) async fn inspect(
         .rejected("repository")?;
     let first = first.lines().next().unwrap_or_default().to_owned();
     let script = ssh::inspect_script(
-        dest.path.as_deref(),
+        dest,
         plan.root.as_str(),
         name,
         exe,
