@@ -214,7 +214,7 @@ mod tests {
             run.path().file_name().unwrap().to_str().unwrap()
         );
         let argv = [c("/bin/sh"), c("-c"), c(&script)];
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (r, w) = std::io::pipe().unwrap();
         let born = crate::platform::spawn_in_cgroup(&argv[0], &argv, &env, r.as_fd(), dir.as_fd());
         drop(r);
         let crate::platform::CgroupSpawn::Started(pid) = born else {
@@ -225,7 +225,7 @@ mod tests {
             );
             return;
         };
-        std::fs::File::from(w).write_all(b"hello\n").unwrap();
+        { w }.write_all(b"hello\n").unwrap();
         assert_eq!(wait(pid), Some(0));
 
         let missing = [c("/nonexistent/agent")];

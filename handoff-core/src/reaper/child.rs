@@ -236,9 +236,13 @@ fn born_in(
     else {
         return Ok(None);
     };
-    let (input, writer) = if prompted {
-        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        (r, Some(std::fs::File::from(w)))
+    // Both ends close on exec: the agent gets the read end as its standard input only.
+    let (input, writer): (std::os::fd::OwnedFd, _) = if prompted {
+        let (r, w) = std::io::pipe()?;
+        (
+            r.into(),
+            Some(std::fs::File::from(std::os::fd::OwnedFd::from(w))),
+        )
     } else {
         (std::fs::File::open("/dev/null")?.into(), None)
     };
