@@ -96,10 +96,13 @@ pub fn line(entry: &TimelineEntry) -> String {
                 .map_or_else(|| "signal".to_owned(), |c| c.to_string())
         ),
         TimelineEvent::DelegatedRun(r) => format!(
-            "delegated-run {} {} on {}: {} (exit {})",
+            "delegated-run {} {} on {}{}: {} (exit {})",
             r.run_id,
             r.operation.as_str(),
             r.target,
+            r.host
+                .as_deref()
+                .map_or_else(String::new, |h| format!(" at {h}")),
             r.status.as_str(),
             r.exit_code
         ),

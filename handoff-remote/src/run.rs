@@ -71,6 +71,7 @@ pub async fn run_on_host(
         Some(Ok(f)) => Some(f),
         None => None,
     };
+    let input_result = input.result.clone();
     let link = match Link::new(host, &ctx.env) {
         Ok(l) => l,
         Err(e) => return engine.reject(input, e).await,
@@ -83,6 +84,7 @@ pub async fn run_on_host(
         commit: None,
         worktree: None,
         job: None,
+        root: None,
     };
     let outcome = match remote.go(&input, &request, cancel).await {
         Ok(mut result) => {
@@ -98,7 +100,7 @@ pub async fn run_on_host(
         }
         Err(Stop::Cancelled) => engine.cancelled_before_start(input).await,
     };
-    match reserved.map(|file| file.write(outcome.line.as_bytes())) {
+    let mut outcome = match reserved.map(|file| file.write(outcome.line.as_bytes())) {
         // As for a run here: stdout still holds the result, which says the file is missing.
         Some(Err(e)) => {
             let mut r = outcome.result;
@@ -110,7 +112,12 @@ pub async fn run_on_host(
             RunOutcome::restated(r)
         }
         _ => outcome,
+    };
+    // In this worktree's task, as a run here: `handoff log` shows it, its result names the host.
+    if let Some(root) = &remote.root {
+        engine.record_elsewhere(&mut outcome, input_result.as_deref(), root);
     }
+    outcome
 }
 
 /// Why a run on a host stopped before it had a result of the host's.
@@ -148,6 +155,8 @@ struct Remote<'a> {
     worktree: Option<String>,
     /// Its job there, once started.
     job: Option<String>,
+    /// The worktree here, once found: where the run is recorded.
+    root: Option<Utf8PathBuf>,
 }
 
 impl Remote<'_> {
@@ -186,6 +195,7 @@ impl Remote<'_> {
         let root = handoff_git::repo_state(camino::Utf8Path::new(&request.cwd))
             .map_err(|e| Stop::Rejected(format!("--cwd: {e}")))?
             .repository;
+        self.root = Some(root.clone());
         let git = Git::new(root.clone());
         self.project = code::project_key(&git).map_err(Stop::Rejected)?;
         // This worktree before anything is read from it: a writing run's change is applied

@@ -25,10 +25,17 @@ enum Migration {
     /// what it writes: turn summaries, handoff messages, reasons and details, checkpoint
     /// messages, check commands. With `secure_delete` on, the old text is zeroed.
     Scrub,
+    /// A column added to a table unless it is there already: applying it again changes
+    /// nothing, as with the other migrations.
+    AddColumn {
+        table: &'static str,
+        column: &'static str,
+        definition: &'static str,
+    },
 }
 
 /// Migration `i` takes a store from version `i` to `i + 1`.
-const MIGRATIONS: [Migration; 7] = [
+const MIGRATIONS: [Migration; 8] = [
     Migration::Sql(V1),
     Migration::Sql(V2),
     Migration::Sql(V3),
@@ -36,6 +43,13 @@ const MIGRATIONS: [Migration; 7] = [
     Migration::Sql(V5),
     Migration::Sql(V6),
     Migration::Sql(V7),
+    // Where a delegated run ran, when it was sent to another machine (`--on`): the host's
+    // name, else its ssh destination. Null for a run here.
+    Migration::AddColumn {
+        table: "delegated_runs",
+        column: "host",
+        definition: "TEXT CHECK (host IS NULL OR length(host) BETWEEN 1 AND 256)",
+    },
 ];
 
 /// What a later `handoff fingerprint --diff` judges a saved fingerprint by: its record and its
@@ -295,6 +309,11 @@ pub(crate) fn migrate(
         match &MIGRATIONS[version as usize] {
             Migration::Sql(sql) => tx.execute_batch(sql).map_err(failed)?,
             Migration::Scrub => scrub(&tx, masker).map_err(failed)?,
+            Migration::AddColumn {
+                table,
+                column,
+                definition,
+            } => add_column(&tx, table, column, definition).map_err(failed)?,
         }
         tx.pragma_update(None, "user_version", next)
             .map_err(failed)?;
@@ -308,6 +327,25 @@ pub(crate) fn migrate(
             let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
         }
     }
+}
+
+fn add_column(
+    conn: &Connection,
+    table: &str,
+    column: &str,
+    definition: &str,
+) -> rusqlite::Result<()> {
+    let there: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info(?1) WHERE name = ?2",
+        [table, column],
+        |r| r.get(0),
+    )?;
+    if !there {
+        conn.execute_batch(&format!(
+            "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+        ))?;
+    }
+    Ok(())
 }
 
 /// Masks every free-text column in place (see [`Migration::Scrub`]).

@@ -185,6 +185,26 @@ fn a_review_runs_on_the_host_and_leaves_nothing_there() {
     assert_eq!(runs_left(&dir), Vec::<String>::new());
     assert_eq!(refs_left(&dir), "");
     assert_eq!(status(&sb), "");
+    // This worktree's task records it, as a run here.
+    let cwd = sb.cwd();
+    let log = sb.run(&["log", "--cwd", &cwd, "--json"]);
+    assert_eq!(log.code, 0, "{log:?}");
+    let runs: Vec<&serde_json::Value> = log.json["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .filter(|e| e["kind"] == "delegated-run")
+        .collect();
+    assert_eq!(runs.len(), 1, "{:#}", log.json);
+    assert_eq!(runs[0]["runId"], r["lineage"]["runId"]);
+    assert_eq!(runs[0]["status"], "succeeded");
+    assert_eq!(runs[0]["host"], "devbox");
+    let text = sb.run(&["log", "--cwd", &cwd]);
+    assert!(
+        text.stdout.contains("on codex at devbox: succeeded"),
+        "{text:?}"
+    );
 }
 
 #[test]

@@ -515,6 +515,29 @@ impl Engine {
         outcome
     }
 
+    /// Records a root run that ran elsewhere (on another machine, `--on`) in the task of the
+    /// worktree at `worktree` here, as a run here is recorded; a store that cannot be used
+    /// leaves the outcome with a warning, its result and exit code as they are.
+    pub fn record_elsewhere(
+        &self,
+        outcome: &mut RunOutcome,
+        result_path: Option<&str>,
+        worktree: &Utf8Path,
+    ) {
+        if let Some(store) = &self.options.task_store {
+            outcome.record_warning = record::delegated_run_at(
+                store,
+                self.workspace.as_ref(),
+                outcome,
+                result_path,
+                None,
+                worktree.to_owned(),
+            )
+            .err()
+            .map(|e| format!("the run was not recorded in the task store: {e}"));
+        }
+    }
+
     /// Runs a nested adviser the supervisor admitted (no result file, no lease).
     pub(crate) async fn run_nested(
         &self,

@@ -22,13 +22,10 @@ pub(super) fn delegated_run(
     result_path: Option<&str>,
     config_state: Option<&crate::ConfigState>,
 ) -> Result<(), String> {
-    let r = &outcome.result;
-    if r.status == Status::Rejected {
-        return Ok(());
-    }
     // The worktree root as the fingerprint found it; a run that never got that far is not
     // tied to a worktree.
-    let Some(root) = r
+    let Some(root) = outcome
+        .result
         .git
         .as_ref()
         .and_then(|g| g.before.as_ref())
@@ -36,6 +33,23 @@ pub(super) fn delegated_run(
     else {
         return Ok(());
     };
+    delegated_run_at(store, workspace, outcome, result_path, config_state, root)
+}
+
+/// Appends the finished run to the task of the worktree at `root` (for a run on another
+/// machine: the worktree here, which its evidence does not name).
+pub(super) fn delegated_run_at(
+    store: &SharedTaskStore,
+    workspace: &dyn Workspace,
+    outcome: &RunOutcome,
+    result_path: Option<&str>,
+    config_state: Option<&crate::ConfigState>,
+    root: Utf8PathBuf,
+) -> Result<(), String> {
+    let r = &outcome.result;
+    if r.status == Status::Rejected {
+        return Ok(());
+    }
     let (Some(lineage), Some(operation), Some(target)) =
         (&r.lineage, r.operation, r.target.harness.clone())
     else {
@@ -95,6 +109,10 @@ pub(super) fn delegated_run(
                     "sha256:{:x}",
                     Sha256::digest(outcome.line.trim_end().as_bytes())
                 )),
+                host: r
+                    .host
+                    .as_ref()
+                    .map(|h| h.name.clone().unwrap_or_else(|| h.ssh.clone())),
             }),
         )
         .map_err(|e| e.to_string())?;

@@ -68,6 +68,7 @@ fn timeline_entries_serialize_with_a_kind_tag() {
             exit_code: 0,
             result_path: None,
             result_hash: None,
+            host: None,
         }),
     ];
     for event in entries {

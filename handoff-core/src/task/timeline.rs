@@ -83,6 +83,11 @@ pub struct DelegatedRun {
     /// `sha256:<hex>` of the result, if known.
     #[schemars(length(min = 1, max = 256))]
     pub result_hash: Option<String>,
+    /// Where it ran when it was sent to another machine (`--on`): the host's name, else its
+    /// ssh destination; absent for a run here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub host: Option<String>,
 }
 
 /// How the receiving agent was given the task.

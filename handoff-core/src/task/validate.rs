@@ -135,6 +135,7 @@ impl Record {
             Record::DelegatedRun(r) => {
                 check_name("runId", Some(&r.run_id))?;
                 check_name("resultHash", r.result_hash.as_deref())?;
+                check_name("host", r.host.as_deref())?;
                 if let Some(path) = &r.result_path {
                     check_absolute("resultPath", path)?;
                 }

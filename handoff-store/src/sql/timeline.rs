@@ -31,8 +31,8 @@ const INSERT_CHECKPOINT_FILE: &str = "INSERT INTO checkpoint_files \
      (checkpoint_id, committed, position, path) VALUES (?1, ?2, ?3, ?4)";
 const INSERT_CHECK: &str = "INSERT INTO checks (command, exit_code, commit_id) VALUES (?1, ?2, ?3)";
 const INSERT_RUN: &str = "INSERT INTO delegated_runs \
-     (run_id, operation, mode, target, status, exit_code, result_path, result_hash) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+     (run_id, operation, mode, target, status, exit_code, result_path, result_hash, host) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 const INSERT_ENTRY: &str = concat!(
     "INSERT INTO timeline (",
@@ -68,7 +68,7 @@ const SELECT_TASK_CHECKPOINT_FILES: &str = "SELECT checkpoint_id, committed, pat
 const SELECT_TASK_CHECKS: &str = "SELECT id, command, exit_code, commit_id FROM checks \
      WHERE id IN (SELECT check_id FROM timeline WHERE task_id = ?1)";
 const SELECT_TASK_RUNS: &str = "SELECT id, run_id, operation, mode, target, status, exit_code, \
-     result_path, result_hash FROM delegated_runs \
+     result_path, result_hash, host FROM delegated_runs \
      WHERE id IN (SELECT run_id FROM timeline WHERE task_id = ?1)";
 
 /// What a timeline row points at.
@@ -124,6 +124,7 @@ fn run_row(row: &Row<'_>, c: &Ctx) -> Result<DelegatedRun, StoreError> {
         exit_code: get(row, "exit_code", c)?,
         result_path: get::<Option<String>>(row, "result_path", c)?.map(Utf8PathBuf::from),
         result_hash: get(row, "result_hash", c)?,
+        host: get(row, "host", c)?,
     })
 }
 
@@ -189,6 +190,7 @@ pub(crate) fn insert_record<'a>(
                     r.exit_code,
                     r.result_path.as_ref().map(|p| p.as_str()),
                     r.result_hash,
+                    r.host,
                 ],
             )?;
             Link::Run(conn.last_insert_rowid())

@@ -95,6 +95,7 @@ pub fn records() -> Vec<Record> {
             exit_code: 8,
             result_path: Some("/tmp/r.json".into()),
             result_hash: Some(format!("sha256:{}", "0".repeat(64))),
+            host: None,
         }
         .into(),
         DelegatedRun {
@@ -106,6 +107,7 @@ pub fn records() -> Vec<Record> {
             exit_code: 0,
             result_path: None,
             result_hash: None,
+            host: Some("devbox".into()),
         }
         .into(),
         Checkpoint {
