@@ -20,13 +20,11 @@ fn waiting() -> (Sandbox, std::path::PathBuf) {
     (sb, go)
 }
 
-/// `handoff run --detach --mode <mode> …` on the sandbox's repository; the job id.
-fn detach(sb: &Sandbox, mode: &str, extra: &[&str]) -> (Run, String) {
+/// The arguments after `run` of a Claude Code → Codex run in `mode` on the sandbox's
+/// repository.
+fn run_args(sb: &Sandbox, mode: &str) -> Vec<String> {
     let ins = sb.instructions("Make the change described here, then report.");
-    let cwd = sb.cwd();
-    let mut args = vec![
-        "run",
-        "--detach",
+    [
         "--caller-harness",
         "claude",
         "--harness",
@@ -34,10 +32,19 @@ fn detach(sb: &Sandbox, mode: &str, extra: &[&str]) -> (Run, String) {
         "--mode",
         mode,
         "--cwd",
-        &cwd,
+        &sb.cwd(),
         "--instructions",
         &ins,
-    ];
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// `handoff run --detach --mode <mode> …` on the sandbox's repository; the job id.
+fn detach(sb: &Sandbox, mode: &str, extra: &[&str]) -> (Run, String) {
+    let rest = run_args(sb, mode);
+    let mut args = vec!["run", "--detach"];
+    args.extend(rest.iter().map(String::as_str));
     args.extend(extra);
     let run = sb.run(&args);
     let id = run
@@ -183,22 +190,7 @@ fn a_supervisor_signalled_before_it_catches_anything_still_records_the_cancel() 
         .collect();
     let (slow, started) = crate::support::slow_handoff(&sb, "slow-supervisor", Some(&env));
     let store = handoff_store::SqliteStore::open_default(&env.iter().cloned().collect()).unwrap();
-    let ins = sb.instructions("Review this.");
-    let cwd = sb.cwd();
-    let args: Vec<String> = [
-        "--caller-harness",
-        "claude",
-        "--harness",
-        "codex",
-        "--mode",
-        "review",
-        "--cwd",
-        &cwd,
-        "--instructions",
-        &ins,
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let args = run_args(&sb, "review");
     let job = handoff_core::detach_job(
         &store,
         camino::Utf8Path::from_path(&slow).unwrap(),

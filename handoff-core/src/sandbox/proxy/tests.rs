@@ -173,6 +173,22 @@ async fn http_server() -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
     (port, h)
 }
 
+/// A proxy on `socket` that lets through 127.0.0.1:`port` alone.
+fn proxy_to(socket: &Utf8Path, port: u16) -> Proxy {
+    Proxy::start(
+        socket,
+        Policy {
+            network: NetworkSpec {
+                endpoints: vec![ep("127.0.0.1", port)],
+                public_hosts: None,
+                transparent: false,
+            },
+            upstream: None,
+        },
+    )
+    .unwrap()
+}
+
 async fn ask(socket: &Utf8Path, req: &str) -> String {
     let mut c = UnixStream::connect(socket.as_std_path()).await.unwrap();
     c.write_all(req.as_bytes()).await.unwrap();
@@ -187,18 +203,7 @@ async fn the_proxy_carries_allowed_requests_and_refuses_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
     let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
     let (port, server) = http_server().await;
-    let proxy = Proxy::start(
-        &socket,
-        Policy {
-            network: NetworkSpec {
-                endpoints: vec![ep("127.0.0.1", port)],
-                public_hosts: None,
-                transparent: false,
-            },
-            upstream: None,
-        },
-    )
-    .unwrap();
+    let proxy = proxy_to(&socket, port);
     let reply = ask(
         &socket,
         &format!("GET http://127.0.0.1:{port}/v1/models HTTP/1.1\r\nHost: x\r\n\r\n"),
@@ -227,18 +232,7 @@ async fn a_connection_still_open_when_the_proxy_stops_is_counted() {
     let socket = Utf8Path::from_path(tmp.path()).unwrap().join("proxy.sock");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let proxy = Proxy::start(
-        &socket,
-        Policy {
-            network: NetworkSpec {
-                endpoints: vec![ep("127.0.0.1", port)],
-                public_hosts: None,
-                transparent: false,
-            },
-            upstream: None,
-        },
-    )
-    .unwrap();
+    let proxy = proxy_to(&socket, port);
     let mut c = UnixStream::connect(socket.as_std_path()).await.unwrap();
     c.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
         .await
