@@ -1,8 +1,8 @@
 //! Masking secrets in text that leaves the engine (diagnostics, answers), and telling which
 //! variables hold them.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use crate::mask::{Masker, is_secret_variable};
 
@@ -28,19 +28,50 @@ pub fn redact_known(text: &str, known: &[String]) -> (String, u64) {
 }
 
 /// A masker for `known`: callers mask many strings with the same secrets (every message of a
-/// transcript), so the last one built on this thread is reused.
+/// transcript), and a run builds one for the same secrets several times (to check that it can
+/// before its agent starts, to render its result, to mask the record it keeps), so the maskers
+/// built last are kept for every thread of the process. One that cannot be built masks
+/// everything ([`Masker::new`]).
 pub(crate) fn masker(known: &[String]) -> Masker {
-    thread_local! {
-        static LAST: RefCell<Option<(Vec<String>, Masker)>> = const { RefCell::new(None) };
+    try_masker(known).unwrap_or_else(|_| Masker::new(known))
+}
+
+/// [`masker`], or why it cannot be built ([`Masker::try_new`]); a failure is not kept.
+pub(crate) fn try_masker(known: &[String]) -> Result<Masker, crate::MaskerError> {
+    /// How many maskers are kept.
+    const KEPT: usize = 4;
+    /// A masker with its secrets as given and as a set (sorted, without repeats): the order
+    /// and repeats of a list do not change what a masker masks.
+    struct Kept {
+        as_given: Vec<String>,
+        as_set: Vec<String>,
+        masker: Masker,
     }
-    LAST.with_borrow_mut(|last| match last {
-        Some((k, m)) if k.as_slice() == known => m.clone(),
-        _ => {
-            let m = Masker::new(known);
-            *last = Some((known.to_vec(), m.clone()));
-            m
-        }
-    })
+    static LAST: Mutex<Vec<Kept>> = Mutex::new(Vec::new());
+    let kept = |found: &dyn Fn(&Kept) -> bool| {
+        let last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        last.iter().find(|k| found(k)).map(|k| k.masker.clone())
+    };
+    if let Some(m) = kept(&|k| k.as_given.as_slice() == known) {
+        return Ok(m);
+    }
+    let mut as_set = known.to_vec();
+    as_set.sort();
+    as_set.dedup();
+    if let Some(m) = kept(&|k| k.as_set == as_set) {
+        return Ok(m);
+    }
+    let m = Masker::try_new(known)?;
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.len() == KEPT {
+        last.remove(0);
+    }
+    last.push(Kept {
+        as_given: known.to_vec(),
+        as_set,
+        masker: m.clone(),
+    });
+    Ok(m)
 }
 
 /// Whether a variable or configuration key holds something to keep secret: a credential name
@@ -89,6 +120,25 @@ pub fn truncate_tail(text: &str) -> (String, bool) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_kept_masker_serves_the_same_secrets_in_any_order_and_a_failure_is_not_kept() {
+        let secret = "kept-masker-secret-0123456789".to_owned();
+        let other = "kept-masker-other-9876543210".to_owned();
+        let text = format!("a {secret} and {other}");
+        let first = try_masker(&[secret.clone(), other.clone()]).unwrap();
+        let again = try_masker(&[other.clone(), secret.clone(), other.clone()]).unwrap();
+        assert_eq!(first.mask(&text).text, again.mask(&text).text);
+        assert_eq!(again.mask(&text).count, 2);
+        let broken = vec![crate::mask::FAIL_TO_BUILD.to_owned()];
+        assert!(try_masker(&broken).is_err());
+        assert!(
+            try_masker(&broken).is_err(),
+            "a failure was kept as a masker"
+        );
+        // The masker that stands in for one that cannot be built masks everything.
+        assert!(!masker(&broken).mask("plain words").text.contains("plain"));
+    }
 
     #[test]
     fn masks_known_values_and_patterns() {

@@ -109,6 +109,9 @@ impl Engine {
             draft.secrets.push(context.token.clone());
             invocation.env.insert(CONTEXT_ENV.into(), context.to_env());
         }
+        // Every secret handoff knows is masked in what the run leaves too (the record it keeps
+        // masks with them all): one masker serves the check below, the result and the record.
+        draft.secrets.extend(self.known_secrets());
         request_masking(&request.instructions, &mut draft.secrets)?;
         Ok(Plan {
             provider,
@@ -128,7 +131,7 @@ impl Engine {
 /// open.
 fn request_masking(instructions: &str, secrets: &mut Vec<String>) -> Result<(), Ended> {
     secrets.extend(crate::Masker::recognised(instructions));
-    crate::Masker::try_new(secrets.iter()).map_err(|e| Ended::Rejected(e.to_string()))?;
+    crate::redact::try_masker(secrets).map_err(|e| Ended::Rejected(e.to_string()))?;
     Ok(())
 }
 
