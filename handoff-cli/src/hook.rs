@@ -133,17 +133,59 @@ fn hand_over() {
     }
 }
 
-/// Points standard error at `/dev/null`: the worker lets go of the hook's, so that nothing
-/// waits on it while the move is decided and started.
-fn let_go_of_stderr() {
+/// The worker's log, next to the task store: what it decided and what went wrong, once the
+/// hook's standard error is let go of. Started over when it passes this size.
+const LOG_LIMIT: u64 = 1 << 20;
+
+/// Points standard error at the worker's log (`hook.log` next to the task store), else at
+/// `/dev/null`: the worker lets go of the hook's, so that nothing waits on it while the move is
+/// decided and started, and what it says next is kept for whoever wonders why a task did (not)
+/// move.
+fn let_go_of_stderr(root: &Utf8Path) {
     use std::os::fd::AsRawFd;
-    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
-        // SAFETY: `dup2` onto descriptor 2 replaces it atomically; `null` stays owned here.
+    use std::os::unix::fs::OpenOptionsExt;
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let log = handoff_store::default_path(&env)
+        .ok()
+        .and_then(|store| {
+            use std::os::unix::fs::DirBuilderExt;
+            let dir = store.parent()?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .ok()?;
+            Some(dir.join("hook.log"))
+        })
+        .and_then(|path| {
+            let restart = std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > LOG_LIMIT);
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(!restart)
+                .write(true)
+                .truncate(restart)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(&path)
+                .ok()
+        });
+    let target = log.or_else(|| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .ok()
+    });
+    if let Some(file) = target {
+        // SAFETY: `dup2` onto descriptor 2 replaces it atomically; `file` stays owned here.
         #[allow(unsafe_code)]
         unsafe {
-            nix::libc::dup2(null.as_raw_fd(), 2);
+            nix::libc::dup2(file.as_raw_fd(), 2);
         }
     }
+    warn(&format!(
+        "{} StopFailure in {root}",
+        handoff_core::now_iso()
+    ));
 }
 
 fn stop_failure() {
@@ -152,7 +194,7 @@ fn stop_failure() {
     let Some((value, root)) = parse(&bytes) else {
         return warn("no readable StopFailure payload with a cwd inside a git worktree");
     };
-    let_go_of_stderr();
+    let_go_of_stderr(&root);
     let payload = match StopFailure::parse(value.to_string().as_bytes()) {
         Ok(p) => p,
         Err(e) => return warn(&e),
@@ -170,8 +212,19 @@ fn stop_failure() {
     let now = std::time::SystemTime::now();
     let source = std::env::var(SOURCE_ENV).ok().and_then(|p| p.parse().ok());
     match plan(&config.failover, &payload, &root, &kept, now, source) {
-        LimitPlan::Ignore => return,
-        LimitPlan::Notify(notice) => kept.notice = Some(notice),
+        LimitPlan::Ignore => {
+            return warn(&format!(
+                "{:?} is not one of [failover] errors: nothing to do",
+                payload.error()
+            ));
+        }
+        LimitPlan::Notify(notice) => {
+            warn(&format!(
+                "no move ({:?}): the next session is told",
+                notice.kind
+            ));
+            kept.notice = Some(notice);
+        }
         LimitPlan::Continue {
             mut args,
             note,
@@ -195,7 +248,10 @@ fn stop_failure() {
                 masked,
                 Some(note.into_bytes()),
             ) {
-                Ok(started) => notice.job = Some(started.job.id.to_string()),
+                Ok(started) => {
+                    warn(&format!("the task moves: job {}", started.job.id));
+                    notice.job = Some(started.job.id.to_string());
+                }
                 Err(e) => {
                     warn(&format!("the task did not move: {e}"));
                     notice.kind = NoticeKind::WouldMove;

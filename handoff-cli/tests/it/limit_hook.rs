@@ -98,6 +98,11 @@ fn transcript(sb: &Sandbox) -> String {
     path.to_string_lossy().into_owned()
 }
 
+/// The hook worker's log, next to the task store.
+fn hook_log(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.root.join("home/.local/state/handoff/hook.log")).unwrap_or_default()
+}
+
 fn jobs(sb: &Sandbox) -> Vec<Value> {
     sb.run(&["jobs", "--json"])
         .stdout
@@ -166,6 +171,10 @@ fn continue_moves_the_task_in_the_background_once_an_hour() {
     assert_eq!(listed[0]["verb"], "continue");
     assert_eq!(listed[0]["state"], "running", "{listed:?}");
     let id = listed[0]["id"].as_str().unwrap().to_owned();
+    // Its log says where the task went and when.
+    let log = hook_log(&sb);
+    assert!(log.contains("StopFailure in "), "{log}");
+    assert!(log.contains(&format!("the task moves: job {id}")), "{log}");
 
     // A prompt is stopped while the receiver holds the task.
     let prompt = hook(&sb, "claude-prompt-submit", &cwd_only(&sb));
@@ -255,8 +264,10 @@ fn errors_the_configuration_does_not_name_and_bad_payloads_change_nothing() {
         &payload(&sb, "server_error", "/nonexistent"),
     );
     assert_eq!(other.code, 0, "{other:?}");
-    // Given the time the background work takes to decide, nothing happened.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The background worker decided, and said so in its log: nothing happened.
+    eventually("the worker's decision", || {
+        hook_log(&sb).contains("\"server_error\" is not one of [failover] errors")
+    });
     assert!(jobs(&sb).is_empty());
     assert!(
         hook(&sb, "claude-session-start", &cwd_only(&sb))

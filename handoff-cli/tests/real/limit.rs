@@ -105,8 +105,10 @@ fn a_claude_code_turn_on_its_limit_continues_on_codex_by_itself() {
         }
         assert!(
             Instant::now() < deadline,
-            "no job was started by the hook: {}",
-            second.stderr
+            "no job was started by the hook: {}\nits log: {}",
+            second.stderr,
+            std::fs::read_to_string(rig.root.join("home/.local/state/handoff/hook.log"))
+                .unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(200));
     };
