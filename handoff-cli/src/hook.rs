@@ -165,9 +165,12 @@ fn let_go_of_stderr(root: &Utf8Path) {
                 .write(true)
                 .truncate(restart)
                 .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW)
+                // Never through a symlink, never waiting on a FIFO: a log that is not a plain
+                // file is not written.
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
                 .open(&path)
                 .ok()
+                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
         });
     let target = log.or_else(|| {
         std::fs::OpenOptions::new()

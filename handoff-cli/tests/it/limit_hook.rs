@@ -111,6 +111,36 @@ fn jobs(sb: &Sandbox) -> Vec<Value> {
         .collect()
 }
 
+/// Whatever stands where the worker's log goes — a FIFO no one reads, a symlink to a file of
+/// the user's — the worker neither hangs on it nor writes through it: the task still moves.
+#[test]
+fn a_fifo_or_a_symlink_planted_as_the_hook_log_neither_stops_nor_redirects_the_worker() {
+    for plant in ["fifo", "symlink"] {
+        let sb = crate::continuation::sandbox();
+        write_config(
+            &sb,
+            "[failover]\nreceiver = \"codex\"\non_limit = \"continue\"\n",
+        );
+        let state = sb.root.join("home/.local/state/handoff");
+        std::fs::create_dir_all(&state).unwrap();
+        let log = state.join("hook.log");
+        let victim = sb.root.join("victim.txt");
+        std::fs::write(&victim, "the user's\n").unwrap();
+        match plant {
+            "fifo" => nix::unistd::mkfifo(&log, nix::sys::stat::Mode::S_IRWXU).unwrap(),
+            _ => std::os::unix::fs::symlink(&victim, &log).unwrap(),
+        }
+        let stopped = hook(
+            &sb,
+            "claude-stop-failure",
+            &payload(&sb, "rate_limit", &transcript(&sb)),
+        );
+        assert_eq!(stopped.code, 0, "{stopped:?}");
+        eventually("the job", || !jobs(&sb).is_empty());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's\n");
+    }
+}
+
 #[test]
 fn by_default_nothing_moves_and_the_next_session_says_what_would() {
     let sb = crate::continuation::sandbox();
