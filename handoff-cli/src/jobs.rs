@@ -304,7 +304,7 @@ pub async fn detached(
         };
         let registry = handoff_adapters::default_registry();
         if input.validate_with(&registry, &config.config).is_err() {
-            return crate::run_delegation(input, true).await;
+            return crate::run_delegation(input, true, None).await;
         }
     }
     let stdin = match &input.instructions {

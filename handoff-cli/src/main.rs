@@ -424,7 +424,8 @@ pub(crate) fn emit(line: &str, message: Option<&str>, stderr_tail: &str) {
     }
 }
 
-pub(crate) async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
+/// A run here, or on the host `on` names (`--on`): its result printed, its exit code.
+pub(crate) async fn run_delegation(input: RunInput, quiet: bool, on: Option<&str>) -> u8 {
     let rx = cancel_on_signals();
     let config = match load_config() {
         Ok(c) => c,
@@ -432,13 +433,18 @@ pub(crate) async fn run_delegation(input: RunInput, quiet: bool) -> u8 {
     };
     let live = live::wanted(quiet).then(|| {
         live::Live::start(format!(
-            "{} {}",
+            "{} {}{}",
             input.harness.as_deref().unwrap_or("?"),
-            input.mode.as_deref().unwrap_or("advice")
+            input.mode.as_deref().unwrap_or("advice"),
+            on.map(|h| format!(" on {h}")).unwrap_or_default()
         ))
     });
     let (live, hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
-    let outcome = engine_with(Some(config), hook).run(input, rx).await;
+    let outcome = match on {
+        // The host reports no progress: the status line only counts the time.
+        Some(on) => remote::run_on(input, on, config, rx).await,
+        None => engine_with(Some(config), hook).run(input, rx).await,
+    };
     if let Some(live) = live {
         live.finish().await;
     }
@@ -727,9 +733,7 @@ fn main() -> ExitCode {
                         None if panel::wanted(&input, quorum.as_deref()) => {
                             rejected_early(input, "--on takes one agent, not a panel".into()).await
                         }
-                        None => {
-                            remote::run_on(input, on.as_deref().unwrap_or_default(), quiet).await
-                        }
+                        None => run_delegation(input, quiet, on.as_deref()).await,
                     },
                     Ok(input) if detach => match context {
                         Some(_) => jobs::refuse_inside_worker(),
@@ -745,7 +749,7 @@ fn main() -> ExitCode {
                             // Workers that detach (double fork, setsid) stay descendants of
                             // this root, so the lease's ancestry check still finds it.
                             let _ = handoff_core::adopt_orphans();
-                            run_delegation(input, quiet).await
+                            run_delegation(input, quiet, None).await
                         }
                     },
                     Err(failed) => {

@@ -8,27 +8,19 @@ use handoff_core::RunInput;
 /// The hidden verb a host answers through.
 pub const HOST_VERB: &str = "__host";
 
-/// `handoff <verb> --on HOST …`: the whole run happens on the host.
-pub async fn run_on(input: RunInput, on: &str, quiet: bool) -> u8 {
-    let cancel = crate::cancel_on_signals();
-    let config = match crate::load_config() {
-        Ok(c) => c,
-        Err(message) => return crate::rejected_early(input, message).await,
-    };
+/// A run on the host `on` names, with this machine's configuration: `--on`.
+pub async fn run_on(
+    input: RunInput,
+    on: &str,
+    config: handoff_core::LoadedConfig,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> handoff_core::RunOutcome {
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
     let known = handoff_core::known_secrets(&env, &config.config);
     let state_dir = match state_dir(&env) {
         Ok(dir) => dir,
-        Err(e) => return crate::rejected_early(input, e).await,
+        Err(e) => return crate::engine(None).reject(input, e).await,
     };
-    let live = crate::live::wanted(quiet).then(|| {
-        crate::live::Live::start(format!(
-            "{} {} on {on}",
-            input.harness.as_deref().unwrap_or("?"),
-            input.mode.as_deref().unwrap_or("advice")
-        ))
-    });
-    let (live, _hook) = live.map_or((None, None), |(l, h)| (Some(l), Some(h)));
     let engine = crate::engine_with(Some(config), None);
     let ctx = handoff_remote::RemoteContext {
         engine: &engine,
@@ -36,21 +28,7 @@ pub async fn run_on(input: RunInput, on: &str, quiet: bool) -> u8 {
         state_dir,
         known_secrets: known,
     };
-    let outcome = handoff_remote::run_on_host(&ctx, input, on, cancel).await;
-    if let Some(live) = live {
-        live.finish().await;
-    }
-    if let Some(warning) = &outcome.record_warning {
-        let _ = writeln!(std::io::stderr(), "handoff: warning: {warning}");
-    }
-    let r = &outcome.result;
-    let message = if crate::live::wanted(quiet) {
-        Some(handoff_core::summary::run_summary(r))
-    } else {
-        r.diagnostics.message.clone()
-    };
-    crate::emit(&outcome.line, message.as_deref(), "");
-    outcome.exit_code
+    handoff_remote::run_on_host(&ctx, input, on, cancel).await
 }
 
 /// Where what runs left on hosts is remembered: `hosts/` next to the task store.

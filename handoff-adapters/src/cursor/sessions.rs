@@ -148,11 +148,7 @@ impl Sessions for Cursor {
         query: &handoff_core::SessionQuery,
     ) -> Result<Option<handoff_core::SessionRef>, handoff_core::TranscriptError> {
         let (store, query) = (store.clone(), query.clone());
-        tokio::task::spawn_blocking(move || find(&store, &query))
-            .await
-            .map_err(|e| {
-                handoff_core::TranscriptError::Unsupported(format!("the store task failed: {e}"))
-            })?
+        crate::store::blocking(move || find(&store, &query)).await
     }
 
     // Cursor's chat store is a database no one else writes: nothing is carried into it.
