@@ -232,7 +232,8 @@ struct DelegateArgs {
     /// Agents to run the same request on, in order, when the agent's attempt ends rate-limited,
     /// with a server error, without credit, not installed or failing preflight:
     /// `AGENT[@ACCOUNT][:MODEL],…` (at most 8; `none` turns the configured `[failover]`
-    /// default off). Each entry is checked before anything starts.
+    /// default off). Each entry is checked before anything starts. With `--on`, the chain is
+    /// followed on the host; when the host is lost, it goes on here.
     #[arg(long, value_name = "AGENT[@ACCOUNT][:MODEL],…")]
     failover: Option<String>,
     /// Start the run as a background job and return at once, printing its id: it survives

@@ -246,6 +246,32 @@ pub struct Attempt {
     pub usage: Usage,
     /// What went wrong, one line (masked); null when it succeeded.
     pub message: Option<String>,
+    /// The machine it ran on (`[hosts]` name or ssh destination) when not this one (`--on`);
+    /// absent when it ran here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+}
+
+impl Attempt {
+    /// The attempt of chain entry `entry` whose run ended with `result`: its end, its time,
+    /// the host it ran on.
+    pub fn ended(entry: &FailoverEntry, result: &crate::HandoffResult) -> Attempt {
+        Attempt {
+            harness: entry.harness.clone(),
+            account: entry.account.clone(),
+            model: entry.model.clone(),
+            status: result.status,
+            cause: result.diagnostics.cause,
+            retry_after_seconds: result.diagnostics.retry_after_seconds,
+            duration_ms: result.timing.duration_ms,
+            usage: result.usage.clone(),
+            message: result.diagnostics.message.clone(),
+            host: result
+                .host
+                .as_ref()
+                .map(|h| h.name.clone().unwrap_or_else(|| h.ssh.clone())),
+        }
+    }
 }
 
 /// The instructions an attempt after a failed one gets: the original ones and a note of the

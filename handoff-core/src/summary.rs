@@ -60,10 +60,13 @@ pub fn run_summary(r: &HandoffResult) -> String {
     // Attempts before the last: who could not answer, and why.
     if let Some((_, earlier)) = r.attempts.split_last() {
         for a in earlier {
-            let who = match &a.account {
+            let mut who = match &a.account {
                 Some(acc) => format!("{}@{acc}", a.harness),
                 None => a.harness.to_string(),
             };
+            if let Some(host) = &a.host {
+                who.push_str(&format!(" at {}", printable(host, false)));
+            }
             let cause = a.cause.map_or("?".to_owned(), |c| c.to_string());
             line.push_str(&format!(
                 "\n  failed over from {who}: {cause} after {}",
@@ -339,6 +342,38 @@ mod tests {
             text.contains("src/\\u{202e}sr.bil x\\x0dy · fine\\x1b[2J\\x0a  claude"),
             "{text:?}"
         );
+    }
+
+    #[test]
+    fn a_runs_summary_names_the_attempts_before_and_where_they_ran() {
+        use crate::{AgentId, Attempt, FailoverEntry, FailureCause};
+        let mut lost = crate::panel::tests::result(AgentId::CODEX, Status::Failed, 2, Vec::new());
+        lost.diagnostics.cause = Some(FailureCause::HostLost);
+        lost.timing.duration_ms = 6_500;
+        lost.host = Some(crate::RunHost {
+            name: Some("devbox".into()),
+            ssh: "me@devbox".into(),
+            commit: None,
+            worktree: None,
+            job: None,
+        });
+        let codex = FailoverEntry {
+            harness: AgentId::CODEX,
+            account: None,
+            model: None,
+        };
+        let mut r = crate::panel::tests::result(AgentId::CLAUDE, Status::Succeeded, 0, Vec::new());
+        r.attempts = vec![Attempt::ended(&codex, &lost), Attempt::ended(&codex, &r)];
+        r.attempts[1].harness = AgentId::CLAUDE;
+        let text = run_summary(&r);
+        assert!(
+            text.contains("\n  failed over from codex at devbox: host_lost after 6.5 s"),
+            "{text}"
+        );
+        // An attempt here names no host.
+        r.attempts[0].host = None;
+        let here = run_summary(&r);
+        assert!(here.contains("failed over from codex: host_lost"), "{here}");
     }
 
     #[test]

@@ -86,7 +86,8 @@ pub async fn run_on_host(
         job: None,
         root: None,
     };
-    let outcome = match remote.go(&input, &request, cancel).await {
+    let mut reserved = reserved;
+    let outcome = match remote.go(&input, &request, cancel.clone()).await {
         Ok(mut result) => {
             result.host = Some(remote.report());
             finished(ctx, result)
@@ -94,8 +95,23 @@ pub async fn run_on_host(
         Err(Stop::Rejected(m)) => engine.reject(input, m).await,
         Err(Stop::NotRun(m)) => engine.not_run(input, m).await,
         Err(Stop::Lost(m)) => {
-            let mut o = engine.host_lost(input, m).await;
+            let mut o = engine.host_lost(input.clone(), m).await;
             o.result.host = Some(remote.report());
+            // The host is what failed, not the agent: a chain goes on here, recorded here as
+            // a run here is, with the attempt there first.
+            let there = handoff_core::FailoverEntry {
+                harness: request.target.harness.clone(),
+                account: None,
+                model: input.model.clone(),
+            };
+            let earlier = handoff_core::Attempt::ended(&there, &o.result);
+            match engine
+                .fail_over_here(&input, earlier, reserved.take(), cancel)
+                .await
+            {
+                Ok(here) => return here,
+                Err(kept) => reserved = kept,
+            }
             RunOutcome::restated(o.result)
         }
         Err(Stop::Cancelled) => engine.cancelled_before_start(input).await,

@@ -349,6 +349,58 @@ fn a_host_that_drops_mid_run_ends_it_host_lost_and_is_cleaned_at_the_next_contac
 }
 
 #[test]
+fn with_failover_a_lost_host_hands_the_run_to_the_next_agent_here() {
+    let sb = sandbox();
+    let mut other = other_machine(&["codex"]);
+    configure(&sb, &other, "");
+    let gate = Gate::hold(&other);
+    let result = sb.private.join("result.json");
+    let result_arg = result.to_str().unwrap().to_owned();
+    let child = spawn(on_command(
+        &sb,
+        &other,
+        "review",
+        &["--failover", "claude", "--result", &result_arg],
+    ));
+    gate.reached();
+    other.host.stop();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{r:#}");
+    assert_eq!(r["status"], "succeeded");
+    assert_eq!(r["target"]["harness"], "claude");
+    // It ran here: no host of its own, the lost attempt there first.
+    assert!(r["host"].is_null(), "{:#}", r["host"]);
+    let attempts = r["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{r:#}");
+    assert_eq!(attempts[0]["harness"], "codex");
+    assert_eq!(attempts[0]["status"], "failed");
+    assert_eq!(attempts[0]["cause"], "host_lost");
+    assert_eq!(attempts[0]["host"], "devbox");
+    assert_eq!(attempts[1]["harness"], "claude");
+    assert_eq!(attempts[1]["status"], "succeeded");
+    assert!(attempts[1].get("host").is_none(), "{:#}", attempts[1]);
+    let runs = sb.runs();
+    assert_eq!(runs.len(), 1, "one agent ran here: {runs:#?}");
+    assert_eq!(std::fs::read_to_string(&result).unwrap(), stdout);
+    // Recorded once, as the run here it ended as; what the lost run left there is listed.
+    let cwd = sb.cwd();
+    let log = sb.run(&["log", "--cwd", &cwd, "--json"]);
+    let recorded: Vec<&Value> = log.json["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| &e["event"])
+        .filter(|e| e["kind"] == "delegated-run")
+        .collect();
+    assert_eq!(recorded.len(), 1, "{:#}", log.json);
+    assert_eq!(recorded[0]["runId"], r["lineage"]["runId"]);
+    let doctor = sb.run(&["doctor", "--json"]);
+    assert_eq!(doctor.json["hostLeftovers"][0]["host"], "devbox");
+}
+
+#[test]
 fn a_cancel_here_stops_the_agents_tree_there() {
     let sb = sandbox();
     let other = other_machine(&["codex"]);
@@ -450,6 +502,10 @@ fn bad_hosts_are_refused_in_one_line() {
         "{}",
         run.stderr
     );
+    // Nothing is pushed to the user's remotes: a run has no --push.
+    let run = run_on(&sb, &other, "review", &["--push"]);
+    assert_eq!(run.code, 5);
+    assert!(run.stderr.contains("'--push'"), "{}", run.stderr);
     sb.write_config("[hosts.devbox]\nssh = \"box\"\nmax_runs = 0\n");
     let run = run_on(&sb, &other, "review", &[]);
     assert_eq!(run.code, 5);

@@ -258,6 +258,7 @@ impl Draft {
                 duration_ms: self.attempt_started.elapsed().as_millis() as u64,
                 usage: result.usage.clone(),
                 message: result.diagnostics.message.clone(),
+                host: None,
             });
         }
         let mut line = serde_json::to_string(&result).unwrap_or_else(|e| {

@@ -26,10 +26,8 @@ impl Engine {
     /// cannot take one of the request's controls refuses the run (`--failover`, exit 5).
     pub(super) fn failover_chain(&self, input: &RunInput) -> Result<Chain, Ended> {
         let config = &self.options.config;
-        let text = match &input.failover {
-            Some(text) => text.clone(),
-            None if config.failover.agents.is_empty() => return Ok(Vec::new()),
-            None => config.failover.agents.join(","),
+        let Some(text) = self.chain_text(input) else {
+            return Ok(Vec::new());
         };
         let refuse = |m: String| Ended::InputRejected(InputRejection::new("--failover", m));
         let entries = parse_failover(&text, &self.registry.ids(), config).map_err(refuse)?;
@@ -47,6 +45,17 @@ impl Engine {
         Ok(chain)
     }
 
+    /// The failover chain `input` names (`--failover`), else the configuration's default;
+    /// `None` when there is neither.
+    fn chain_text(&self, input: &RunInput) -> Option<String> {
+        let default = &self.options.config.failover.agents;
+        match &input.failover {
+            Some(text) => Some(text.clone()),
+            None if default.is_empty() => None,
+            None => Some(default.join(",")),
+        }
+    }
+
     /// Runs the agent of `request`, then each entry of `chain` in turn while the attempt
     /// before it ended for a cause that fails over. How the last attempt ended is the run's.
     #[allow(clippy::too_many_arguments)]
@@ -61,11 +70,12 @@ impl Engine {
         draft: &mut Draft,
         cancel: watch::Receiver<bool>,
     ) -> Result<Ended, Ended> {
-        let mut current = FailoverEntry {
+        // A run that goes on with a chain begun elsewhere already stands for an entry.
+        let mut current = draft.failover.clone().unwrap_or_else(|| FailoverEntry {
             harness: request.target.harness.clone(),
             account: None,
             model: input.model.clone(),
-        };
+        });
         let (mut request, mut mcp, mut launch) = (request, mcp, Some(launch));
         let mut rest = chain.into_iter();
         draft.failover = Some(current.clone());
@@ -109,19 +119,59 @@ impl Engine {
             }
             draft.set_request(&next_request, &self.registry);
             reset_for_attempt(draft);
-            draft.account = entry.account.as_ref().and_then(|a| {
-                self.options
-                    .config
-                    .agent(&entry.harness)
-                    .accounts
-                    .get(a)
-                    .cloned()
-            });
+            draft.account = self.account_of(&entry);
             draft.failover = Some(entry.clone());
             current = entry;
             request = next_request;
             mcp = next_mcp;
         }
+    }
+
+    /// The configured account a chain entry names, when it names one.
+    pub(super) fn account_of(&self, entry: &FailoverEntry) -> Option<crate::AccountConfig> {
+        let account = entry.account.as_ref()?;
+        let agent = self.options.config.agent(&entry.harness);
+        agent.accounts.get(account).cloned()
+    }
+
+    /// After a run sent to another machine (`--on`) ended for a cause that fails over (its
+    /// host was lost), runs the rest of its failover chain (`--failover`, else the
+    /// configuration's) here: the chain's first entry as the run's agent, the others after
+    /// it, `earlier` (the attempt there) heading the result's `attempts`. `reserved` is the
+    /// run's result file when the caller reserved it; it is handed back (`Err`) when there is
+    /// no chain to go on with or a cancel came, and the result from there stands.
+    pub async fn fail_over_here(
+        &self,
+        input: &RunInput,
+        earlier: Attempt,
+        reserved: Option<crate::paths::ResultFile>,
+        cancel: watch::Receiver<bool>,
+    ) -> Result<super::RunOutcome, Option<crate::paths::ResultFile>> {
+        let entries = self
+            .chain_text(input)
+            .and_then(|t| parse_failover(&t, &self.registry.ids(), &self.options.config).ok())
+            .unwrap_or_default();
+        let Some((first, rest)) = entries.split_first().filter(|_| !*cancel.borrow()) else {
+            return Err(reserved);
+        };
+        let mut here = input.clone();
+        here.harness = Some(first.harness.to_string());
+        here.model = first.model.clone();
+        here.failover = Some(if rest.is_empty() {
+            "none".to_owned()
+        } else {
+            rest.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        });
+        let start = super::Start {
+            earlier: vec![earlier],
+            entry: Some(first.clone()),
+            reserved,
+            ..super::Start::default()
+        };
+        Ok(self.run_holding(here, cancel, start).await)
     }
 
     /// Adds the attempt that just ended to the result's `attempts`.
@@ -139,6 +189,7 @@ impl Engine {
             duration_ms: draft.attempt_started.elapsed().as_millis() as u64,
             usage: draft.result.usage.clone(),
             message,
+            host: None,
         });
     }
 

@@ -467,29 +467,35 @@ impl Engine {
 
     /// Runs one delegation to completion. Never panics; every outcome is a result.
     pub async fn run(&self, input: RunInput, cancel: watch::Receiver<bool>) -> RunOutcome {
-        self.run_holding(input, cancel, None).await
+        self.run_holding(input, cancel, Start::default()).await
     }
 
-    /// [`Engine::run`], as a panel's member when `seat` is given: on the panel's worktree
-    /// lease and its shared "before" and "after" instead of its own.
+    /// [`Engine::run`], started as `start` says: a panel's member, or the rest of a chain
+    /// whose first attempt ran elsewhere.
     async fn run_holding(
         &self,
         input: RunInput,
         cancel: watch::Receiver<bool>,
-        seat: Option<shared::Seat>,
+        start: Start,
     ) -> RunOutcome {
         // What handoff processes killed before they could clean up left behind goes first.
         if let Ok(base) = self.private_base() {
             private_dir::sweep(&base);
         }
         let mut draft = Draft::new(&input, &self.registry);
-        draft.seat = seat;
-        let reserved = match input.result.as_deref().map(ResultFile::reserve) {
-            Some(Err(message)) => {
-                return self.finish(draft, None, Ended::Rejected(message)).await;
-            }
-            Some(Ok(f)) => Some(f),
-            None => None,
+        draft.seat = start.seat;
+        draft.result.attempts = start.earlier;
+        if let Some(entry) = start.entry {
+            draft.account = self.account_of(&entry);
+            draft.failover = Some(entry);
+        }
+        let reserved = match (start.reserved, input.result.as_deref()) {
+            (Some(f), _) => Some(f),
+            (None, Some(p)) => match ResultFile::reserve(p) {
+                Ok(f) => Some(f),
+                Err(message) => return self.finish(draft, None, Ended::Rejected(message)).await,
+            },
+            (None, None) => None,
         };
         let ended = self
             .execute(&input, &mut draft, cancel)
@@ -679,4 +685,19 @@ impl Engine {
         }
         outcome
     }
+}
+
+/// How a root run starts besides its input.
+#[derive(Default)]
+struct Start {
+    /// A panel's member: on the panel's worktree lease and its shared "before" and "after"
+    /// instead of its own.
+    seat: Option<shared::Seat>,
+    /// Attempts made before this run, elsewhere (a lost host's): they head `attempts`.
+    earlier: Vec<crate::Attempt>,
+    /// The failover entry the run's agent stands for (its account), when the run goes on
+    /// with a chain.
+    entry: Option<crate::FailoverEntry>,
+    /// The result file, when the caller already reserved it.
+    reserved: Option<ResultFile>,
 }

@@ -258,7 +258,19 @@ impl Engine {
                     index: i,
                     slot: Arc::new(std::sync::Mutex::new(gate.acquire_owned().await.ok())),
                 };
-                (i, engine.run_holding(own, cancel, Some(seat)).await)
+                (
+                    i,
+                    engine
+                        .run_holding(
+                            own,
+                            cancel,
+                            super::Start {
+                                seat: Some(seat),
+                                ..super::Start::default()
+                            },
+                        )
+                        .await,
+                )
             });
             tasks.insert(task.id(), i);
         }

@@ -39,7 +39,7 @@ mod decide;
 mod merge;
 mod spec;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -489,7 +489,13 @@ fn panel_status_follows_the_precedence() {
 
 // Whole results.
 
-fn result(harness: AgentId, status: Status, code: u8, findings: Vec<Finding>) -> HandoffResult {
+/// A whole result of `harness` (other tests build on it too).
+pub(crate) fn result(
+    harness: AgentId,
+    status: Status,
+    code: u8,
+    findings: Vec<Finding>,
+) -> HandoffResult {
     HandoffResult {
         schema_version: crate::result::RESULT_SCHEMA.into(),
         driver_version: crate::result::DRIVER_VERSION.into(),
