@@ -354,12 +354,13 @@ fn with_failover_a_lost_host_hands_the_run_to_the_next_agent_here() {
     let mut other = other_machine(&["codex"]);
     configure(&sb, &other, "");
     let gate = Gate::hold(&other);
+    sb.repo.write("notes/plan.md", "plan\n");
     let result = sb.private.join("result.json");
     let result_arg = result.to_str().unwrap().to_owned();
     let child = spawn(on_command(
         &sb,
         &other,
-        "review",
+        "build",
         &["--failover", "claude", "--result", &result_arg],
     ));
     gate.reached();
@@ -370,6 +371,14 @@ fn with_failover_a_lost_host_hands_the_run_to_the_next_agent_here() {
     assert_eq!(out.status.code(), Some(0), "{r:#}");
     assert_eq!(r["status"], "succeeded");
     assert_eq!(r["target"]["harness"], "claude");
+    // The build here started from this worktree as it was: the work here is kept, the change
+    // is the one made here.
+    assert_eq!(
+        r["git"]["changedFiles"],
+        serde_json::json!(["fake-build.txt"])
+    );
+    let st = status(&sb);
+    assert!(st.contains("?? notes/plan.md"), "{st}");
     // It ran here: no host of its own, the lost attempt there first.
     assert!(r["host"].is_null(), "{:#}", r["host"]);
     let attempts = r["attempts"].as_array().unwrap();
