@@ -137,6 +137,14 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         .map(|l| json!({"host": l.host, "run": l.run, "job": l.job, "dir": l.dir}))
         .collect();
 
+    // Sandboxed runs' state on its way to the user's stores: under way, failed, or lost.
+    let imports: Vec<Value> = handoff_core::private_dir_base(None)
+        .map(|base| handoff_core::state_import::records(&base))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| serde_json::to_value(r).ok())
+        .collect();
+
     let report = json!({
         "schemaVersion": "handoff.doctor.v1",
         "ok": healthy,
@@ -154,6 +162,7 @@ pub async fn main(args: DoctorArgs, config: Result<handoff_core::LoadedConfig, S
         "agents": agents,
         "plugin": plugins,
         "hostLeftovers": hosts_left,
+        "stateImports": imports,
     });
 
     let mut out = std::io::stdout().lock();
@@ -264,6 +273,21 @@ fn print_human(out: &mut impl Write, r: &Value) -> std::io::Result<()> {
             s(&l["host"]),
             s(&l["run"]),
             s(&l["job"])
+        )?;
+    }
+    for i in r["stateImports"].as_array().into_iter().flatten() {
+        let why = match i["message"].as_str() {
+            Some(m) => format!(": {}", handoff_core::printable(m, false)),
+            None => String::new(),
+        };
+        // Records are files: what one says is shown, never obeyed by the terminal.
+        let shown = |v: &Value| handoff_core::printable(&s(v), false).into_owned();
+        writeln!(
+            out,
+            "import of {} after run {}: {}{why}",
+            shown(&i["what"]),
+            shown(&i["runId"]),
+            shown(&i["state"])
         )?;
     }
     Ok(())

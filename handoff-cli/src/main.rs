@@ -600,6 +600,19 @@ fn main() -> ExitCode {
             .map_or(handoff_core::exit::USAGE, |rt| rt.block_on(remote::serve()));
         return ExitCode::from(code);
     }
+    // `handoff __import`: carries a finished sandboxed run's state into the user's store.
+    if let [_, verb] = &std::env::args_os().collect::<Vec<_>>()[..]
+        && verb == handoff_core::state_import::IMPORT_VERB
+    {
+        let registry = handoff_adapters::default_registry();
+        let code = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_or(handoff_core::exit::USAGE, |rt| {
+                rt.block_on(handoff_core::state_import::serve(&registry))
+            });
+        return ExitCode::from(code);
+    }
     // `handoff __job <id> <dir>`: the supervisor of a background job.
     if let [_, verb, id, dir] = &std::env::args_os().collect::<Vec<_>>()[..]
         && verb == handoff_core::JOB_VERB

@@ -49,6 +49,7 @@ mod request;
 mod result;
 pub mod sandbox;
 pub mod seatbelt;
+pub mod state_import;
 mod stop_signals;
 pub mod summary;
 mod supervisor;

@@ -17,6 +17,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -115,6 +116,29 @@ impl PrivateDir {
     /// Its path.
     pub fn path(&self) -> &Utf8Path {
         &self.path
+    }
+
+    /// The descriptor its lock is on (for a process that is to hold it after this one).
+    pub(crate) fn lock_fd(&self) -> RawFd {
+        self._lock.as_raw_fd()
+    }
+
+    /// Lets go of the directory without removing or unlocking it: another process holds its
+    /// lock (the same open file, inherited) and removes it when done.
+    pub(crate) fn hand_over(self) {
+        let PrivateDir {
+            _dir,
+            path: _,
+            _lock,
+        } = self;
+        let _kept = _dir.keep();
+        // Dropping the lock would unlock the open file the other process shares: its
+        // descriptor is closed instead, which leaves the lock to the other.
+        let fd = _lock.as_raw_fd();
+        std::mem::forget(_lock);
+        // SAFETY: `fd` belonged to the forgotten lock and is closed exactly once, here.
+        #[allow(unsafe_code)]
+        drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
 
     /// Writes `contents` to a new file `name` in it that only its owner can read (never

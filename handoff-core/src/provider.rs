@@ -330,11 +330,20 @@ pub trait Provider: Send + Sync {
         true
     }
 
+    /// What [`Provider::import_sandboxed_state`] would carry of a run under handoff's sandbox
+    /// that printed `stdout`, said as the receipt says it ("session … in the user's … store");
+    /// `None`: nothing to carry, and no import is started. An adapter that imports says what.
+    fn state_to_import(&self, _stdout: &[u8]) -> Option<String> {
+        None
+    }
+
     /// After a run under handoff's sandbox ([`Invocation::sandbox`]), whose CLI kept its
     /// state in the run's private directory: carries what the user needs of it (e.g. the
     /// session, so that it can be resumed and continued) into the user's own store, before the
     /// run directory is removed. Returns what was carried, for the receipt; an error is
-    /// reported in the receipt and does not change the run's verdict.
+    /// reported in the receipt and does not change the run's verdict. Where the engine knows
+    /// the handoff binary, this runs in a detached importer after the run's result is out
+    /// ([`crate::state_import`]), only when [`Provider::state_to_import`] names something.
     async fn import_sandboxed_state(
         &self,
         _state: &SandboxedState<'_>,

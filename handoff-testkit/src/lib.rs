@@ -144,10 +144,12 @@
 //! thread/resume failed: no rollout found for thread id <id> (code -32600)` and exits 1.
 //!
 //! **OpenCode**'s real store is a database; the fake keeps
-//! `$HOME/.fake-agent/sessions/opencode/<id>.json` = `{"cwd", "prompts": [...], "lastMessage"}`
-//! (`null` after a failed turn). `run` starts a `ses_…` session; `run --session <id>` continues
-//! `<id>` (created when missing); with `--fork` it continues a new session that starts with
-//! `<id>`'s prompts.
+//! `${XDG_DATA_HOME:-$HOME/.local/share}/opencode/fake-agent-sessions/<id>.json` = `{"cwd",
+//! "prompts": [...], "lastMessage"}` (`null` after a failed turn). `run` starts a `ses_…`
+//! session; `run --session <id>` continues `<id>` (created when missing); with `--fork` it
+//! continues a new session that starts with `<id>`'s prompts. `export <id>` prints it as an
+//! export document, `import <file>` writes one back (`HANDOFF_FAKE_IMPORT_WAIT_FILE` holds it,
+//! `HANDOFF_FAKE_IMPORT_FAIL=1` fails it), `session delete <id>` removes it.
 //!
 //! The resume commands — `claude --resume <id>`, `codex resume <id>`, `opencode --session <id>` —
 //! print `resumed <id>: <last assistant text>` and exit 0 when the session exists (Claude and
@@ -214,8 +216,8 @@ pub mod keys {
     pub use crate::fake::settings::{
         ADVICE, ADVICE_ARGS, ADVICE_DELAY_MS, ADVICE_FROM, ADVICE_QUESTION, ADVICE_STRIP,
         API_ERROR, API_ERROR_AFTER_WRITE, CONTEXT_FILE, ENV_FILE_NAME, ESCAPEE_PID_FILE, EXIT,
-        FINDINGS, GRANDCHILD_PID_FILE, GROK, HELP, KILL_PARENT, LEFTOVERS, MODE, NET, PROBE_ANSWER,
-        READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH, RECORD_DIR, SHELL, VERDICT, VERSION,
-        WAIT_FILE,
+        FINDINGS, GRANDCHILD_PID_FILE, GROK, HELP, IMPORT_FAIL, IMPORT_WAIT_FILE, KILL_PARENT,
+        LEFTOVERS, MODE, NET, PROBE_ANSWER, READY_FILE, RECEIVER_DELAY_MS, RECEIVER_FRESH,
+        RECORD_DIR, SHELL, VERDICT, VERSION, WAIT_FILE,
     };
 }

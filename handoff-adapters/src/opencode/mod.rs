@@ -179,6 +179,10 @@ impl Provider for OpenCode {
         Some(self)
     }
 
+    fn state_to_import(&self, stdout: &[u8]) -> Option<String> {
+        sessions::session_of_run(stdout).map(|id| carried(&id))
+    }
+
     async fn import_sandboxed_state(
         &self,
         state: &handoff_core::SandboxedState<'_>,
@@ -235,13 +239,18 @@ impl Provider for OpenCode {
         let imported = sessions::import_private(&private, &user, &id, state.cwd).await;
         drop(dir);
         imported
-            .map(|id| Some(format!("session {id} in the user's OpenCode store")))
+            .map(|id| Some(carried(&id)))
             .map_err(|e| e.to_string())
     }
 
     fn sessions(&self) -> Option<&dyn Sessions> {
         Some(self)
     }
+}
+
+/// What an import of session `id` carries, as the receipt says it.
+fn carried(id: &str) -> String {
+    format!("session {id} in the user's OpenCode store")
 }
 
 /// Checks what `opencode debug config` resolved against what we asked for.

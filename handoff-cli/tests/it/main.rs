@@ -42,6 +42,7 @@ mod planting;
 mod qwen;
 mod remote;
 mod saved_fingerprint;
+mod state_import;
 mod statuses;
 mod support;
 mod surface;

@@ -66,6 +66,17 @@ fn private_dir(p: &Path) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
+impl Drop for Sandbox {
+    /// An OpenCode run's session is imported after its result, by a detached importer that
+    /// uses this sandbox's files: it is let finish before they go.
+    fn drop(&mut self) {
+        if let Ok(base) = handoff_core::private_dir_base(None) {
+            let limit = std::time::Duration::from_secs(20);
+            handoff_core::state_import::settle(&base, "opencode", limit);
+        }
+    }
+}
+
 /// What one `handoff` invocation produced.
 #[derive(Debug)]
 pub struct Run {

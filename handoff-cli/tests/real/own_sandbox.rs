@@ -86,10 +86,23 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     );
     eprintln!("proxy traffic: {}", proxy["traffic"]);
 
-    // The session is in the user's store (XDG_DATA_HOME of handoff's environment).
-    let imported = receipt["stateAfterRun"]["imported"]
+    // The session is imported into the user's store (XDG_DATA_HOME of handoff's environment)
+    // after the result, by a detached importer; its record goes once it succeeded.
+    let state = &receipt["stateAfterRun"];
+    let imported = state["importing"]
         .as_str()
-        .unwrap_or_else(|| panic!("the session was not imported: {receipt}"));
+        .unwrap_or_else(|| panic!("no import was started: {receipt}"));
+    let record = std::path::PathBuf::from(state["record"].as_str().unwrap());
+    let started = std::time::Instant::now();
+    while record.exists() {
+        let text = std::fs::read_to_string(&record).unwrap_or_default();
+        assert!(!text.contains("\"failed\""), "the import failed: {text}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the import never finished: {text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let id = imported
         .split_whitespace()
         .find(|w| w.starts_with("ses_"))

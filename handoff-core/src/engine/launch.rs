@@ -16,7 +16,7 @@ use super::{Engine, Launch};
 use crate::input::RunInput;
 use crate::mcp::McpDescriptor;
 use crate::output::MAX_PROVIDER_OUTPUT_BYTES;
-use crate::private_dir::PrivateDirKind;
+use crate::private_dir::{PrivateDir, PrivateDirKind};
 use crate::process::{Ending, supervise_with_tap};
 use crate::provider::{AnswerSource, Provider, RawOutput};
 use crate::request::{DelegationMode, Request};
@@ -235,33 +235,30 @@ impl Engine {
             state.stop_proxy(draft);
         }
         if let Some(state) = sandboxed {
-            let imported = provider
-                .import_sandboxed_state(&crate::provider::SandboxedState {
-                    executable: &exe,
-                    env: &state.env,
-                    parent_env: &self.options.env,
-                    run_dir: &run_path,
-                    cwd: &invocation.cwd,
-                    stdout: &report.stdout,
-                })
+            let state = crate::provider::SandboxedState {
+                executable: &exe,
+                env: &state.env,
+                parent_env: &self.options.env,
+                run_dir: &run_path,
+                cwd: &invocation.cwd,
+                stdout: &report.stdout,
+            };
+            let run_id = &request.lineage.run_id;
+            let value = self
+                .carry_state(provider.as_ref(), &state, run_dir, run_id)
                 .await;
             if let Some(receipt) = draft
                 .result
                 .policy
                 .get_mut("sandbox")
                 .and_then(serde_json::Value::as_object_mut)
+                && !value.is_null()
             {
-                let value = match imported {
-                    Ok(Some(what)) => serde_json::json!({"imported": what}),
-                    Ok(None) => serde_json::Value::Null,
-                    Err(why) => serde_json::json!({"notImported": why}),
-                };
-                if !value.is_null() {
-                    receipt.insert("stateAfterRun".into(), value);
-                }
+                receipt.insert("stateAfterRun".into(), value);
             }
+        } else {
+            drop(run_dir);
         }
-        drop(run_dir);
 
         Ok(Ran {
             ending: report.ending,
@@ -273,6 +270,46 @@ impl Engine {
             },
             turn_limit,
         })
+    }
+
+    /// Carries a sandboxed run's state into the user's store (the receipt's `stateAfterRun`;
+    /// null when there is nothing to carry) and lets go of the run directory: in a detached
+    /// importer that holds the directory until it is done, where the handoff binary is known,
+    /// so the result does not wait; else here, before the directory is removed.
+    async fn carry_state(
+        &self,
+        provider: &dyn Provider,
+        state: &crate::provider::SandboxedState<'_>,
+        run_dir: PrivateDir,
+        run_id: &str,
+    ) -> serde_json::Value {
+        let Some(what) = provider.state_to_import(state.stdout) else {
+            return serde_json::Value::Null;
+        };
+        let run_dir = match (&self.options.handoff_exe, self.private_base()) {
+            (Some(exe), Ok(base)) => {
+                let handover = crate::state_import::Handover {
+                    run_id,
+                    harness: provider.spec().id.as_str(),
+                    what: &what,
+                    state,
+                };
+                match crate::state_import::start(exe, &base, run_dir, &handover) {
+                    Ok(record) => {
+                        return serde_json::json!({"importing": what, "record": record});
+                    }
+                    Err((dir, _)) => dir,
+                }
+            }
+            _ => run_dir,
+        };
+        let imported = provider.import_sandboxed_state(state).await;
+        drop(run_dir);
+        match imported {
+            Ok(Some(what)) => serde_json::json!({"imported": what}),
+            Ok(None) => serde_json::Value::Null,
+            Err(why) => serde_json::json!({"notImported": why}),
+        }
     }
 
     /// Puts the agent under handoff's own sandbox when its adapter asks for one and one can

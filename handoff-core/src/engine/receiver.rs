@@ -200,13 +200,18 @@ impl Engine {
     /// The store of a session written by `id` on this machine, as that CLI saw it: handoff's
     /// environment with the configuration's `env` for the agent and, when named, the account's
     /// variables on top (they may move the store: `CLAUDE_CONFIG_DIR`, `CODEX_HOME`); the CLI's
-    /// executable when installed; and `scratch`.
+    /// executable when installed; and `scratch`. An import of a sandboxed run's state into
+    /// that store still under way ([`crate::state_import`]) is waited for first (up to
+    /// [`SETTLE_LIMIT`]), so that what it carries is found there.
     pub fn user_store(
         &self,
         id: &AgentId,
         scratch: &Utf8Path,
         account: Option<&str>,
     ) -> crate::carry::StoreEnv {
+        if let Ok(base) = self.private_base() {
+            crate::state_import::settle(&base, id.as_str(), SETTLE_LIMIT);
+        }
         let executable = self
             .registry
             .get(id)
@@ -520,3 +525,6 @@ impl Engine {
         }
     }
 }
+
+/// How long a reader of an agent's store waits for imports into it under way.
+pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);

@@ -1,4 +1,5 @@
-//! OpenCode 1.18.33 (`opencode`): `run --format json` NDJSON events, `debug config`.
+//! OpenCode 1.18.33 (`opencode`): `run --format json` NDJSON events, `debug config`, and
+//! `export`, `import` and `session delete` on the fake's session store.
 
 use std::process::ExitCode;
 
@@ -93,6 +94,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
     match command.as_str() {
         "run" => run_message(ctx, rest),
         "debug" if rest.first().map(String::as_str) == Some("config") => debug_config(),
+        "export" if rest.len() == 1 => receiver::opencode_export(&rest[0]),
+        "import" if rest.len() == 1 => receiver::opencode_import(&ctx.settings, &rest[0]),
+        "session" if rest.len() == 2 && rest[0] == "delete" => receiver::opencode_delete(&rest[1]),
         other => fail(&format!(
             "fake-agent: `opencode {other}` is not imitated by the fake"
         )),
@@ -203,10 +207,14 @@ fn run_message(ctx: &mut Ctx, args: &[String]) -> ExitCode {
         receiver::opencode_save(&session, forked, &task.target, &prompt, outcome.text());
         outcome
     } else {
-        match task::perform(ctx, behaviour, &task, &prompt) {
+        let outcome = match task::perform(ctx, behaviour, &task, &prompt) {
             Ok(o) => o,
             Err(code) => return code,
-        }
+        };
+        // A delegated run keeps its session too: in the run's own data directory under
+        // handoff's sandbox, whence handoff imports it into the user's.
+        receiver::opencode_save(&session, None, &task.target, &prompt, outcome.text());
+        outcome
     };
     let json = parsed.value("format") == Some("json");
     let text = match &outcome.answer {

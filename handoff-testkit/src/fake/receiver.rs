@@ -4,8 +4,8 @@
 //! Claude Code and Codex keep their sessions in their real stores and formats
 //! ([`super::claude_store`], [`super::codex_store`]). OpenCode's, Cursor's and Kiro's real
 //! stores are SQLite databases, so the fake keeps their sessions as
-//! `$HOME/.fake-agent/sessions/<cli>/<session-id>.json` = `{"cwd", "prompts": [...],
-//! "lastMessage"}`, written atomically after each turn.
+//! `<store>/<session-id>.json` = `{"cwd", "prompts": [...], "lastMessage"}` (the store: see
+//! [`store`]), written atomically after each turn.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -137,16 +137,20 @@ pub(crate) fn canonical(path: &Path) -> PathBuf {
 }
 
 /// The fake store of `cli`'s sessions, for the CLIs whose real store is a database:
-/// `$HOME/.fake-agent/sessions/<cli>` for OpenCode and Cursor; for Kiro, in the data directory
-/// where Kiro keeps its conversations (`${XDG_DATA_HOME:-~/.local/share}/kiro-cli`), the one
-/// place handoff's sandbox lets it write them.
+/// `$HOME/.fake-agent/sessions/<cli>` for Cursor; for Kiro and OpenCode, in the data directory
+/// where each keeps its own (`${XDG_DATA_HOME:-~/.local/share}/kiro-cli`, `…/opencode`), the
+/// one place handoff's sandbox lets it write them.
 fn store(cli: &str) -> Option<PathBuf> {
     let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
-    if cli == "kiro" {
-        let data = std::env::var_os("XDG_DATA_HOME")
+    let data = || {
+        std::env::var_os("XDG_DATA_HOME")
             .filter(|d| Path::new(d).is_absolute())
-            .map_or_else(|| PathBuf::from(&home).join(".local/share"), PathBuf::from);
-        return Some(data.join("kiro-cli").join("fake-agent-sessions"));
+            .map_or_else(|| PathBuf::from(&home).join(".local/share"), PathBuf::from)
+    };
+    match cli {
+        "kiro" => return Some(data().join("kiro-cli").join("fake-agent-sessions")),
+        "opencode" => return Some(data().join("opencode").join("fake-agent-sessions")),
+        _ => {}
     }
     Some(
         PathBuf::from(home)
@@ -255,6 +259,87 @@ pub(crate) fn opencode_save(
     last: Option<&str>,
 ) {
     store_save("opencode", session, parent, cwd, prompt, last);
+}
+
+/// `opencode export <id>`: the session as an export document (`info` and one user message per
+/// prompt), or `Error: Session not found: <id>` (exit 1).
+pub(crate) fn opencode_export(session: &str) -> ExitCode {
+    let Some(record) = store_record("opencode", session) else {
+        util::err_line(&format!("Error: Session not found: {session}"));
+        return ExitCode::from(1);
+    };
+    let messages: Vec<Value> = record
+        .get("prompts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            json!({
+                "info": {"id": util::short_id("msg_"), "sessionID": session, "role": "user"},
+                "parts": [{"type": "text", "text": p}],
+            })
+        })
+        .collect();
+    let doc = json!({
+        "info": {"id": session, "directory": record.get("cwd"), "title": "fake"},
+        "messages": messages,
+        "fakeRecord": record,
+    });
+    util::out_line(&doc.to_string());
+    ExitCode::SUCCESS
+}
+
+/// `opencode import <file>`: writes the exported session into the store, as it was (its id
+/// kept, over a session of the same id), then prints `Imported session: <id>`.
+pub(crate) fn opencode_import(settings: &Settings, file: &str) -> ExitCode {
+    if let Some(gate) = settings.get(settings::IMPORT_WAIT_FILE) {
+        while !Path::new(&gate).exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    if settings.get(settings::IMPORT_FAIL).as_deref() == Some("1") {
+        util::err_line("Error: fake import failure");
+        return ExitCode::from(1);
+    }
+    let doc = std::fs::read(file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+    let id = doc
+        .as_ref()
+        .and_then(|d| d.pointer("/info/id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let (Some(doc), Some(id)) = (doc, id) else {
+        util::err_line(&format!("Error: cannot import {file}"));
+        return ExitCode::from(1);
+    };
+    let Some(path) = store_file("opencode", &id) else {
+        util::err_line(&format!("Error: bad session id {id:?}"));
+        return ExitCode::from(1);
+    };
+    let record = doc.get("fakeRecord").cloned().unwrap_or_else(|| json!({}));
+    let written = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| util::write_atomic(&path, record.to_string().as_bytes()));
+    match written {
+        Ok(()) => {
+            util::out_line(&format!("Imported session: {id}"));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            util::err_line(&format!("Error: {e}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `opencode session delete <id>`.
+pub(crate) fn opencode_delete(session: &str) -> ExitCode {
+    if let Some(path) = store_file("opencode", session) {
+        let _ = std::fs::remove_file(path);
+    }
+    ExitCode::SUCCESS
 }
 
 /// `opencode --session <id>` ([`store_resume`]).

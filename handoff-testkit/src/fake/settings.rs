@@ -116,6 +116,11 @@ pub const RECEIVER_DELAY_MS: &str = "FAKE_AGENT_RECEIVER_DELAY_MS";
 /// Codex `exec resume`, OpenCode `--session`) and starts a new one (a receiver that did not
 /// continue).
 pub const RECEIVER_FRESH: &str = "FAKE_AGENT_RECEIVER_FRESH";
+/// `opencode import` waits (polling every 20 ms) until this file exists before it writes the
+/// session: an import that takes its time.
+pub const IMPORT_WAIT_FILE: &str = "HANDOFF_FAKE_IMPORT_WAIT_FILE";
+/// `1`: `opencode import` fails (exit 1) without writing anything.
+pub const IMPORT_FAIL: &str = "HANDOFF_FAKE_IMPORT_FAIL";
 
 /// Settings resolved from the environment and the env file.
 #[derive(Debug, Default)]

@@ -1,0 +1,108 @@
+//! An OpenCode run under handoff's own sandbox keeps its session in a store of the run's own;
+//! handoff imports it into the user's store after the result is out, in a detached importer
+//! (`handoff __import`) that holds the run's directory until it is done. The fake's
+//! `opencode import` is held (`HANDOFF_FAKE_IMPORT_WAIT_FILE`) or failed
+//! (`HANDOFF_FAKE_IMPORT_FAIL`) to see each state.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use handoff_testkit::keys::{IMPORT_FAIL, IMPORT_WAIT_FILE};
+use serde_json::Value;
+
+use crate::support::{Run, Sandbox, confined};
+
+/// The receipt's `stateAfterRun`, with the session id and the record's path.
+fn importing(run: &Run) -> (String, PathBuf) {
+    let state = &run.json["policy"]["sandbox"]["stateAfterRun"];
+    let what = state["importing"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no import under way: {state:#}"));
+    let id = what
+        .split_whitespace()
+        .find(|w| w.starts_with("ses_"))
+        .unwrap_or_else(|| panic!("{what}"));
+    let record = PathBuf::from(state["record"].as_str().unwrap());
+    (id.to_owned(), record)
+}
+
+/// The run's entry in `handoff doctor --json`'s `stateImports`, if any.
+fn doctor_entry(sb: &Sandbox, record: &Path) -> Option<Value> {
+    let doctor = sb.run(&["doctor", "--json"]);
+    let run = record.file_stem()?.to_str()?.to_owned();
+    doctor.json["stateImports"]
+        .as_array()?
+        .iter()
+        .find(|i| i["runId"] == run.as_str())
+        .cloned()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The user's OpenCode store as the fake keeps it (`~/.local/share/opencode`).
+fn users_session(sb: &Sandbox, id: &str) -> PathBuf {
+    sb.root
+        .join("home/.local/share/opencode/fake-agent-sessions")
+        .join(format!("{id}.json"))
+}
+
+#[test]
+fn the_session_is_imported_after_the_result_and_a_run_does_not_wait_for_it() {
+    let sb = confined();
+    let gate = sb.private.join("import-gate");
+    sb.agents.set(IMPORT_WAIT_FILE, &gate);
+    // The import is held until the gate opens: the run's result comes all the same.
+    let run = sb.delegate("claude", "opencode", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let (id, record) = importing(&run);
+    let entry = doctor_entry(&sb, &record).expect("doctor lists the import under way");
+    assert_eq!(entry["state"], "importing", "{entry:#}");
+    assert_eq!(entry["harness"], "opencode");
+    // The importer holds the run's directory (its session store) until it is done.
+    let run_dir = PathBuf::from(entry["runDir"].as_str().unwrap());
+    assert!(run_dir.is_dir(), "{}", run_dir.display());
+    assert!(!users_session(&sb, &id).exists());
+
+    std::fs::write(&gate, "").unwrap();
+    wait_until("the import never finished", || !record.exists());
+    assert!(
+        users_session(&sb, &id).is_file(),
+        "the session was not imported"
+    );
+    assert!(!run_dir.exists(), "the importer left the run's directory");
+    assert!(doctor_entry(&sb, &record).is_none());
+}
+
+#[test]
+fn a_failed_import_is_listed_by_doctor_with_its_reason() {
+    let sb = confined();
+    sb.agents.set(IMPORT_FAIL, "1");
+    let run = sb.delegate("claude", "opencode", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let (id, record) = importing(&run);
+    wait_until("the import never failed", || {
+        doctor_entry(&sb, &record).is_some_and(|e| e["state"] == "failed")
+    });
+    let entry = doctor_entry(&sb, &record).unwrap();
+    assert!(
+        entry["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("opencode import")),
+        "{entry:#}"
+    );
+    assert!(!users_session(&sb, &id).exists());
+    assert!(!PathBuf::from(entry["runDir"].as_str().unwrap()).exists());
+    let text = sb.run(&["doctor"]);
+    assert!(
+        text.stdout.contains(&format!("import of session {id}")) && text.stdout.contains("failed"),
+        "{}",
+        text.stdout
+    );
+    std::fs::remove_file(&record).unwrap();
+}
