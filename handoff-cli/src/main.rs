@@ -288,6 +288,7 @@ pub(crate) fn engine_with(
         .ok()
         .and_then(|p| p.canonicalize().ok())
         .and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok());
+    options.import_in_background = true;
     if let Some(c) = config {
         options.config = c.config;
         options.config_path = c.path;

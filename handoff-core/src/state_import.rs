@@ -51,6 +51,8 @@ struct Job {
     cwd: Utf8PathBuf,
     stdout: String,
     record: Utf8PathBuf,
+    /// Masked out of what the record says.
+    secrets: Vec<String>,
 }
 
 /// How an import stands.
@@ -98,6 +100,8 @@ pub(crate) struct Handover<'a> {
     pub(crate) harness: &'a str,
     pub(crate) what: &'a str,
     pub(crate) state: &'a SandboxedState<'a>,
+    /// The run's known secrets: what the record says is masked with them.
+    pub(crate) secrets: &'a [String],
 }
 
 /// Starts a detached `exe __import` that imports `handover`'s state and then removes the run
@@ -143,6 +147,7 @@ pub(crate) fn start(
         cwd: state.cwd.to_owned(),
         stdout: String::from_utf8_lossy(state.stdout).into_owned(),
         record: record.clone(),
+        secrets: handover.secrets.to_vec(),
     };
     let bytes = match serde_json::to_vec(&job) {
         Ok(b) => b,
@@ -196,7 +201,14 @@ pub(crate) fn start(
 /// The importer (`handoff __import`): imports the state its job names with `registry`'s
 /// adapter, records how that went, removes the run directory. Returns the exit code.
 pub async fn serve(registry: &Registry) -> u8 {
-    // SAFETY: descriptor 3 was set up by `start` for this process, which owns it from here.
+    // Started by hand, without the directory's lock: nothing to do.
+    // SAFETY: F_GETFD only reads the descriptor table.
+    #[allow(unsafe_code)]
+    if unsafe { nix::libc::fcntl(LOCK_FD, nix::libc::F_GETFD) } < 0 {
+        return crate::exit::USAGE;
+    }
+    // SAFETY: descriptor 3 is open (above); `start` set it up for this process, which owns it
+    // from here.
     #[allow(unsafe_code)]
     let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
     let mut text = Vec::new();
@@ -244,7 +256,7 @@ pub async fn serve(registry: &Registry) -> u8 {
         Err(why) => {
             if let Some(mut entry) = read_record(&job.record) {
                 entry.state = ImportState::Failed;
-                entry.message = Some(why);
+                entry.message = Some(crate::redact(&why, &job.secrets).0);
                 let _ = write_record(&job.record, &entry);
             }
             crate::exit::PROVIDER_FAILED

@@ -243,9 +243,9 @@ impl Engine {
                 cwd: &invocation.cwd,
                 stdout: &report.stdout,
             };
-            let run_id = &request.lineage.run_id;
+            let run = (request.lineage.run_id.as_str(), draft.secrets.as_slice());
             let value = self
-                .carry_state(provider.as_ref(), &state, run_dir, run_id)
+                .carry_state(provider.as_ref(), &state, run_dir, run)
                 .await;
             if let Some(receipt) = draft
                 .result
@@ -274,25 +274,32 @@ impl Engine {
 
     /// Carries a sandboxed run's state into the user's store (the receipt's `stateAfterRun`;
     /// null when there is nothing to carry) and lets go of the run directory: in a detached
-    /// importer that holds the directory until it is done, where the handoff binary is known,
-    /// so the result does not wait; else here, before the directory is removed.
+    /// importer that holds the directory until it is done, when the engine is set to
+    /// ([`super::EngineOptions::import_in_background`]), so the result does not wait; else
+    /// here, before the directory is removed.
     async fn carry_state(
         &self,
         provider: &dyn Provider,
         state: &crate::provider::SandboxedState<'_>,
         run_dir: PrivateDir,
-        run_id: &str,
+        (run_id, secrets): (&str, &[String]),
     ) -> serde_json::Value {
         let Some(what) = provider.state_to_import(state.stdout) else {
             return serde_json::Value::Null;
         };
-        let run_dir = match (&self.options.handoff_exe, self.private_base()) {
+        let exe = self
+            .options
+            .handoff_exe
+            .as_ref()
+            .filter(|_| self.options.import_in_background);
+        let run_dir = match (exe, self.private_base()) {
             (Some(exe), Ok(base)) => {
                 let handover = crate::state_import::Handover {
                     run_id,
                     harness: provider.spec().id.as_str(),
                     what: &what,
                     state,
+                    secrets,
                 };
                 match crate::state_import::start(exe, &base, run_dir, &handover) {
                     Ok(record) => {

@@ -86,6 +86,12 @@ pub struct EngineOptions {
     /// library may name its own binary here if it calls [`crate::reaper::main_if_reaper`]
     /// first thing in `main`.
     pub handoff_exe: Option<Utf8PathBuf>,
+    /// Whether a sandboxed run's state (an OpenCode session) is imported into the user's store
+    /// after the result, by a detached `handoff_exe __import` ([`crate::state_import`]), rather
+    /// than before it. Off by default: a program that turns it on must call
+    /// [`crate::state_import::serve`] when its binary is started that way. The `handoff`
+    /// binary turns it on.
+    pub import_in_background: bool,
     /// The per-user runtime directory (root leases); `None`: the default
     /// (`/run/user/<uid>/handoff`, else `/tmp/handoff-<uid>`).
     pub runtime_dir: Option<Utf8PathBuf>,
@@ -166,6 +172,7 @@ impl EngineOptions {
             config: Config::default(),
             config_path: None,
             handoff_exe: None,
+            import_in_background: false,
             runtime_dir: None,
             progress: None,
             task_store: None,
