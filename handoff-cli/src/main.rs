@@ -583,6 +583,21 @@ fn guard_programs() {
 }
 
 fn main() -> ExitCode {
+    // `handoff __import`: carries a finished sandboxed run's state into the user's store. Its
+    // lock comes as descriptor 3, taken before anything else opens one.
+    if let [_, verb] = &std::env::args_os().collect::<Vec<_>>()[..]
+        && verb == handoff_core::state_import::IMPORT_VERB
+    {
+        let lock = handoff_core::state_import::take_lock();
+        let registry = handoff_adapters::default_registry();
+        let code = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_or(handoff_core::exit::USAGE, |rt| {
+                rt.block_on(handoff_core::state_import::serve(&registry, lock))
+            });
+        return ExitCode::from(code);
+    }
     // A `StopFailure` hook must be gone before Claude Code is: nothing comes before it.
     if hook::hand_over_at_start() {
         return ExitCode::SUCCESS;
@@ -599,19 +614,6 @@ fn main() -> ExitCode {
             .enable_all()
             .build()
             .map_or(handoff_core::exit::USAGE, |rt| rt.block_on(remote::serve()));
-        return ExitCode::from(code);
-    }
-    // `handoff __import`: carries a finished sandboxed run's state into the user's store.
-    if let [_, verb] = &std::env::args_os().collect::<Vec<_>>()[..]
-        && verb == handoff_core::state_import::IMPORT_VERB
-    {
-        let registry = handoff_adapters::default_registry();
-        let code = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_or(handoff_core::exit::USAGE, |rt| {
-                rt.block_on(handoff_core::state_import::serve(&registry))
-            });
         return ExitCode::from(code);
     }
     // `handoff __job <id> <dir>`: the supervisor of a background job.

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -51,6 +51,8 @@ struct Job {
     cwd: Utf8PathBuf,
     stdout: String,
     record: Utf8PathBuf,
+    /// What the record says (written again as `failed` when the import fails).
+    entry: ImportRecord,
     /// Masked out of what the record says.
     secrets: Vec<String>,
 }
@@ -116,12 +118,9 @@ pub(crate) fn start(
 ) -> Result<Utf8PathBuf, (PrivateDir, String)> {
     let records = records_dir(base);
     let fail = |dir: PrivateDir, e: String| Err((dir, e));
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&records)
-    {
-        return fail(dir, format!("cannot create {records}: {e}"));
+    // Never through a symlink, never a directory another user can write.
+    if let Err(e) = crate::lease::ensure_private_dir(&records) {
+        return fail(dir, e.to_string());
     }
     forget_old(&records);
     let record = records.join(format!("{}.json", handover.run_id));
@@ -137,6 +136,10 @@ pub(crate) fn start(
     if let Err(e) = write_record(&record, &entry) {
         return fail(dir, e);
     }
+    let forget = |dir: PrivateDir, e: String| {
+        let _ = std::fs::remove_file(&record);
+        Err((dir, e))
+    };
     let state = handover.state;
     let job = Job {
         harness: handover.harness.to_owned(),
@@ -147,11 +150,12 @@ pub(crate) fn start(
         cwd: state.cwd.to_owned(),
         stdout: String::from_utf8_lossy(state.stdout).into_owned(),
         record: record.clone(),
+        entry,
         secrets: handover.secrets.to_vec(),
     };
     let bytes = match serde_json::to_vec(&job) {
         Ok(b) => b,
-        Err(e) => return fail(dir, e.to_string()),
+        Err(e) => return forget(dir, e.to_string()),
     };
     let lock = dir.lock_fd();
     let mut cmd = std::process::Command::new(exe);
@@ -181,36 +185,54 @@ pub(crate) fn start(
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => {
-            let _ = std::fs::remove_file(&record);
-            return fail(dir, format!("cannot start {exe} {IMPORT_VERB}: {e}"));
-        }
+        Err(e) => return forget(dir, format!("cannot start {exe} {IMPORT_VERB}: {e}")),
     };
     // The importer holds the lock now (the same open file): this process lets go of the
     // directory without unlocking it.
     dir.hand_over();
-    if let Some(mut stdin) = child.stdin.take() {
-        // An importer that died at once leaves its record importing, then lost.
-        let _ = stdin.write_all(&bytes);
-    }
-    // Reaped here while this process lives; by init once it is gone.
-    std::thread::spawn(move || child.wait());
+    // The job is written, and the importer reaped, by a thread of its own: an importer slow
+    // to read never holds up the run's result. Once this process is gone, init reaps it.
+    let stdin = child.stdin.take();
+    std::thread::spawn(move || {
+        if let Some(mut stdin) = stdin {
+            // An importer that died at once leaves its record importing, then lost.
+            let _ = stdin.write_all(&bytes);
+            // Closed here: the importer reads to its end.
+            drop(stdin);
+        }
+        child.wait()
+    });
     Ok(record)
 }
 
-/// The importer (`handoff __import`): imports the state its job names with `registry`'s
-/// adapter, records how that went, removes the run directory. Returns the exit code.
-pub async fn serve(registry: &Registry) -> u8 {
-    // Started by hand, without the directory's lock: nothing to do.
+/// The run directory's lock an importer was started with (descriptor 3), taken before
+/// anything else of the process opens a file: `None` when there is none (started by hand).
+/// It is closed on exec from here, so no program the import runs holds the directory.
+pub fn take_lock() -> Option<std::fs::File> {
     // SAFETY: F_GETFD only reads the descriptor table.
     #[allow(unsafe_code)]
     if unsafe { nix::libc::fcntl(LOCK_FD, nix::libc::F_GETFD) } < 0 {
-        return crate::exit::USAGE;
+        return None;
     }
-    // SAFETY: descriptor 3 is open (above); `start` set it up for this process, which owns it
-    // from here.
+    // SAFETY: descriptor 3 is open (above) and nothing of this process uses it: `start` set it
+    // up for this process, which owns it from here.
     #[allow(unsafe_code)]
-    let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
+    let fd = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
+    // SAFETY: F_SETFD on a descriptor this process owns.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::libc::fcntl(fd.as_raw_fd(), nix::libc::F_SETFD, nix::libc::FD_CLOEXEC);
+    }
+    Some(std::fs::File::from(fd))
+}
+
+/// The importer (`handoff __import`): with the run directory's `lock` ([`take_lock`]),
+/// imports the state its job names with `registry`'s adapter, records how that went, removes
+/// the run directory. Returns the exit code.
+pub async fn serve(registry: &Registry, lock: Option<std::fs::File>) -> u8 {
+    let Some(lock) = lock else {
+        return crate::exit::USAGE;
+    };
     let mut text = Vec::new();
     if std::io::stdin()
         .take(MAX_JOB)
@@ -234,6 +256,10 @@ pub async fn serve(registry: &Registry) -> u8 {
     let outcome = match provider {
         None => Err(format!("no adapter for {}", job.harness)),
         Some(provider) => {
+            // One import into an agent's store at a time: each checks that the store lacks
+            // its session before it imports it.
+            let base = job.record.parent().and_then(Utf8Path::parent);
+            let _one = base.and_then(|b| one_at_a_time(b, &job.harness));
             provider
                 .import_sandboxed_state(&SandboxedState {
                     executable: &job.executable,
@@ -246,22 +272,42 @@ pub async fn serve(registry: &Registry) -> u8 {
                 .await
         }
     };
-    let _ = std::fs::remove_dir_all(&job.run_dir);
-    drop(lock);
-    match outcome {
+    // Recorded while the directory is still held: a reader never sees it lost meanwhile.
+    let code = match outcome {
         Ok(_) => {
             let _ = std::fs::remove_file(&job.record);
             crate::exit::OK
         }
         Err(why) => {
-            if let Some(mut entry) = read_record(&job.record) {
-                entry.state = ImportState::Failed;
-                entry.message = Some(crate::redact(&why, &job.secrets).0);
-                let _ = write_record(&job.record, &entry);
-            }
+            let mut entry = job.entry.clone();
+            entry.state = ImportState::Failed;
+            entry.message = Some(crate::redact(&why, &job.secrets).0);
+            let _ = write_record(&job.record, &entry);
             crate::exit::PROVIDER_FAILED
         }
+    };
+    let _ = std::fs::remove_dir_all(&job.run_dir);
+    drop(lock);
+    code
+}
+
+/// Holds the lock of imports into `harness`'s store (`imports/<harness>.lock` under `base`),
+/// waiting for one under way; `None` when it cannot be taken (the import goes on without).
+pub(crate) fn one_at_a_time(base: &Utf8Path, harness: &str) -> Option<Flock<std::fs::File>> {
+    let records = records_dir(base);
+    crate::lease::ensure_private_dir(&records).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(records.join(format!("{harness}.lock")))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
     }
+    Flock::lock(file, FlockArg::LockExclusive).ok()
 }
 
 /// The imports under the private work directory `base` that have not succeeded: failed, lost,
@@ -274,7 +320,7 @@ pub fn records(base: &Utf8Path) -> Vec<ImportRecord> {
         .flatten()
         .filter_map(|e| Utf8PathBuf::from_path_buf(e.path()).ok())
         .filter(|p| p.extension() == Some("json"))
-        .filter_map(|p| read_record(&p))
+        .filter_map(|p| read_record(base, &p))
         .map(|mut r| {
             if r.state == ImportState::Importing && !held(&r.run_dir) {
                 r.state = ImportState::Lost;
@@ -316,27 +362,39 @@ fn held(dir: &Utf8Path) -> bool {
     Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err()
 }
 
-fn same_file(fd: &OwnedFd, path: &Utf8Path) -> bool {
+fn same_file(file: &std::fs::File, path: &Utf8Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(on_fd) = nix::sys::stat::fstat(fd) else {
+    let Ok(on_fd) = file.metadata() else {
         return false;
     };
     std::fs::symlink_metadata(path)
-        .is_ok_and(|m| m.is_dir() && m.dev() == on_fd.st_dev && m.ino() == on_fd.st_ino)
+        .is_ok_and(|m| m.is_dir() && m.dev() == on_fd.dev() && m.ino() == on_fd.ino())
 }
 
-fn read_record(path: &Utf8Path) -> Option<ImportRecord> {
+/// The record at `path` under `base`, only if it is one handoff could have written: a plain
+/// file of this user's, 0600, named after its run, about a run directory of `base`.
+fn read_record(base: &Utf8Path, path: &Utf8Path) -> Option<ImportRecord> {
+    use std::os::unix::fs::MetadataExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
         .open(path)
         .ok()?;
-    if !file.metadata().ok()?.is_file() {
+    let meta = file.metadata().ok()?;
+    let mine = meta.uid() == nix::unistd::getuid().as_raw() && meta.mode() & 0o077 == 0;
+    if !meta.is_file() || !mine {
         return None;
     }
     let mut bytes = Vec::new();
     file.take(64 * 1024).read_to_end(&mut bytes).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    let record: ImportRecord = serde_json::from_slice(&bytes).ok()?;
+    let named = path.file_stem() == Some(record.run_id.as_str());
+    let of_base = record.run_dir.parent() == Some(base)
+        && record
+            .run_dir
+            .file_name()
+            .is_some_and(|n| n.starts_with(crate::PrivateDirKind::Run.prefix()));
+    (named && of_base).then_some(record)
 }
 
 /// Writes `entry` at `path` whole (a new file renamed over the old one), 0600.
@@ -357,12 +415,17 @@ fn write_record(path: &Utf8Path, entry: &ImportRecord) -> Result<(), String> {
     })
 }
 
-/// Removes records (and files that are not records) older than [`KEEP_RECORDS`].
+/// Removes records (and their half-written copies) older than [`KEEP_RECORDS`].
 fn forget_old(records: &Utf8Path) {
     let Ok(entries) = std::fs::read_dir(records) else {
         return;
     };
     for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.ends_with(".json") || name.contains(".tmp-")) {
+            continue;
+        }
         let old = e
             .metadata()
             .ok()
@@ -417,8 +480,30 @@ mod tests {
             };
             write_record(&records_dir(base).join(format!("{run}.json")), &entry).unwrap();
         }
-        // A file planted next to them that is not a record is skipped.
-        std::fs::write(records_dir(base).join("c.json"), "not json").unwrap();
+        // Files planted next to them that handoff could not have written are skipped: not
+        // JSON, readable by others, named after another run, about a directory elsewhere.
+        let dir = records_dir(base);
+        std::fs::write(dir.join("c.json"), "not json").unwrap();
+        let planted = |name: &str, run: &str, run_dir: &str, mode: u32| {
+            let entry = ImportRecord {
+                run_id: run.into(),
+                harness: "opencode".into(),
+                what: "session x".into(),
+                started_at: "2026-12-07T00:00:09.000Z".into(),
+                run_dir: run_dir.into(),
+                state: ImportState::Importing,
+                message: None,
+            };
+            let path = dir.join(name);
+            write_record(&path, &entry).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let inside = base.join("handoff-run-x").to_string();
+        planted("d.json", "d", &inside, 0o644);
+        planted("e.json", "other", &inside, 0o600);
+        planted("f.json", "f", "/home", 0o600);
+        planted("g.json", "g", base.join("handoff-mcp-x").as_ref(), 0o600);
         let states: Vec<(String, ImportState)> = records(base)
             .into_iter()
             .map(|r| (r.run_id, r.state))
@@ -436,5 +521,37 @@ mod tests {
         assert!(!settle(base, "opencode", Duration::from_millis(120)));
         drop(held_dir);
         assert!(settle(base, "opencode", Duration::from_millis(120)));
+    }
+
+    #[test]
+    fn imports_never_go_through_a_planted_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = Utf8Path::from_path(tmp.path()).unwrap();
+        let elsewhere = base.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, records_dir(base)).unwrap();
+        assert!(one_at_a_time(base, "opencode").is_none());
+        let dir = crate::private_dir::PrivateDir::new(base, crate::PrivateDirKind::Run).unwrap();
+        let run_dir = dir.path().to_owned();
+        let state = SandboxedState {
+            executable: Utf8Path::new("/bin/true"),
+            env: &BTreeMap::new(),
+            parent_env: &BTreeMap::new(),
+            run_dir: &run_dir,
+            cwd: base,
+            stdout: b"",
+        };
+        let handover = Handover {
+            run_id: "run-1",
+            harness: "opencode",
+            what: "session x",
+            state: &state,
+            secrets: &[],
+        };
+        // Refused before anything starts: the directory comes back for an import here.
+        let (back, why) = start(Utf8Path::new("/bin/true"), base, dir, &handover).unwrap_err();
+        assert!(why.contains("symlink"), "{why}");
+        assert!(back.path().is_dir());
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 }

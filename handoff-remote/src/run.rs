@@ -48,6 +48,7 @@ pub async fn run_on_host(
     cancel: watch::Receiver<bool>,
 ) -> RunOutcome {
     let engine = ctx.engine;
+    let started = std::time::Instant::now();
     let host = match handoff_core::resolve_host(on, &engine.config().hosts) {
         Ok(h) => h,
         Err(e) => return engine.reject(input, e).await,
@@ -65,6 +66,10 @@ pub async fn run_on_host(
         Ok(v) => v,
         Err(rejection) => return engine.reject_input(input, rejection).await,
     };
+    // The chain may go on here (a lost host): it is checked as a run here checks it.
+    if let Err(rejection) = engine.check_failover(&input) {
+        return engine.reject_input(input, rejection).await;
+    }
     let request = validated.request;
     let reserved = match input.result.as_deref().map(ResultFile::reserve) {
         Some(Err(message)) => return engine.reject(input, message).await,
@@ -97,6 +102,7 @@ pub async fn run_on_host(
         Err(Stop::Lost(m)) => {
             let mut o = engine.host_lost(input.clone(), m).await;
             o.result.host = Some(remote.report());
+            o.result.timing.duration_ms = started.elapsed().as_millis() as u64;
             // The host is what failed, not the agent: a chain goes on here, recorded here as
             // a run here is, with the attempt there first.
             let there = handoff_core::FailoverEntry {

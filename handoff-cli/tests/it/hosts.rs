@@ -387,6 +387,8 @@ fn with_failover_a_lost_host_hands_the_run_to_the_next_agent_here() {
     assert_eq!(attempts[0]["status"], "failed");
     assert_eq!(attempts[0]["cause"], "host_lost");
     assert_eq!(attempts[0]["host"], "devbox");
+    // Its time there: from the start until the host counted as lost (retries included).
+    assert!(attempts[0]["durationMs"].as_u64() > Some(1000), "{r:#}");
     assert_eq!(attempts[1]["harness"], "claude");
     assert_eq!(attempts[1]["status"], "succeeded");
     assert!(attempts[1].get("host").is_none(), "{:#}", attempts[1]);
@@ -511,6 +513,11 @@ fn bad_hosts_are_refused_in_one_line() {
         "{}",
         run.stderr
     );
+    // A chain that could go on here is checked here, before anything goes there.
+    let run = run_on(&sb, &other, "review", &["--failover", "nosuchagent"]);
+    assert_eq!(run.code, 5);
+    assert!(run.stderr.contains("--failover"), "{}", run.stderr);
+    assert!(runs_left(&other.home.join("handoff")).is_empty());
     // Nothing is pushed to the user's remotes: a run has no --push.
     let run = run_on(&sb, &other, "review", &["--push"]);
     assert_eq!(run.code, 5);

@@ -45,6 +45,20 @@ impl Engine {
         Ok(chain)
     }
 
+    /// Checks `input`'s failover chain as a run here would before anything starts (each entry
+    /// a known agent that can take the request): a run sent elsewhere whose chain may go on
+    /// here ([`Engine::fail_over_here`]) is refused up front for a bad one, as here.
+    pub fn check_failover(&self, input: &RunInput) -> Result<(), InputRejection> {
+        match self.failover_chain(input) {
+            Ok(_) => Ok(()),
+            Err(Ended::InputRejected(rejection)) => Err(rejection),
+            Err(other) => Err(InputRejection::new(
+                "--failover",
+                super::verdict::summary(&other).1.unwrap_or_default(),
+            )),
+        }
+    }
+
     /// The failover chain `input` names (`--failover`), else the configuration's default;
     /// `None` when there is neither.
     fn chain_text(&self, input: &RunInput) -> Option<String> {

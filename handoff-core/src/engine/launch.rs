@@ -310,7 +310,21 @@ impl Engine {
             }
             _ => run_dir,
         };
+        // One import into the agent's store at a time (see `state_import::one_at_a_time`).
+        let one = match self.private_base() {
+            Ok(base) => {
+                let harness = provider.spec().id.as_str().to_owned();
+                tokio::task::spawn_blocking(move || {
+                    crate::state_import::one_at_a_time(&base, &harness)
+                })
+                .await
+                .ok()
+                .flatten()
+            }
+            Err(_) => None,
+        };
         let imported = provider.import_sandboxed_state(state).await;
+        drop(one);
         drop(run_dir);
         match imported {
             Ok(Some(what)) => serde_json::json!({"imported": what}),

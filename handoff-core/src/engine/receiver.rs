@@ -210,7 +210,16 @@ impl Engine {
         account: Option<&str>,
     ) -> crate::carry::StoreEnv {
         if let Ok(base) = self.private_base() {
-            crate::state_import::settle(&base, id.as_str(), SETTLE_LIMIT);
+            let settle = || crate::state_import::settle(&base, id.as_str(), SETTLE_LIMIT);
+            // On a runtime's worker, the wait lets the runtime's other tasks go on.
+            match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                    tokio::task::block_in_place(settle);
+                }
+                _ => {
+                    settle();
+                }
+            }
         }
         let executable = self
             .registry
@@ -526,5 +535,6 @@ impl Engine {
     }
 }
 
-/// How long a reader of an agent's store waits for imports into it under way.
-pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a reader of an agent's store waits for imports into it under way: longer than an
+/// import's commands may take (each is stopped after 30 s).
+pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(100);

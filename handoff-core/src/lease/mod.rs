@@ -36,7 +36,7 @@ mod agents;
 mod ancestry;
 mod process;
 mod runtime_dir;
-pub(crate) use runtime_dir::passwd_home;
+pub(crate) use runtime_dir::{ensure_private_dir, passwd_home};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -54,7 +54,6 @@ use tokio::sync::watch;
 pub use self::agents::{WorkingAgent, agents_working_in};
 pub use self::ancestry::{adopt_orphans, check_ancestry};
 use self::process::own_start_time;
-use self::runtime_dir::ensure_private_dir;
 pub use self::runtime_dir::{default_runtime_dir, private_dir_base, private_work_dir};
 use crate::timestamp::now_iso;
 

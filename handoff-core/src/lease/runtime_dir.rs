@@ -124,7 +124,7 @@ fn runtime_dir_among(
 
 /// Creates `path` (not its parents) with mode 0700 when missing, then checks that it is a
 /// real directory owned by the current user and closed to group and others.
-pub(super) fn ensure_private_dir(path: &Utf8Path) -> Result<(), LeaseError> {
+pub(crate) fn ensure_private_dir(path: &Utf8Path) -> Result<(), LeaseError> {
     match DirBuilder::new().mode(0o700).create(path) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}

@@ -216,7 +216,7 @@ fn opencode_record(w: &World, id: &str) -> Value {
     let path = w
         .tmp
         .path()
-        .join(".fake-agent/sessions/opencode")
+        .join(".local/share/opencode/fake-agent-sessions")
         .join(format!("{id}.json"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap()
