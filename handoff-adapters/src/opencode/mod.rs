@@ -190,6 +190,11 @@ impl Provider for OpenCode {
         let Some(id) = sessions::session_of_run(state.stdout) else {
             return Ok(None);
         };
+        // OpenCode reads and writes its data directory (database, logs) as it exports, outside
+        // the sandbox: a symlink the agent left there would take those writes elsewhere.
+        if let Some(data) = state.env.get("XDG_DATA_HOME") {
+            sessions::plain_tree(camino::Utf8Path::new(data))?;
+        }
         // The run directory was the agent's to write: nothing in it is trusted now. The
         // scratch is a new directory of a random name (nothing the agent planted is reused,
         // nor a symlink followed), and both commands get configuration roots made here, after

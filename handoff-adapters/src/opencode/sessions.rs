@@ -450,6 +450,46 @@ pub(crate) async fn import_private(
     }
 }
 
+/// Checks that the tree at `root` (a run's private data directory, which its agent could
+/// write) holds only directories and plain files: no symlink, FIFO, socket or device, and at
+/// most [`PLAIN_TREE_ENTRIES`] entries. A missing root is fine.
+pub(crate) fn plain_tree(root: &Utf8Path) -> Result<(), String> {
+    let mut pending = vec![root.to_owned()];
+    let mut seen = 0usize;
+    while let Some(dir) = pending.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir == root => return Ok(()),
+            Err(e) => return Err(format!("cannot read {dir}: {e}")),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("cannot read {dir}: {e}"))?;
+            seen += 1;
+            if seen > PLAIN_TREE_ENTRIES {
+                return Err(format!(
+                    "the run's OpenCode store holds more than {PLAIN_TREE_ENTRIES} entries: not imported"
+                ));
+            }
+            let path = dir.join(entry.file_name().to_string_lossy().as_ref());
+            let kind = entry
+                .file_type()
+                .map_err(|e| format!("cannot inspect {path}: {e}"))?;
+            if kind.is_dir() {
+                pending.push(path);
+            } else if !kind.is_file() {
+                return Err(format!(
+                    "the run's OpenCode store holds {path}, which is not a plain file or \
+                     directory (the agent's doing): not imported"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The most entries [`plain_tree`] walks.
+const PLAIN_TREE_ENTRIES: usize = 100_000;
+
 /// Creates `path` (never overwriting) holding `bytes`, 0600.
 fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), TranscriptError> {
     use std::io::Write;
@@ -555,7 +595,25 @@ impl Sessions for OpenCode {
 
 #[cfg(test)]
 mod tests {
-    use super::session_of_run;
+    use super::{plain_tree, session_of_run};
+
+    #[test]
+    fn a_store_with_a_symlink_or_a_fifo_anywhere_is_not_plain() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = camino::Utf8Path::from_path(tmp.path()).unwrap();
+        assert_eq!(plain_tree(&root.join("missing")), Ok(()));
+        std::fs::create_dir_all(root.join("opencode/storage/session")).unwrap();
+        std::fs::write(root.join("opencode/opencode.db"), "").unwrap();
+        assert_eq!(plain_tree(root), Ok(()));
+        std::os::unix::fs::symlink("/home", root.join("opencode/storage/log")).unwrap();
+        let why = plain_tree(root).unwrap_err();
+        assert!(why.contains("opencode/storage/log"), "{why}");
+        std::fs::remove_file(root.join("opencode/storage/log")).unwrap();
+        let _socket =
+            std::os::unix::net::UnixListener::bind(root.join("opencode/storage/session/x"))
+                .unwrap();
+        assert!(plain_tree(root).is_err());
+    }
 
     #[test]
     fn a_run_names_one_session_or_none() {

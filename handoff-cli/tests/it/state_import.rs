@@ -106,3 +106,32 @@ fn a_failed_import_is_listed_by_doctor_with_its_reason() {
     );
     std::fs::remove_file(&record).unwrap();
 }
+
+#[test]
+fn a_symlink_the_agent_leaves_in_its_store_stops_the_import_and_nothing_is_written_through_it() {
+    let sb = confined();
+    // Where the agent would have OpenCode write outside the sandbox, once it exports.
+    let target = sb.root.join("home/.config/autostart");
+    std::fs::create_dir_all(&target).unwrap();
+    let script = format!(
+        "mkdir -p \"$XDG_DATA_HOME/opencode\" && ln -s {} \"$XDG_DATA_HOME/opencode/log\"",
+        crate::support::q(&target)
+    );
+    sb.agents.set(handoff_testkit::keys::SHELL, &script);
+    let run = sb.delegate("claude", "opencode", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let (id, record) = importing(&run);
+    wait_until("the import never failed", || {
+        doctor_entry(&sb, &record).is_some_and(|e| e["state"] == "failed")
+    });
+    let entry = doctor_entry(&sb, &record).unwrap();
+    assert!(
+        entry["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not a plain file or directory")),
+        "{entry:#}"
+    );
+    assert!(!users_session(&sb, &id).exists());
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    std::fs::remove_file(&record).unwrap();
+}
