@@ -137,41 +137,42 @@ fn hand_over() {
 /// hook's standard error is let go of. Started over when it passes this size.
 const LOG_LIMIT: u64 = 1 << 20;
 
-/// Points standard error at the worker's log (`hook.log` next to the task store), else at
-/// `/dev/null`: the worker lets go of the hook's, so that nothing waits on it while the move is
-/// decided and started, and what it says next is kept for whoever wonders why a task did (not)
-/// move.
-fn let_go_of_stderr(root: &Utf8Path) {
-    use std::os::fd::AsRawFd;
+/// The worker's log (`hook.log` next to the task store), opened for appending (started over
+/// past [`LOG_LIMIT`]); `None` when it cannot be, or is not a plain file.
+fn open_log() -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
-    let log = handoff_store::default_path(&env)
+    let store = handoff_store::default_path(&env).ok()?;
+    let dir = store.parent()?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .ok()?;
+    }
+    let path = dir.join("hook.log");
+    let restart = std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > LOG_LIMIT);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(!restart)
+        .write(true)
+        .truncate(restart)
+        .mode(0o600)
+        // Never through a symlink, never waiting on a FIFO: a log that is not a plain file is
+        // not written.
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&path)
         .ok()
-        .and_then(|store| {
-            use std::os::unix::fs::DirBuilderExt;
-            let dir = store.parent()?;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .ok()?;
-            Some(dir.join("hook.log"))
-        })
-        .and_then(|path| {
-            let restart = std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() > LOG_LIMIT);
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(!restart)
-                .write(true)
-                .truncate(restart)
-                .mode(0o600)
-                // Never through a symlink, never waiting on a FIFO: a log that is not a plain
-                // file is not written.
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-                .open(&path)
-                .ok()
-                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
-        });
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+}
+
+/// Points standard error at the worker's `log`, else at `/dev/null`: the worker lets go of the
+/// hook's, so that nothing waits on it while the move is decided and started, and what it says
+/// next is kept for whoever wonders why a task did (not) move.
+fn let_go_of_stderr(log: Option<std::fs::File>, root: Option<&Utf8Path>) {
+    use std::os::fd::AsRawFd;
     let target = log.or_else(|| {
         std::fs::OpenOptions::new()
             .write(true)
@@ -185,19 +186,35 @@ fn let_go_of_stderr(root: &Utf8Path) {
             nix::libc::dup2(file.as_raw_fd(), 2);
         }
     }
-    warn(&format!(
-        "{} StopFailure in {root}",
-        handoff_core::now_iso()
-    ));
+    let place = root.map_or_else(|| "without a worktree".to_owned(), |r| format!("in {r}"));
+    warn(&format!("{} StopFailure {place}", handoff_core::now_iso()));
 }
 
 fn stop_failure() {
-    // The first process handed over in `hand_over_at_start`; this is the worker.
+    // The first process handed over in `hand_over_at_start`; this is the worker. Its log
+    // says it started before anything can go wrong.
+    let mut log = open_log();
+    if let Some(f) = log.as_mut() {
+        use std::io::Write as _;
+        let _ = writeln!(
+            f,
+            "handoff hook: {} the worker started (pid {})",
+            handoff_core::now_iso(),
+            std::process::id()
+        );
+    }
     let bytes = read_stdin();
     let Some((value, root)) = parse(&bytes) else {
-        return warn("no readable StopFailure payload with a cwd inside a git worktree");
+        let why = format!(
+            "no readable StopFailure payload with a cwd inside a git worktree ({} bytes read)",
+            bytes.len()
+        );
+        warn(&why);
+        // Kept in the log too: Claude Code may have stopped listening already.
+        let_go_of_stderr(log, None);
+        return warn(&why);
     };
-    let_go_of_stderr(&root);
+    let_go_of_stderr(log, Some(&root));
     let payload = match StopFailure::parse(value.to_string().as_bytes()) {
         Ok(p) => p,
         Err(e) => return warn(&e),

@@ -88,6 +88,20 @@ fn run_on(sb: &Sandbox, other: &Other, mode: &str, extra: &[&str]) -> Run {
     run
 }
 
+/// The delegated runs `handoff log` records in this worktree's task.
+fn recorded_runs(sb: &Sandbox) -> Vec<Value> {
+    let cwd = sb.cwd();
+    let log = sb.run(&["log", "--cwd", &cwd, "--json"]);
+    assert_eq!(log.code, 0, "{log:?}");
+    log.json["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].clone())
+        .filter(|e| e["kind"] == "delegated-run")
+        .collect()
+}
+
 /// What is left under the host's directory of runs.
 fn runs_left(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir.join("runs"))
@@ -186,21 +200,12 @@ fn a_review_runs_on_the_host_and_leaves_nothing_there() {
     assert_eq!(refs_left(&dir), "");
     assert_eq!(status(&sb), "");
     // This worktree's task records it, as a run here.
-    let cwd = sb.cwd();
-    let log = sb.run(&["log", "--cwd", &cwd, "--json"]);
-    assert_eq!(log.code, 0, "{log:?}");
-    let runs: Vec<&serde_json::Value> = log.json["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["event"])
-        .filter(|e| e["kind"] == "delegated-run")
-        .collect();
-    assert_eq!(runs.len(), 1, "{:#}", log.json);
+    let runs = recorded_runs(&sb);
+    assert_eq!(runs.len(), 1, "{runs:#?}");
     assert_eq!(runs[0]["runId"], r["lineage"]["runId"]);
     assert_eq!(runs[0]["status"], "succeeded");
     assert_eq!(runs[0]["host"], "devbox");
-    let text = sb.run(&["log", "--cwd", &cwd]);
+    let text = sb.run(&["log", "--cwd", &sb.cwd()]);
     assert!(
         text.stdout.contains("on codex at devbox: succeeded"),
         "{text:?}"
@@ -396,16 +401,8 @@ fn with_failover_a_lost_host_hands_the_run_to_the_next_agent_here() {
     assert_eq!(runs.len(), 1, "one agent ran here: {runs:#?}");
     assert_eq!(std::fs::read_to_string(&result).unwrap(), stdout);
     // Recorded once, as the run here it ended as; what the lost run left there is listed.
-    let cwd = sb.cwd();
-    let log = sb.run(&["log", "--cwd", &cwd, "--json"]);
-    let recorded: Vec<&Value> = log.json["timeline"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| &e["event"])
-        .filter(|e| e["kind"] == "delegated-run")
-        .collect();
-    assert_eq!(recorded.len(), 1, "{:#}", log.json);
+    let recorded = recorded_runs(&sb);
+    assert_eq!(recorded.len(), 1, "{recorded:#?}");
     assert_eq!(recorded[0]["runId"], r["lineage"]["runId"]);
     let doctor = sb.run(&["doctor", "--json"]);
     assert_eq!(doctor.json["hostLeftovers"][0]["host"], "devbox");

@@ -37,6 +37,19 @@ fn doctor_entry(sb: &Sandbox, record: &Path) -> Option<Value> {
         .cloned()
 }
 
+/// Waits until doctor lists the import of `record` as failed; checks its message names `why`.
+fn failed_with(sb: &Sandbox, record: &Path, why: &str) -> Value {
+    wait_until("the import never failed", || {
+        doctor_entry(sb, record).is_some_and(|e| e["state"] == "failed")
+    });
+    let entry = doctor_entry(sb, record).unwrap();
+    assert!(
+        entry["message"].as_str().is_some_and(|m| m.contains(why)),
+        "{entry:#}"
+    );
+    entry
+}
+
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
     while !done() {
@@ -75,7 +88,10 @@ fn the_session_is_imported_after_the_result_and_a_run_does_not_wait_for_it() {
         users_session(&sb, &id).is_file(),
         "the session was not imported"
     );
-    assert!(!run_dir.exists(), "the importer left the run's directory");
+    // The record goes first, while the importer still holds the directory; then the directory.
+    wait_until("the importer left the run's directory", || {
+        !run_dir.exists()
+    });
     assert!(doctor_entry(&sb, &record).is_none());
 }
 
@@ -86,18 +102,12 @@ fn a_failed_import_is_listed_by_doctor_with_its_reason() {
     let run = sb.delegate("claude", "opencode", "review", &[]);
     assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
     let (id, record) = importing(&run);
-    wait_until("the import never failed", || {
-        doctor_entry(&sb, &record).is_some_and(|e| e["state"] == "failed")
-    });
-    let entry = doctor_entry(&sb, &record).unwrap();
-    assert!(
-        entry["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("opencode import")),
-        "{entry:#}"
-    );
+    let entry = failed_with(&sb, &record, "opencode import");
     assert!(!users_session(&sb, &id).exists());
-    assert!(!PathBuf::from(entry["runDir"].as_str().unwrap()).exists());
+    let run_dir = PathBuf::from(entry["runDir"].as_str().unwrap());
+    wait_until("the importer left the run's directory", || {
+        !run_dir.exists()
+    });
     let text = sb.run(&["doctor"]);
     assert!(
         text.stdout.contains(&format!("import of session {id}")) && text.stdout.contains("failed"),
@@ -121,16 +131,7 @@ fn a_symlink_the_agent_leaves_in_its_store_stops_the_import_and_nothing_is_writt
     let run = sb.delegate("claude", "opencode", "review", &[]);
     assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
     let (id, record) = importing(&run);
-    wait_until("the import never failed", || {
-        doctor_entry(&sb, &record).is_some_and(|e| e["state"] == "failed")
-    });
-    let entry = doctor_entry(&sb, &record).unwrap();
-    assert!(
-        entry["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("not a plain file or directory")),
-        "{entry:#}"
-    );
+    failed_with(&sb, &record, "not a plain file or directory");
     assert!(!users_session(&sb, &id).exists());
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
     std::fs::remove_file(&record).unwrap();

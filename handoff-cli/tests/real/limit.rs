@@ -73,6 +73,17 @@ fn a_claude_code_turn_on_its_limit_continues_on_codex_by_itself() {
         first.stdout, first.stderr
     );
     rig.repo.write("flag.txt", "half of the --verbose flag\n");
+    // The next turn resumes the session from its transcript: wait until it holds the first
+    // answer (a resume of a session not yet on disk fails before any request, hook-less).
+    let projects = rig.root.join("home/.claude/projects");
+    let written = Instant::now();
+    while !transcript_holds(&projects, &session, "first-answer-marker-7007") {
+        assert!(
+            written.elapsed() < Duration::from_secs(20),
+            "the first turn's transcript never held its answer"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     claude_server.set_script(Script::new([Step::Fail(ApiError::RateLimited)]));
     let second = run_cli(
@@ -90,6 +101,12 @@ fn a_claude_code_turn_on_its_limit_continues_on_codex_by_itself() {
         ],
     );
     assert_ne!(second.code, 0, "the limited turn: {}", second.stdout);
+    assert!(
+        second.stdout.contains("429"),
+        "the turn did not end on its limit: {}\n{}",
+        second.stdout,
+        second.stderr
+    );
 
     // The hook started a job; it continues the task on Codex.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -105,7 +122,8 @@ fn a_claude_code_turn_on_its_limit_continues_on_codex_by_itself() {
         }
         assert!(
             Instant::now() < deadline,
-            "no job was started by the hook: {}\nits log: {}",
+            "no job was started by the hook: {}\n{}\nits log: {}",
+            second.stdout,
             second.stderr,
             std::fs::read_to_string(rig.root.join("home/.local/state/handoff/hook.log"))
                 .unwrap_or_default()
@@ -147,4 +165,14 @@ fn a_claude_code_turn_on_its_limit_continues_on_codex_by_itself() {
     let log = String::from_utf8_lossy(&log.stdout);
     assert!(log.contains("\"trigger\":\"limit\""), "{log}");
     assert!(log.contains("\"cause\":\"rate_limited\""), "{log}");
+}
+
+/// Whether session `session`'s transcript under `projects` (any project folder) holds `text`.
+fn transcript_holds(projects: &std::path::Path, session: &str, text: &str) -> bool {
+    std::fs::read_dir(projects)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|dir| dir.path().join(format!("{session}.jsonl")))
+        .any(|file| std::fs::read_to_string(file).is_ok_and(|t| t.contains(text)))
 }

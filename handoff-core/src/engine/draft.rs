@@ -248,18 +248,9 @@ impl Draft {
             retry_after_seconds: decision.reason.and_then(|r| r.retry_after_seconds),
         };
         if let Some(entry) = &self.failover {
-            result.attempts.push(crate::Attempt {
-                harness: entry.harness.clone(),
-                account: entry.account.clone(),
-                model: entry.model.clone(),
-                status: result.status,
-                cause: result.diagnostics.cause,
-                retry_after_seconds: result.diagnostics.retry_after_seconds,
-                duration_ms: self.attempt_started.elapsed().as_millis() as u64,
-                usage: result.usage.clone(),
-                message: result.diagnostics.message.clone(),
-                host: None,
-            });
+            let mut last = crate::Attempt::ended(entry, &result);
+            last.duration_ms = self.attempt_started.elapsed().as_millis() as u64;
+            result.attempts.push(last);
         }
         let mut line = serde_json::to_string(&result).unwrap_or_else(|e| {
             format!(
