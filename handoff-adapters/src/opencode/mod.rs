@@ -190,6 +190,13 @@ impl Provider for OpenCode {
         let Some(id) = sessions::session_of_run(state.stdout) else {
             return Ok(None);
         };
+        // OpenCode files an imported session at the directory it runs in: the worktree.
+        if !state.cwd.is_dir() {
+            return Err(format!(
+                "the worktree {} is gone: the session cannot be filed there",
+                state.cwd
+            ));
+        }
         // OpenCode reads and writes its data directory (database, logs) as it exports, outside
         // the sandbox: a symlink the agent left there would take those writes elsewhere.
         if let Some(data) = state.env.get("XDG_DATA_HOME") {

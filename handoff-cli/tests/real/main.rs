@@ -95,6 +95,17 @@ struct Rig {
     cwd: Option<PathBuf>,
 }
 
+impl Drop for Rig {
+    /// An OpenCode run's session is imported after its result, by a detached importer that
+    /// files it at this rig's repository: it is let finish before the repository goes.
+    fn drop(&mut self) {
+        if let Ok(base) = handoff_core::private_dir_base(None) {
+            let limit = std::time::Duration::from_secs(60);
+            handoff_core::state_import::settle(&base, "opencode", limit);
+        }
+    }
+}
+
 impl Rig {
     fn new(cli: &'static str, script: Script) -> Rig {
         let tmp = tempfile::Builder::new()
