@@ -582,6 +582,16 @@ fn guard_programs() {
     }
 }
 
+/// Runs one of handoff's own helper processes (`__import`, `__host`, `__job`) to its exit code
+/// on a runtime of one thread.
+fn on_one_thread(work: impl std::future::Future<Output = u8>) -> ExitCode {
+    let code = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_or(handoff_core::exit::USAGE, |rt| rt.block_on(work));
+    ExitCode::from(code)
+}
+
 fn main() -> ExitCode {
     // `handoff __import`: carries a finished sandboxed run's state into the user's store. Its
     // lock comes as descriptor 3, taken before anything else opens one.
@@ -590,13 +600,7 @@ fn main() -> ExitCode {
     {
         let lock = handoff_core::state_import::take_lock();
         let registry = handoff_adapters::default_registry();
-        let code = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_or(handoff_core::exit::USAGE, |rt| {
-                rt.block_on(handoff_core::state_import::serve(&registry, lock))
-            });
-        return ExitCode::from(code);
+        return on_one_thread(handoff_core::state_import::serve(&registry, lock));
     }
     // A `StopFailure` hook must be gone before Claude Code is: nothing comes before it.
     if hook::hand_over_at_start() {
@@ -610,11 +614,7 @@ fn main() -> ExitCode {
     if let [_, verb] = &std::env::args_os().collect::<Vec<_>>()[..]
         && verb == remote::HOST_VERB
     {
-        let code = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_or(handoff_core::exit::USAGE, |rt| rt.block_on(remote::serve()));
-        return ExitCode::from(code);
+        return on_one_thread(remote::serve());
     }
     // `handoff __job <id> <dir>`: the supervisor of a background job.
     if let [_, verb, id, dir] = &std::env::args_os().collect::<Vec<_>>()[..]
@@ -623,13 +623,7 @@ fn main() -> ExitCode {
         let (Some(id), Some(dir)) = (id.to_str(), dir.to_str()) else {
             return ExitCode::from(handoff_core::exit::USAGE);
         };
-        let code = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_or(handoff_core::exit::USAGE, |rt| {
-                rt.block_on(jobs::supervise(id, dir))
-            });
-        return ExitCode::from(code);
+        return on_one_thread(jobs::supervise(id, dir));
     }
     // Arguments are text: one that is not UTF-8 is refused like any malformed argument (with
     // a `rejected` result for a run), never a panic.

@@ -163,6 +163,13 @@ fn open_dir(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Whether a live process holds the private directory at `path` (its lock is taken); a
+/// directory that cannot be opened is held by no one.
+pub(crate) fn held(path: &Utf8Path) -> bool {
+    open_dir(path.as_std_path())
+        .is_ok_and(|file| Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err())
+}
+
 /// Removes the directories under `base` that dead handoff processes of this user left; returns
 /// how many were removed.
 pub(crate) fn sweep(base: &Utf8Path) -> usize {

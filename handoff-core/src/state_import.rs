@@ -21,10 +21,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use camino::{Utf8Path, Utf8PathBuf};
-use nix::fcntl::{Flock, FlockArg, OFlag};
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use crate::private_dir::PrivateDir;
+use crate::private_dir::{PrivateDir, held};
 use crate::provider::{Registry, SandboxedState};
 
 /// The hidden verb of a background importer: `handoff __import`.
@@ -244,8 +244,9 @@ pub async fn serve(registry: &Registry, lock: Option<std::fs::File>) -> u8 {
     let Ok(job) = serde_json::from_slice::<Job>(&text) else {
         return crate::exit::USAGE;
     };
-    // The descriptor must be the job's directory, as `start` opened it.
-    if !same_file(&lock, &job.run_dir) {
+    // The descriptor must be the job's directory, as `start` opened it, and that a run
+    // directory of the work directory its record is kept in: the importer removes it.
+    if !same_file(&lock, &job.run_dir) || !is_run_dir_of(&job.run_dir, &job.record) {
         return crate::exit::USAGE;
     }
     let provider = registry
@@ -350,16 +351,14 @@ pub fn settle(base: &Utf8Path, harness: &str, limit: Duration) -> bool {
     }
 }
 
-/// Whether a live process holds `dir`'s lock (an importer at work).
-fn held(dir: &Utf8Path) -> bool {
-    let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
-        .open(dir)
-    else {
-        return false;
-    };
-    Flock::lock(file, FlockArg::LockExclusiveNonblock).is_err()
+/// Whether `run_dir` is a run's private directory of the work directory whose `imports/`
+/// holds `record` (as [`start`] made them).
+fn is_run_dir_of(run_dir: &Utf8Path, record: &Utf8Path) -> bool {
+    let base = run_dir.parent();
+    let named = run_dir
+        .file_name()
+        .is_some_and(|n| n.starts_with(crate::PrivateDirKind::Run.prefix()));
+    named && base.is_some() && record.parent() == base.map(records_dir).as_deref()
 }
 
 fn same_file(file: &std::fs::File, path: &Utf8Path) -> bool {
@@ -521,6 +520,17 @@ mod tests {
         assert!(!settle(base, "opencode", Duration::from_millis(120)));
         drop(held_dir);
         assert!(settle(base, "opencode", Duration::from_millis(120)));
+    }
+
+    #[test]
+    fn an_importer_only_removes_a_run_directory_next_to_its_records() {
+        let base = Utf8Path::new("/w");
+        let record = records_dir(base).join("run-1.json");
+        assert!(is_run_dir_of(&base.join("handoff-run-ab"), &record));
+        assert!(!is_run_dir_of(Utf8Path::new("/home/me"), &record));
+        assert!(!is_run_dir_of(&base.join("handoff-mcp-ab"), &record));
+        assert!(!is_run_dir_of(Utf8Path::new("/x/handoff-run-ab"), &record));
+        assert!(!is_run_dir_of(Utf8Path::new("/"), &record));
     }
 
     #[test]

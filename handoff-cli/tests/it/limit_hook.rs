@@ -29,6 +29,15 @@ fn hook(sb: &Sandbox, event: &str, stdin: &[u8]) -> Run {
     sb.run_stdin(&["hook", event], stdin)
 }
 
+/// The `StopFailure` hook of a turn that met its usage limit.
+fn limited(sb: &Sandbox) -> Run {
+    hook(
+        sb,
+        "claude-stop-failure",
+        &payload(sb, "rate_limit", &transcript(sb)),
+    )
+}
+
 /// Waits (bounded) until `f` holds: the hook hands its work to a copy of itself in the
 /// background and returns at once.
 fn eventually(what: &str, mut f: impl FnMut() -> bool) {
@@ -130,11 +139,7 @@ fn a_fifo_or_a_symlink_planted_as_the_hook_log_neither_stops_nor_redirects_the_w
             "fifo" => nix::unistd::mkfifo(&log, nix::sys::stat::Mode::S_IRWXU).unwrap(),
             _ => std::os::unix::fs::symlink(&victim, &log).unwrap(),
         }
-        let stopped = hook(
-            &sb,
-            "claude-stop-failure",
-            &payload(&sb, "rate_limit", &transcript(&sb)),
-        );
+        let stopped = limited(&sb);
         assert_eq!(stopped.code, 0, "{stopped:?}");
         eventually("the job", || !jobs(&sb).is_empty());
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "the user's\n");
@@ -144,11 +149,7 @@ fn a_fifo_or_a_symlink_planted_as_the_hook_log_neither_stops_nor_redirects_the_w
 #[test]
 fn by_default_nothing_moves_and_the_next_session_says_what_would() {
     let sb = crate::continuation::sandbox();
-    let stopped = hook(
-        &sb,
-        "claude-stop-failure",
-        &payload(&sb, "rate_limit", &transcript(&sb)),
-    );
+    let stopped = limited(&sb);
     assert_eq!(stopped.code, 0, "{stopped:?}");
     assert!(stopped.stdout.is_empty(), "{stopped:?}");
     let start = next_start(&sb);
@@ -188,11 +189,7 @@ fn continue_moves_the_task_in_the_background_once_an_hour() {
     let go = sb.root.join("go");
     sb.agents.set(&format!("{WAIT_FILE}@codex"), &go);
     sb.record();
-    let stopped = hook(
-        &sb,
-        "claude-stop-failure",
-        &payload(&sb, "rate_limit", &transcript(&sb)),
-    );
+    let stopped = limited(&sb);
     assert_eq!(stopped.code, 0, "{stopped:?}");
     // The hook returned; the move runs in the background while the receiver still waits.
     eventually("the job", || !jobs(&sb).is_empty());
@@ -264,11 +261,7 @@ fn continue_moves_the_task_in_the_background_once_an_hour() {
     );
 
     // Limited again within the hour: nothing moves (max_hops = 1).
-    let again = hook(
-        &sb,
-        "claude-stop-failure",
-        &payload(&sb, "rate_limit", &transcript(&sb)),
-    );
+    let again = limited(&sb);
     assert_eq!(again.code, 0);
     let start = next_start(&sb);
     assert_eq!(jobs(&sb).len(), 1, "a second move within the hour");
