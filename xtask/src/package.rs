@@ -89,9 +89,13 @@ pub fn package(root: &Path) -> Result<()> {
         )?;
         dirs.push((c, tmp.path().join(format!("{}-{}", c.name, c.version))));
     }
+    // An unpacked crate is a workspace of its own, with cargo's default dev profile (full
+    // debug info): without the workspace's profile it would build every dependency a second
+    // time, at several times the size.
+    let profile = dev_profile(root)?;
     let with_patches = |cmd: &mut Command, dir: &Path| {
-        for p in patches_for(dir, &dirs) {
-            cmd.args(["--config", &p]);
+        for p in patches_for(dir, &dirs).iter().chain(&profile) {
+            cmd.args(["--config", p]);
         }
         // The dependencies the test suite built are reused; the packaged crates, from other
         // sources, are built beside the workspace's own.
@@ -141,6 +145,40 @@ pub fn package(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The workspace's `[profile.dev]`, as `--config` values (`profile.dev.debug="…"`,
+/// `profile.dev.package."*".debug=false`).
+fn dev_profile(root: &Path) -> Result<Vec<String>> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml"))?;
+    let doc: toml::Table = toml::from_str(&manifest).context("the workspace's Cargo.toml")?;
+    let mut out = Vec::new();
+    if let Some(dev) = doc
+        .get("profile")
+        .and_then(|p| p.get("dev"))
+        .and_then(toml::Value::as_table)
+    {
+        flatten("profile.dev", dev, &mut out);
+    }
+    Ok(out)
+}
+
+/// Appends `prefix.key=value` for every leaf of `table`, quoting keys that are not bare.
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
+    for (key, value) in table {
+        let bare = key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let path = if bare {
+            format!("{prefix}.{key}")
+        } else {
+            format!("{prefix}.{key:?}")
+        };
+        match value {
+            toml::Value::Table(t) => flatten(&path, t, out),
+            leaf => out.push(format!("{path}={leaf}")),
+        }
+    }
+}
+
 /// The `[patch.crates-io]` entries (as `--config` values) that make the packaged crate in
 /// `dir` take each packaged sibling it depends on (dev- and build-dependencies included),
 /// directly or through another, from `dirs`.
@@ -169,4 +207,30 @@ fn patches_for(dir: &Path, dirs: &[(&Published, PathBuf)]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flatten;
+
+    #[test]
+    fn a_dev_profile_becomes_config_values_cargo_takes() {
+        let doc: toml::Table = toml::from_str(
+            "[profile.dev]\ndebug = \"line-tables-only\"\n\
+             [profile.dev.package.\"*\"]\ndebug = false\nopt-level = 1\n",
+        )
+        .unwrap();
+        let dev = doc["profile"]["dev"].as_table().unwrap();
+        let mut out = Vec::new();
+        flatten("profile.dev", dev, &mut out);
+        out.sort();
+        assert_eq!(
+            out,
+            [
+                "profile.dev.debug=\"line-tables-only\"",
+                "profile.dev.package.\"*\".debug=false",
+                "profile.dev.package.\"*\".opt-level=1",
+            ]
+        );
+    }
 }

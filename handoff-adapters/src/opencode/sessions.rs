@@ -451,8 +451,9 @@ pub(crate) async fn import_private(
 }
 
 /// Checks that the tree at `root` (a run's private data directory, which its agent could
-/// write) holds only directories and plain files: no symlink, FIFO, socket or device, and at
-/// most [`PLAIN_TREE_ENTRIES`] entries. A missing root is fine.
+/// write) holds only directories and plain files: no symlink, FIFO, socket or device, no file
+/// with a second name (a hard link would take OpenCode's writes to that file's other name),
+/// and at most [`PLAIN_TREE_ENTRIES`] entries. A missing root is fine.
 pub(crate) fn plain_tree(root: &Utf8Path) -> Result<(), String> {
     let mut pending = vec![root.to_owned()];
     let mut seen = 0usize;
@@ -481,6 +482,17 @@ pub(crate) fn plain_tree(root: &Utf8Path) -> Result<(), String> {
                     "the run's OpenCode store holds {path}, which is not a plain file or \
                      directory (the agent's doing): not imported"
                 ));
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                let meta = entry
+                    .metadata()
+                    .map_err(|e| format!("cannot inspect {path}: {e}"))?;
+                if meta.nlink() > 1 {
+                    return Err(format!(
+                        "the run's OpenCode store holds {path}, a file with another name \
+                         elsewhere (the agent's doing): not imported"
+                    ));
+                }
             }
         }
     }
@@ -613,6 +625,15 @@ mod tests {
             std::os::unix::net::UnixListener::bind(root.join("opencode/storage/session/x"))
                 .unwrap();
         assert!(plain_tree(root).is_err());
+        std::fs::remove_file(root.join("opencode/storage/session/x")).unwrap();
+        assert_eq!(plain_tree(root), Ok(()));
+        // A hard link to a file outside the store: OpenCode's writes would land there.
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("bashrc"), "").unwrap();
+        std::fs::hard_link(outside.join("bashrc"), root.join("opencode/log")).unwrap();
+        let why = plain_tree(&root.join("opencode")).unwrap_err();
+        assert!(why.contains("another name"), "{why}");
     }
 
     #[test]
