@@ -93,11 +93,26 @@ fn strip_ansi(s: &str) -> String {
 /// The environment of an OpenCode command: the store's variables, with colour, updates and
 /// sharing off.
 fn cli_env(store: &StoreEnv) -> BTreeMap<String, String> {
+    let mut env = config_env(store);
+    // Without this, every OpenCode command reads and writes the project's configuration from
+    // the directory it runs in up to `/` (or the repository's root): it rewrites an
+    // `opencode.json` there, writes `.opencode/.gitignore` and installs `.opencode`'s npm
+    // dependencies. The worktree, and the run directory above the scratch, were the agent's to
+    // write; a session's export and import touch neither.
+    env.insert("OPENCODE_DISABLE_PROJECT_CONFIG".into(), "1".into());
+    env
+}
+
+/// The environment of `opencode debug config`, which is asked for the user's own
+/// configuration in their worktree, the project's included; and the base of [`cli_env`].
+fn config_env(store: &StoreEnv) -> BTreeMap<String, String> {
     let mut env = store.vars.clone();
     for (k, v) in [
         ("NO_COLOR", "1"),
         ("TERM", "dumb"),
         ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+        ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
+        ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
         ("OPENCODE_AUTO_SHARE", "false"),
     ] {
         env.insert(k.into(), v.into());
@@ -296,7 +311,7 @@ async fn carried_model(
             } else {
                 neutral_dir(store)?
             };
-            let out = run(&exe, &["debug", "config"], &dir, &cli_env(store), None).await?;
+            let out = run(&exe, &["debug", "config"], &dir, &config_env(store), None).await?;
             let model = out
                 .stdout
                 .find('{')

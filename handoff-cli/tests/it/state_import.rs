@@ -136,3 +136,27 @@ fn a_symlink_the_agent_leaves_in_its_store_stops_the_import_and_nothing_is_writt
     assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
     std::fs::remove_file(&record).unwrap();
 }
+
+#[test]
+fn the_import_leaves_the_project_configuration_the_agent_wrote_alone() {
+    let sb = confined();
+    // OpenCode's start rewrites an `opencode.json` without `$schema` and writes
+    // `.opencode/.gitignore` in the project it runs in, unless told not to read the project's
+    // configuration: the import, filed in the worktree after the run, must not.
+    sb.agents.set(
+        handoff_testkit::keys::SHELL,
+        "printf '{}' > opencode.json && mkdir -p .opencode/plugin && \
+         printf 'export const P = async () => ({})' > .opencode/plugin/p.js",
+    );
+    let run = sb.delegate("claude", "opencode", "build", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let (id, record) = importing(&run);
+    wait_until("the import never finished", || !record.exists());
+    assert!(users_session(&sb, &id).is_file());
+    let repo = sb.repo.path();
+    assert_eq!(
+        std::fs::read_to_string(repo.join("opencode.json")).unwrap(),
+        "{}"
+    );
+    assert!(!repo.join(".opencode/.gitignore").exists());
+}

@@ -23,6 +23,9 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     let hook = repo.join(".git/hooks/pre-commit");
     let edited = rig.file("edited.txt");
     let net = rig.file("net.txt");
+    // A project configuration the agent writes: OpenCode started in the worktree after the run
+    // without `OPENCODE_DISABLE_PROJECT_CONFIG` (the import) would rewrite it.
+    let project_config = rig.file("opencode.json");
     // A plugin planted in the run's configuration directory (writable in the sandbox) would run
     // outside it if OpenCode were started there again after the run (for the session import).
     let ran = rig.root.join("plugin-ran");
@@ -38,7 +41,7 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     rig.server.set_script(Script::new([
         Step::shell(format!(
             "echo pwned >> {bashrc}; echo x > {outside}; echo 'echo hook' > {hook}; \
-             printf 'edited by the agent\\n' > {edited}; \
+             printf 'edited by the agent\\n' > {edited}; printf '{{}}' > {project_config}; \
              if (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null; then echo reached; \
              else echo blocked; fi > {net}; grep -c : /proc/net/dev >> {net}; \
              for d in \"$OPENCODE_CONFIG_DIR\" \"$XDG_CONFIG_HOME/opencode\" \"$HOME/.config/opencode\"; do \
@@ -71,7 +74,11 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
     assert!(!hook.exists(), "a git hook was planted");
     assert_eq!(
         run.changed(),
-        vec!["edited.txt".to_string(), "net.txt".to_string()]
+        vec![
+            "edited.txt".to_string(),
+            "net.txt".to_string(),
+            "opencode.json".to_string()
+        ]
     );
     // The model's command could not reach the host's loopback, where its CLI's model is.
     // It ran in a network namespace with loopback as its only interface.
@@ -103,6 +110,11 @@ fn opencode_build_under_handoffs_sandbox_edits_only_the_worktree_and_keeps_its_s
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    assert_eq!(
+        std::fs::read_to_string(&project_config).unwrap(),
+        "{}",
+        "OpenCode rewrote the project's configuration after the run"
+    );
     let id = imported
         .split_whitespace()
         .find(|w| w.starts_with("ses_"))

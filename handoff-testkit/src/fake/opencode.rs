@@ -1,5 +1,7 @@
 //! OpenCode 1.18.33 (`opencode`): `run --format json` NDJSON events, `debug config`, and
-//! `export`, `import` and `session delete` on the fake's session store.
+//! `export`, `import` and `session delete` on the fake's session store. Like the real one,
+//! every command reads the project's configuration from the directory it runs in up to the
+//! repository's root, and writes to it, unless `OPENCODE_DISABLE_PROJECT_CONFIG` is set.
 
 use std::process::ExitCode;
 
@@ -91,6 +93,7 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         return fail("fake-agent: the opencode TUI is not imitated; use `opencode run`");
     };
     let rest = &top.rest[1..];
+    load_project_config();
     match command.as_str() {
         "run" => run_message(ctx, rest),
         "debug" if rest.first().map(String::as_str) == Some("config") => debug_config(),
@@ -100,6 +103,40 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
         other => fail(&format!(
             "fake-agent: `opencode {other}` is not imitated by the fake"
         )),
+    }
+}
+
+/// What OpenCode's start does to a project's configuration: from the working directory up to
+/// the repository's root (up to `/` outside one), an `opencode.json` without `$schema` gets
+/// one written into it, and a `.opencode` directory gets a `.gitignore`. Skipped when
+/// `OPENCODE_DISABLE_PROJECT_CONFIG` is `1` or `true`, as the real one skips the project's
+/// configuration (and its plugins) altogether.
+fn load_project_config() {
+    if matches!(
+        std::env::var("OPENCODE_DISABLE_PROJECT_CONFIG").as_deref(),
+        Ok("1" | "true")
+    ) {
+        return;
+    }
+    let Ok(mut dir) = std::env::current_dir() else {
+        return;
+    };
+    loop {
+        let config = dir.join("opencode.json");
+        if let Ok(text) = std::fs::read_to_string(&config)
+            && let Ok(Value::Object(mut doc)) = serde_json::from_str::<Value>(&text)
+            && !doc.contains_key("$schema")
+        {
+            doc.insert("$schema".into(), "https://opencode.ai/config.json".into());
+            let _ = std::fs::write(&config, Value::Object(doc).to_string());
+        }
+        let own = dir.join(".opencode");
+        if own.is_dir() {
+            let _ = std::fs::write(own.join(".gitignore"), "node_modules\n");
+        }
+        if dir.join(".git").exists() || !dir.pop() {
+            return;
+        }
     }
 }
 
