@@ -433,6 +433,15 @@ async fn run(
     };
     let stdout = collect(out_task).await;
     let stderr = collect(err_task).await;
+    // An agent that exits the moment its output was cut can be seen exiting first: the cut
+    // output still makes the ending, once the streams are drained and their flags final.
+    if ending == Ending::Exited {
+        if *overflow_rx.borrow() {
+            ending = Ending::OutputLimit { stream: "stdout" };
+        } else if *err_overflow_rx.borrow() {
+            ending = Ending::OutputLimit { stream: "stderr" };
+        }
+    }
 
     use std::os::unix::process::ExitStatusExt;
     let mut exit_code = status.and_then(|s| s.code());
@@ -634,6 +643,26 @@ mod tests {
         .await;
         assert_eq!(r.ending, Ending::OutputLimit { stream: "stdout" });
         assert_eq!(r.stdout.len(), OUTPUT_LIMIT);
+    }
+
+    #[tokio::test]
+    async fn output_over_the_limit_is_cut_even_when_the_agent_exits_at_once() {
+        // The agent's last write fits in the pipe, so it can exit 0 before the limit is
+        // crossed on this side: its exit and the cut race, and the cut must win every time.
+        for stream in ["stdout", "stderr"] {
+            let redirect = if stream == "stderr" { " >&2" } else { "" };
+            for _ in 0..100 {
+                let (_tx, rx) = watch::channel(false);
+                let r = supervise(
+                    &sh(&format!("head -c 1060000 /dev/zero{redirect}; exit 0")),
+                    b"",
+                    Duration::from_secs(30),
+                    rx,
+                )
+                .await;
+                assert_eq!(r.ending, Ending::OutputLimit { stream });
+            }
+        }
     }
 
     #[tokio::test]
