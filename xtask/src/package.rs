@@ -71,9 +71,7 @@ pub fn package(root: &Path) -> Result<()> {
     run("cargo package --workspace --exclude xtask", &mut cmd)?;
 
     // Unpacked outside the workspace, as a registry would hand them out.
-    let tmp = tempfile::Builder::new()
-        .prefix("handoff-package-")
-        .tempdir()?;
+    let tmp = Unpacked::new(root)?;
     let mut dirs = Vec::new();
     for c in &crates {
         let file = root
@@ -143,6 +141,36 @@ pub fn package(root: &Path) -> Result<()> {
     }
     eprintln!("==> every published crate packages, builds and installs from its package");
     Ok(())
+}
+
+/// Where the packages are unpacked: a directory of the system's temporary directory named
+/// after the workspace, so that the next run builds at the same paths and replaces what this
+/// one left in the target directory instead of adding to it. Emptied first, removed on drop.
+struct Unpacked(PathBuf);
+
+impl Unpacked {
+    fn new(root: &Path) -> Result<Self> {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(root.to_string_lossy().as_bytes());
+        let dir =
+            std::env::temp_dir().join(format!("handoff-package-{}", hex::encode(&digest[..8])));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self(dir))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Unpacked {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The workspace's `[profile.dev]`, as `--config` values (`profile.dev.debug="…"`,
