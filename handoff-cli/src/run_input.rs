@@ -3,7 +3,8 @@
 
 use handoff_core::{AgentId, Instructions, RunInput, Verb};
 
-use crate::{DelegateArgs, read_stdin};
+use crate::args::DelegateArgs;
+use crate::read_stdin;
 
 pub(crate) fn input_of(verb: Verb, a: DelegateArgs) -> Result<RunInput, Box<(RunInput, String)>> {
     let nested = std::env::var_os("HANDOFF_SUPERVISOR_CONTEXT").is_some_and(|v| !v.is_empty());
