@@ -151,14 +151,22 @@ struct Unpacked(PathBuf);
 impl Unpacked {
     fn new(root: &Path) -> Result<Self> {
         use sha2::Digest as _;
+        use std::os::unix::fs::DirBuilderExt as _;
         let digest = sha2::Sha256::digest(root.to_string_lossy().as_bytes());
         let dir =
             std::env::temp_dir().join(format!("handoff-package-{}", hex::encode(&digest[..8])));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)
-                .with_context(|| format!("cannot clear {}", dir.display()))?;
+        // A symlink there is removed, never followed; the directory is then made anew, private,
+        // and the make fails if anything took its name in between.
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(&dir),
+            Ok(_) => std::fs::remove_file(&dir),
+            Err(_) => Ok(()),
         }
-        std::fs::create_dir_all(&dir)?;
+        .with_context(|| format!("cannot clear {}", dir.display()))?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(Self(dir))
     }
 
