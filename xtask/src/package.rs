@@ -80,7 +80,9 @@ pub fn package(root: &Path) -> Result<()> {
         run(
             &format!("unpack {}", file.display()),
             Command::new("tar")
-                .arg("-xzf")
+                // Fresh times: the files are new to cargo, which would otherwise take the
+                // previous run's build at the same paths as up to date.
+                .args(["-x", "-m", "-z", "-f"])
                 .arg(&file)
                 .arg("-C")
                 .arg(tmp.path()),

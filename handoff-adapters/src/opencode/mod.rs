@@ -198,9 +198,12 @@ impl Provider for OpenCode {
             ));
         }
         // OpenCode reads and writes its data directory (database, logs) as it exports, outside
-        // the sandbox: a symlink the agent left there would take those writes elsewhere.
+        // the sandbox: a symlink the agent left there, or in its place, would take those
+        // writes elsewhere.
         if let Some(data) = state.env.get("XDG_DATA_HOME") {
-            sessions::plain_tree(camino::Utf8Path::new(data))?;
+            let data = camino::Utf8Path::new(data);
+            sessions::real_dirs_below(state.run_dir, data)?;
+            sessions::plain_tree(data)?;
         }
         // The run directory was the agent's to write: nothing in it is trusted now. The
         // scratch is a new directory of a random name (nothing the agent planted is reused,

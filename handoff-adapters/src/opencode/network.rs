@@ -186,7 +186,7 @@ fn user_configs(env: &BTreeMap<String, String>) -> Vec<Value> {
 
 /// JSON with comments (`//`, `/* */`) and trailing commas, as OpenCode reads its configuration,
 /// made plain JSON.
-fn strip_jsonc(text: &str) -> String {
+pub(super) fn strip_jsonc(text: &str) -> String {
     // Comments out first, then the commas before a closing bracket.
     let mut plain = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();

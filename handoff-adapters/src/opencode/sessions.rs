@@ -93,19 +93,6 @@ fn strip_ansi(s: &str) -> String {
 /// The environment of an OpenCode command: the store's variables, with colour, updates and
 /// sharing off.
 fn cli_env(store: &StoreEnv) -> BTreeMap<String, String> {
-    let mut env = config_env(store);
-    // Without this, every OpenCode command reads and writes the project's configuration from
-    // the directory it runs in up to `/` (or the repository's root): it rewrites an
-    // `opencode.json` there, writes `.opencode/.gitignore` and installs `.opencode`'s npm
-    // dependencies. The worktree, and the run directory above the scratch, were the agent's to
-    // write; a session's export and import touch neither.
-    env.insert("OPENCODE_DISABLE_PROJECT_CONFIG".into(), "1".into());
-    env
-}
-
-/// The environment of `opencode debug config`, which is asked for the user's own
-/// configuration in their worktree, the project's included; and the base of [`cli_env`].
-fn config_env(store: &StoreEnv) -> BTreeMap<String, String> {
     let mut env = store.vars.clone();
     for (k, v) in [
         ("NO_COLOR", "1"),
@@ -114,6 +101,12 @@ fn config_env(store: &StoreEnv) -> BTreeMap<String, String> {
         ("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1"),
         ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
         ("OPENCODE_AUTO_SHARE", "false"),
+        // Without this, every OpenCode command reads and writes the project's configuration
+        // from the directory it runs in up to the repository's root (or `/`): it rewrites an
+        // `opencode.json` there, writes `.opencode/.gitignore` and installs `.opencode`'s
+        // dependencies, outside any sandbox. A worktree, and the run directory above a
+        // scratch, may hold what an agent wrote.
+        ("OPENCODE_DISABLE_PROJECT_CONFIG", "1"),
     ] {
         env.insert(k.into(), v.into());
     }
@@ -305,18 +298,20 @@ async fn carried_model(
     let named = match &target.model {
         Some(m) => m.clone(),
         None => {
-            let exe = executable(store)?;
-            let dir = if target.cwd.is_dir() {
-                target.cwd.clone()
-            } else {
-                neutral_dir(store)?
+            // The project's configuration is read here, never by an OpenCode started in the
+            // worktree; the user's own, by `opencode debug config` with the project's off.
+            let model = match project_model(&target.cwd) {
+                Some(m) => Some(m),
+                None => {
+                    let exe = executable(store)?;
+                    let dir = neutral_dir(store)?;
+                    let out = run(&exe, &["debug", "config"], &dir, &cli_env(store), None).await?;
+                    out.stdout
+                        .find('{')
+                        .and_then(|i| serde_json::from_str::<Value>(out.stdout[i..].trim()).ok())
+                        .and_then(|c| c.get("model").and_then(Value::as_str).map(str::to_owned))
+                }
             };
-            let out = run(&exe, &["debug", "config"], &dir, &config_env(store), None).await?;
-            let model = out
-                .stdout
-                .find('{')
-                .and_then(|i| serde_json::from_str::<Value>(out.stdout[i..].trim()).ok())
-                .and_then(|c| c.get("model").and_then(Value::as_str).map(str::to_owned));
             model.ok_or_else(|| {
                 TranscriptError::Unsupported(
                     "OpenCode has no default model to record in the carried session: choose one \
@@ -331,6 +326,39 @@ async fn carried_model(
             "OpenCode names models provider/model; '{named}' is not one"
         ))
     })
+}
+
+/// The `model` of the project's OpenCode configuration at `cwd`: the nearest `opencode.jsonc`,
+/// `opencode.json` or `.opencode/opencode.json[c]` naming one, from `cwd` up to the repository's
+/// root, read as text (no `{env:…}` or `{file:…}` is expanded).
+fn project_model(cwd: &Utf8Path) -> Option<String> {
+    const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+    for dir in cwd.ancestors() {
+        for file in [
+            "opencode.jsonc",
+            "opencode.json",
+            ".opencode/opencode.jsonc",
+            ".opencode/opencode.json",
+        ] {
+            let path = dir.join(file);
+            let plain =
+                std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= MAX_CONFIG_BYTES);
+            let model = plain
+                .then(|| std::fs::read_to_string(&path).ok())
+                .flatten()
+                .and_then(|text| {
+                    serde_json::from_str::<Value>(&super::network::strip_jsonc(&text)).ok()
+                })
+                .and_then(|c| c.get("model").and_then(Value::as_str).map(str::to_owned));
+            if model.is_some() {
+                return model;
+            }
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    None
 }
 
 /// Writes `doc` into the scratch directory and, unless a dry run, imports it in `cwd`:
@@ -514,6 +542,32 @@ pub(crate) fn plain_tree(root: &Utf8Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that `path` lies in `base` (a run's private directory, which handoff made) and that
+/// each of its components below `base` that exists is a directory, not a symlink: the agent
+/// could have swapped one for a link elsewhere, and OpenCode, run outside the sandbox, would
+/// write through it.
+pub(crate) fn real_dirs_below(base: &Utf8Path, path: &Utf8Path) -> Result<(), String> {
+    let rel = path.strip_prefix(base).map_err(|_| {
+        format!("the run's OpenCode store {path} is not in the run's directory: not imported")
+    })?;
+    let mut at = base.to_owned();
+    for part in rel.components() {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(format!(
+                    "the run's OpenCode store has {at} where a directory belongs (the agent's \
+                     doing): not imported"
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(format!("cannot inspect {at}: {e}")),
+        }
+    }
+    Ok(())
+}
+
 /// The most entries [`plain_tree`] walks.
 const PLAIN_TREE_ENTRIES: usize = 100_000;
 
@@ -622,7 +676,60 @@ impl Sessions for OpenCode {
 
 #[cfg(test)]
 mod tests {
-    use super::{plain_tree, session_of_run};
+    use super::{plain_tree, project_model, real_dirs_below, session_of_run};
+
+    #[test]
+    fn a_store_reached_through_a_symlink_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = camino::Utf8Path::from_path(tmp.path()).unwrap();
+        let data = run.join("opencode/data");
+        assert_eq!(real_dirs_below(run, &data), Ok(()));
+        std::fs::create_dir_all(&data).unwrap();
+        assert_eq!(real_dirs_below(run, &data), Ok(()));
+        // The agent moves the store aside and links its name elsewhere.
+        let elsewhere = run.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::rename(&data, run.join("opencode/data2")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &data).unwrap();
+        let why = real_dirs_below(run, &data).unwrap_err();
+        assert!(why.contains("opencode/data"), "{why}");
+        // Or a directory above it.
+        std::fs::remove_file(&data).unwrap();
+        std::fs::rename(run.join("opencode"), run.join("opencode2")).unwrap();
+        std::os::unix::fs::symlink(run.join("opencode2"), run.join("opencode")).unwrap();
+        assert!(real_dirs_below(run, &data).is_err());
+        assert!(real_dirs_below(&run.join("other"), &data).is_err());
+    }
+
+    #[test]
+    fn the_project_model_is_the_nearest_one_up_to_the_repository_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = camino::Utf8Path::from_path(tmp.path()).unwrap();
+        let repo = top.join("repo");
+        let deep = repo.join("a/b");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(deep.join(".opencode")).unwrap();
+        // Above the repository: not the project's.
+        std::fs::write(top.join("opencode.json"), r#"{"model":"x/above"}"#).unwrap();
+        assert_eq!(project_model(&deep), None);
+        std::fs::write(
+            repo.join("opencode.jsonc"),
+            "{\n  // the team's\n  \"model\": \"e2e/root\", /* kept */\n}\n",
+        )
+        .unwrap();
+        std::fs::write(repo.join("a/opencode.json"), r#"{"theme":"x"}"#).unwrap();
+        assert_eq!(project_model(&deep).as_deref(), Some("e2e/root"));
+        std::fs::write(
+            deep.join(".opencode/opencode.json"),
+            r#"{"model":"{file:~/.ssh/id_rsa}"}"#,
+        )
+        .unwrap();
+        // Read as text: nothing is expanded.
+        assert_eq!(
+            project_model(&deep).as_deref(),
+            Some("{file:~/.ssh/id_rsa}")
+        );
+    }
 
     #[test]
     fn a_store_with_a_symlink_or_a_fifo_anywhere_is_not_plain() {

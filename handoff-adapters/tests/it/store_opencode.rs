@@ -566,7 +566,23 @@ fn without_a_chosen_model_the_configured_one_is_recorded() {
         doc["messages"][0]["info"]["model"],
         json!({"providerID": "e2e", "modelID": "fake-model"})
     );
-    assert_eq!(s.calls(), ["[TMP]/repo|--pure debug config"]);
+    // The user's own configuration: OpenCode is asked away from the worktree.
+    assert_eq!(s.calls(), ["[TMP]/scratch|--pure debug config"]);
+    // The project's is read from its file, without starting OpenCode in the worktree.
+    std::fs::create_dir_all(s.cwd.join(".git")).unwrap();
+    std::fs::write(
+        s.cwd.join("opencode.jsonc"),
+        "{ // the project's\n \"model\": \"proj/model-1\", }",
+    )
+    .unwrap();
+    let carried =
+        block_on(OpenCode.write_session(&s.env, &neutral(), &s.target(true, None))).unwrap();
+    let doc: Value = serde_json::from_slice(&std::fs::read(&carried.files[0]).unwrap()).unwrap();
+    assert_eq!(
+        doc["messages"][0]["info"]["model"],
+        json!({"providerID": "proj", "modelID": "model-1"})
+    );
+    assert_eq!(s.calls().len(), 1, "{:?}", s.calls());
     let bad = block_on(OpenCode.write_session(&s.env, &neutral(), &s.target(true, Some("opus"))));
     assert!(
         bad.as_ref()

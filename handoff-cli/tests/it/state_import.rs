@@ -160,3 +160,21 @@ fn the_import_leaves_the_project_configuration_the_agent_wrote_alone() {
     );
     assert!(!repo.join(".opencode/.gitignore").exists());
 }
+
+#[test]
+fn a_store_the_agent_swapped_for_a_symlink_is_not_imported() {
+    let sb = confined();
+    // The store's directory moved aside and its name linked to another directory: OpenCode,
+    // exporting outside the sandbox, would write wherever the link points.
+    sb.agents.set(
+        handoff_testkit::keys::SHELL,
+        "mkdir -p \"$XDG_DATA_HOME.elsewhere\" && mv \"$XDG_DATA_HOME\" \"$XDG_DATA_HOME.moved\" \
+         && ln -s \"$XDG_DATA_HOME.elsewhere\" \"$XDG_DATA_HOME\"",
+    );
+    let run = sb.delegate("claude", "opencode", "review", &[]);
+    assert_eq!(run.status(), "succeeded", "{}\n{}", run.stdout, run.stderr);
+    let (id, record) = importing(&run);
+    failed_with(&sb, &record, "where a directory belongs");
+    assert!(!users_session(&sb, &id).exists());
+    std::fs::remove_file(&record).unwrap();
+}

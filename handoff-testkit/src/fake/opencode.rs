@@ -107,8 +107,9 @@ pub(crate) fn run(ctx: &mut Ctx) -> ExitCode {
 }
 
 /// What OpenCode's start does to a project's configuration: from the working directory up to
-/// the repository's root (up to `/` outside one), an `opencode.json` without `$schema` gets
-/// one written into it, and a `.opencode` directory gets a `.gitignore`. Skipped when
+/// the repository's root (up to `/` outside one; the fake stops at `$HOME`), an
+/// `opencode.json` without `$schema` gets one written into it, and a `.opencode` directory
+/// without a `.gitignore` gets one. Skipped when
 /// `OPENCODE_DISABLE_PROJECT_CONFIG` is `1` or `true`, as the real one skips the project's
 /// configuration (and its plugins) altogether.
 fn load_project_config() {
@@ -121,6 +122,7 @@ fn load_project_config() {
     let Ok(mut dir) = std::env::current_dir() else {
         return;
     };
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     loop {
         let config = dir.join("opencode.json");
         if let Ok(text) = std::fs::read_to_string(&config)
@@ -131,10 +133,11 @@ fn load_project_config() {
             let _ = std::fs::write(&config, Value::Object(doc).to_string());
         }
         let own = dir.join(".opencode");
-        if own.is_dir() {
+        if own.is_dir() && !own.join(".gitignore").exists() {
             let _ = std::fs::write(own.join(".gitignore"), "node_modules\n");
         }
-        if dir.join(".git").exists() || !dir.pop() {
+        // The fake stops at the home directory too, so no test reaches the machine's own.
+        if dir.join(".git").exists() || Some(&dir) == home.as_ref() || !dir.pop() {
             return;
         }
     }
