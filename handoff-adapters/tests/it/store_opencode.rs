@@ -559,11 +559,16 @@ fn a_written_session_is_imported_in_the_receivers_directory_and_reads_back() {
 #[test]
 fn without_a_chosen_model_the_configured_one_is_recorded() {
     let s = Store::new();
-    let carried =
-        block_on(OpenCode.write_session(&s.env, &neutral(), &s.target(true, None))).unwrap();
-    let doc: Value = serde_json::from_slice(&std::fs::read(&carried.files[0]).unwrap()).unwrap();
+    // The model the carried session's first message names.
+    let recorded = || {
+        let carried =
+            block_on(OpenCode.write_session(&s.env, &neutral(), &s.target(true, None))).unwrap();
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(&carried.files[0]).unwrap()).unwrap();
+        doc["messages"][0]["info"]["model"].clone()
+    };
     assert_eq!(
-        doc["messages"][0]["info"]["model"],
+        recorded(),
         json!({"providerID": "e2e", "modelID": "fake-model"})
     );
     // The user's own configuration: OpenCode is asked away from the worktree.
@@ -575,11 +580,8 @@ fn without_a_chosen_model_the_configured_one_is_recorded() {
         "{ // the project's\n \"model\": \"proj/model-1\", }",
     )
     .unwrap();
-    let carried =
-        block_on(OpenCode.write_session(&s.env, &neutral(), &s.target(true, None))).unwrap();
-    let doc: Value = serde_json::from_slice(&std::fs::read(&carried.files[0]).unwrap()).unwrap();
     assert_eq!(
-        doc["messages"][0]["info"]["model"],
+        recorded(),
         json!({"providerID": "proj", "modelID": "model-1"})
     );
     assert_eq!(s.calls().len(), 1, "{:?}", s.calls());
