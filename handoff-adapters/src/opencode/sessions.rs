@@ -332,7 +332,7 @@ async fn carried_model(
 /// `opencode.json` or `.opencode/opencode.json[c]` naming one, from `cwd` up to the repository's
 /// root, read as text (no `{env:…}` or `{file:…}` is expanded).
 fn project_model(cwd: &Utf8Path) -> Option<String> {
-    const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+    const MAX_CONFIG_BYTES: usize = 1024 * 1024;
     for dir in cwd.ancestors() {
         for file in [
             "opencode.jsonc",
@@ -340,13 +340,11 @@ fn project_model(cwd: &Utf8Path) -> Option<String> {
             ".opencode/opencode.jsonc",
             ".opencode/opencode.json",
         ] {
-            let path = dir.join(file);
-            let plain =
-                std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= MAX_CONFIG_BYTES);
-            let model = plain
-                .then(|| std::fs::read_to_string(&path).ok())
-                .flatten()
-                .and_then(|text| {
+            // A regular file only, never waited on (a FIFO is refused at once).
+            let model = handoff_core::read_regular_file(dir.join(file).as_str(), MAX_CONFIG_BYTES)
+                .ok()
+                .and_then(|bytes| {
+                    let text = String::from_utf8_lossy(&bytes);
                     serde_json::from_str::<Value>(&super::network::strip_jsonc(&text)).ok()
                 })
                 .and_then(|c| c.get("model").and_then(Value::as_str).map(str::to_owned));
@@ -709,6 +707,12 @@ mod tests {
         let deep = repo.join("a/b");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
         std::fs::create_dir_all(deep.join(".opencode")).unwrap();
+        // A FIFO in a config file's place is passed over, never waited on.
+        let fifo = std::process::Command::new("mkfifo")
+            .arg(deep.join("opencode.json"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
         // Above the repository: not the project's.
         std::fs::write(top.join("opencode.json"), r#"{"model":"x/above"}"#).unwrap();
         assert_eq!(project_model(&deep), None);
