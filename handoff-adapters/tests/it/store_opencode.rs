@@ -242,6 +242,9 @@ struct Store {
 const FAKE: &str = r#"#!/bin/sh
 root="$(dirname "$0")"
 echo "$PWD|$*" >> "$root/calls.log"
+# A command started with the project's configuration on (it would read and write the
+# worktree's opencode.json and .opencode/): kept apart, so that every test sees it.
+[ "$OPENCODE_DISABLE_PROJECT_CONFIG" = 1 ] || echo "$PWD|$*" >> "$root/project-config.log"
 [ "$1" = "--pure" ] && shift
 case "$1" in
   export)
@@ -298,7 +301,14 @@ impl Store {
         std::fs::write(self.root.join(format!("bin/sessions/{SESSION}.json")), text).unwrap();
     }
 
+    /// The commands the stand-in ran; none of them with the project's configuration on.
     fn calls(&self) -> Vec<String> {
+        let with_project = self.root.join("bin/project-config.log");
+        assert!(
+            !with_project.exists(),
+            "started with the project's configuration: {}",
+            std::fs::read_to_string(&with_project).unwrap_or_default()
+        );
         std::fs::read_to_string(self.root.join("bin/calls.log"))
             .unwrap_or_default()
             .lines()
